@@ -1,0 +1,70 @@
+# One command per job. Everything a target needs, it installs or builds itself.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+PACKAGES := kubemoon_core kubemoon_trio kubemoon_sync kubemoon_testing
+CORE_COVERAGE_MIN := 95
+
+.PHONY: all install lint typecheck test test-fast unit property fault integration docs fuzz bench testenv demo clean
+
+all: test
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict $(PACKAGES)
+
+# The real kube-apiserver and etcd, built once from Go modules and cached outside the clone.
+testenv:
+	bash testenv/build.sh
+
+# Every tier: unit, property, fault, integration (real apiserver), end to end, and the docs.
+test: lint typecheck testenv
+	@rm -f .coverage .coverage.*
+	$(BIN)/coverage run -m pytest -q tests
+	@echo "== branch coverage of kubemoon_core =="
+	$(BIN)/coverage report --fail-under=$(CORE_COVERAGE_MIN)
+	@$(MAKE) --no-print-directory docs
+
+# The everyday loop: the pure tiers only, in seconds.
+test-fast: $(STAMP)
+	$(BIN)/pytest -q tests/unit tests/property
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
+
+property: $(STAMP)
+	$(BIN)/pytest -q tests/property
+
+fault: $(STAMP)
+	$(BIN)/pytest -q tests/fault
+
+integration: $(STAMP) testenv
+	$(BIN)/pytest -q tests/integration
+
+docs: $(STAMP)
+	$(BIN)/sphinx-build -q -W --keep-going -b html docs docs/_build/html
+
+# The same property suites, run much longer.
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -q fuzz
+
+bench: $(STAMP)
+	cd bench && ../$(BIN)/python run.py
+
+demo: $(STAMP) testenv
+	$(BIN)/python examples/demo.py
+
+clean:
+	rm -rf $(VENV) .coverage docs/_build .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,15 @@
+"""Sphinx configuration for the KubeMoon docs (built by ``make docs`` with -W)."""
+
+project = "KubeMoon"
+author = "the KubeMoon team"
+copyright = "2026, the KubeMoon team"  # noqa: A001
+release = "0.1.0"
+
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode"]
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_default_options = {"members": True, "show-inheritance": True}
+nitpicky = False
+html_theme = "alabaster"
+exclude_patterns = ["_build"]
+suppress_warnings = ["ref.python"]

@@ -1,0 +1,464 @@
+"""Requests as values: what an adapter must send, built and validated without I/O.
+
+Rules: a ``Request`` is immutable and complete (method, path, query, headers, body, and
+whether the response is a stream); adapters add only the origin and credentials. Every
+query option is validated here, so an adapter never has to.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from . import _json
+from ._errors import LocalProtocolError
+from ._resources import (
+    APIResource,
+    GroupVersionResource,
+    ResourcePath,
+    Scope,
+)
+from ._status import error_from_response
+
+__all__ = [
+    "DeleteOptions",
+    "ListOptions",
+    "PatchType",
+    "Request",
+    "Response",
+    "WriteOptions",
+    "apply_request",
+    "decode_response",
+    "create_request",
+    "delete_collection_request",
+    "delete_request",
+    "get_request",
+    "list_request",
+    "patch_request",
+    "replace_request",
+    "watch_request",
+    "USER_AGENT",
+]
+
+USER_AGENT = "kubemoon-python/0.1.0"
+JSON = "application/json"
+
+Headers = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One HTTP request an adapter should perform against the configured API server."""
+
+    method: str
+    path: str
+    query: tuple[tuple[str, str], ...] = ()
+    headers: Headers = (("Accept", JSON), ("User-Agent", USER_AGENT))
+    body: bytes = b""
+    stream: bool = False
+
+    @property
+    def target(self) -> str:
+        """Path and query as sent on the request line."""
+        if not self.query:
+            return self.path
+        return f"{self.path}?{urlencode(self.query, quote_via=quote)}"
+
+    def header(self, name: str) -> str | None:
+        """The value of a header, case-insensitively, or None."""
+        lowered = name.lower()
+        for key, value in self.headers:
+            if key.lower() == lowered:
+                return value
+        return None
+
+    def query_value(self, name: str) -> str | None:
+        """The value of a query parameter, or None."""
+        for key, value in self.query:
+            if key == name:
+                return value
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A complete HTTP response, as an adapter hands it to the core."""
+
+    status_code: int
+    headers: Headers = ()
+    body: bytes = b""
+
+    def header(self, name: str) -> str | None:
+        """The value of a header, case-insensitively, or None."""
+        lowered = name.lower()
+        for key, value in self.headers:
+            if key.lower() == lowered:
+                return value
+        return None
+
+    @property
+    def ok(self) -> bool:
+        """True for 2xx."""
+        return 200 <= self.status_code < 300
+
+
+class PatchType(enum.Enum):
+    """The patch formats the API server accepts, by Content-Type."""
+
+    JSON = "application/json-patch+json"
+    MERGE = "application/merge-patch+json"
+    STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+    APPLY = "application/apply-patch+yaml"
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _non_negative(name: str, value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise LocalProtocolError(f"{name} must be a non-negative integer, got {value!r}")
+
+
+def _text(name: str, value: str | None) -> None:
+    if value is not None and (not isinstance(value, str) or "\x00" in value):
+        raise LocalProtocolError(f"{name} must be a string without NUL, got {value!r}")
+
+
+_RV_MATCH = ("", "Exact", "NotOlderThan")
+
+
+@dataclass(frozen=True, slots=True)
+class ListOptions:
+    """Query options for list, watch and deletecollection."""
+
+    label_selector: str | None = None
+    field_selector: str | None = None
+    limit: int | None = None
+    continue_token: str | None = None
+    resource_version: str | None = None
+    resource_version_match: str | None = None
+    timeout_seconds: int | None = None
+    allow_watch_bookmarks: bool | None = None
+    send_initial_events: bool | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("label_selector", "field_selector", "continue_token", "resource_version"):
+            _text(name, getattr(self, name))
+        _non_negative("limit", self.limit)
+        _non_negative("timeout_seconds", self.timeout_seconds)
+        if self.resource_version_match is not None:
+            if self.resource_version_match not in _RV_MATCH:
+                raise LocalProtocolError(
+                    f"resource_version_match must be one of {_RV_MATCH}, "
+                    f"got {self.resource_version_match!r}"
+                )
+            if self.resource_version is None:
+                raise LocalProtocolError("resource_version_match needs a resource_version")
+        if self.send_initial_events and self.resource_version_match != "NotOlderThan":
+            raise LocalProtocolError(
+                "send_initial_events requires resource_version_match='NotOlderThan'"
+            )
+
+    def query(self) -> list[tuple[str, str]]:
+        """The options as query parameters, in a stable order."""
+        q: list[tuple[str, str]] = []
+        if self.label_selector is not None:
+            q.append(("labelSelector", self.label_selector))
+        if self.field_selector is not None:
+            q.append(("fieldSelector", self.field_selector))
+        if self.limit is not None:
+            q.append(("limit", str(self.limit)))
+        if self.continue_token is not None:
+            q.append(("continue", self.continue_token))
+        if self.resource_version is not None:
+            q.append(("resourceVersion", self.resource_version))
+        if self.resource_version_match is not None:
+            q.append(("resourceVersionMatch", self.resource_version_match))
+        if self.timeout_seconds is not None:
+            q.append(("timeoutSeconds", str(self.timeout_seconds)))
+        if self.allow_watch_bookmarks is not None:
+            q.append(("allowWatchBookmarks", _bool(self.allow_watch_bookmarks)))
+        if self.send_initial_events is not None:
+            q.append(("sendInitialEvents", _bool(self.send_initial_events)))
+        return q
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    """Query options for create, replace, patch and apply."""
+
+    dry_run: bool = False
+    field_manager: str | None = None
+    force: bool | None = None
+
+    def __post_init__(self) -> None:
+        _text("field_manager", self.field_manager)
+        if self.field_manager is not None and not 0 < len(self.field_manager) <= 128:
+            raise LocalProtocolError("field_manager must have 1 to 128 characters")
+
+    def query(self) -> list[tuple[str, str]]:
+        """The options as query parameters."""
+        q: list[tuple[str, str]] = []
+        if self.dry_run:
+            q.append(("dryRun", "All"))
+        if self.field_manager is not None:
+            q.append(("fieldManager", self.field_manager))
+        if self.force is not None:
+            q.append(("force", _bool(self.force)))
+        return q
+
+
+_PROPAGATION = ("Orphan", "Background", "Foreground")
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOptions:
+    """Options for delete and deletecollection, sent as a ``DeleteOptions`` body."""
+
+    propagation_policy: str | None = None
+    grace_period_seconds: int | None = None
+    dry_run: bool = False
+    precondition_uid: str | None = None
+    precondition_resource_version: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.propagation_policy is not None and self.propagation_policy not in _PROPAGATION:
+            raise LocalProtocolError(
+                f"propagation_policy must be one of {_PROPAGATION}, got {self.propagation_policy!r}"
+            )
+        _non_negative("grace_period_seconds", self.grace_period_seconds)
+        _text("precondition_uid", self.precondition_uid)
+        _text("precondition_resource_version", self.precondition_resource_version)
+
+    def query(self) -> list[tuple[str, str]]:
+        """Options the API server also reads from the query string."""
+        q: list[tuple[str, str]] = []
+        if self.dry_run:
+            q.append(("dryRun", "All"))
+        if self.grace_period_seconds is not None:
+            q.append(("gracePeriodSeconds", str(self.grace_period_seconds)))
+        if self.propagation_policy is not None:
+            q.append(("propagationPolicy", self.propagation_policy))
+        return q
+
+    def body(self) -> bytes:
+        """A ``meta/v1 DeleteOptions`` document, or empty when there is nothing to say."""
+        doc: dict[str, Any] = {}
+        preconditions: dict[str, str] = {}
+        if self.precondition_uid is not None:
+            preconditions["uid"] = self.precondition_uid
+        if self.precondition_resource_version is not None:
+            preconditions["resourceVersion"] = self.precondition_resource_version
+        if preconditions:
+            doc["preconditions"] = preconditions
+        if not doc:
+            return b""
+        return _json.dumps({"apiVersion": "v1", "kind": "DeleteOptions", **doc})
+
+
+Target = GroupVersionResource | APIResource
+
+
+def _path(
+    resource: Target,
+    namespace: str | None,
+    name: str | None,
+    subresource: str | None,
+    *,
+    collection: bool,
+) -> str:
+    gvr = resource.gvr if isinstance(resource, APIResource) else resource
+    if isinstance(resource, APIResource):
+        if resource.scope is Scope.CLUSTER and namespace is not None:
+            raise LocalProtocolError(f"{gvr} is cluster-scoped; do not give a namespace")
+        if resource.scope is Scope.NAMESPACED and namespace is None and not collection:
+            raise LocalProtocolError(f"{gvr} is namespaced; a namespace is required")
+    return ResourcePath(gvr, namespace, name, subresource).render()
+
+
+def _headers(content_type: str | None = None) -> Headers:
+    base: Headers = (("Accept", JSON), ("User-Agent", USER_AGENT))
+    return base + ((("Content-Type", content_type),) if content_type else ())
+
+
+def _body(obj: Mapping[str, Any] | bytes) -> bytes:
+    if isinstance(obj, bytes):
+        return obj
+    if not isinstance(obj, Mapping):
+        raise LocalProtocolError(f"a body must be a mapping or bytes, got {type(obj).__name__}")
+    return _json.dumps(obj)
+
+
+def _object_name(obj: Mapping[str, Any] | bytes, name: str | None) -> str:
+    if name is not None:
+        return name
+    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
+    found = metadata.get("name") if isinstance(metadata, Mapping) else None
+    if not isinstance(found, str):
+        raise LocalProtocolError("the object has no metadata.name; pass name= explicitly")
+    return found
+
+
+def get_request(
+    resource: Target, name: str, *, namespace: str | None = None, subresource: str | None = None
+) -> Request:
+    """GET one object (or one of its subresources)."""
+    return Request("GET", _path(resource, namespace, name, subresource, collection=False))
+
+
+def list_request(
+    resource: Target, *, namespace: str | None = None, options: ListOptions | None = None
+) -> Request:
+    """GET a collection (one page of it when ``options.limit`` is set)."""
+    opts = options or ListOptions()
+    return Request(
+        "GET", _path(resource, namespace, None, None, collection=True), tuple(opts.query())
+    )
+
+
+def watch_request(
+    resource: Target, *, namespace: str | None = None, options: ListOptions | None = None
+) -> Request:
+    """A streaming WATCH of a collection (``watch=1``); the response is newline-delimited."""
+    opts = options or ListOptions()
+    return Request(
+        "GET",
+        _path(resource, namespace, None, None, collection=True),
+        (("watch", "1"), *opts.query()),
+        stream=True,
+    )
+
+
+def create_request(
+    resource: Target,
+    obj: Mapping[str, Any] | bytes,
+    *,
+    namespace: str | None = None,
+    options: WriteOptions | None = None,
+) -> Request:
+    """POST a new object to its collection."""
+    opts = options or WriteOptions()
+    return Request(
+        "POST",
+        _path(resource, namespace, None, None, collection=False),
+        tuple(opts.query()),
+        _headers(JSON),
+        _body(obj),
+    )
+
+
+def replace_request(
+    resource: Target,
+    obj: Mapping[str, Any] | bytes,
+    *,
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+    options: WriteOptions | None = None,
+) -> Request:
+    """PUT a whole object; its ``metadata.resourceVersion`` makes the write conditional."""
+    opts = options or WriteOptions()
+    path = _path(resource, namespace, _object_name(obj, name), subresource, collection=False)
+    return Request("PUT", path, tuple(opts.query()), _headers(JSON), _body(obj))
+
+
+def patch_request(
+    resource: Target,
+    name: str,
+    patch: Mapping[str, Any] | Sequence[Any] | bytes,
+    *,
+    patch_type: PatchType,
+    namespace: str | None = None,
+    subresource: str | None = None,
+    options: WriteOptions | None = None,
+) -> Request:
+    """PATCH an object with a JSON, merge, strategic-merge or apply patch."""
+    opts = options or WriteOptions()
+    if patch_type is PatchType.APPLY and opts.field_manager is None:
+        raise LocalProtocolError("server-side apply requires a field_manager")
+    if patch_type is not PatchType.APPLY and opts.force is not None:
+        raise LocalProtocolError("force is only valid for server-side apply")
+    if isinstance(patch, bytes):
+        body = patch
+    elif patch_type is PatchType.JSON:
+        if not isinstance(patch, Sequence) or isinstance(patch, str):
+            raise LocalProtocolError("a JSON patch must be a list of operations")
+        body = _json.dumps(list(patch))
+    elif isinstance(patch, Mapping):
+        body = _json.dumps(patch)  # JSON is valid YAML, so apply patches are sent as JSON
+    else:
+        raise LocalProtocolError(f"a {patch_type.name} patch must be a mapping")
+    path = _path(resource, namespace, name, subresource, collection=False)
+    return Request("PATCH", path, tuple(opts.query()), _headers(patch_type.value), body)
+
+
+def apply_request(
+    resource: Target,
+    obj: Mapping[str, Any],
+    *,
+    field_manager: str,
+    namespace: str | None = None,
+    force: bool = False,
+    subresource: str | None = None,
+    dry_run: bool = False,
+) -> Request:
+    """Server-side apply: PATCH with ``application/apply-patch+yaml`` as ``field_manager``."""
+    return patch_request(
+        resource,
+        _object_name(obj, None),
+        obj,
+        patch_type=PatchType.APPLY,
+        namespace=namespace,
+        subresource=subresource,
+        options=WriteOptions(dry_run=dry_run, field_manager=field_manager, force=force),
+    )
+
+
+def delete_request(
+    resource: Target,
+    name: str,
+    *,
+    namespace: str | None = None,
+    options: DeleteOptions | None = None,
+) -> Request:
+    """DELETE one object, optionally with uid/resourceVersion preconditions."""
+    opts = options or DeleteOptions()
+    body = opts.body()
+    return Request(
+        "DELETE",
+        _path(resource, namespace, name, None, collection=False),
+        tuple(opts.query()),
+        _headers(JSON if body else None),
+        body,
+    )
+
+
+def delete_collection_request(
+    resource: Target,
+    *,
+    namespace: str | None = None,
+    list_options: ListOptions | None = None,
+    options: DeleteOptions | None = None,
+) -> Request:
+    """DELETE every object of a collection that matches the selectors."""
+    lopts = list_options or ListOptions()
+    dopts = options or DeleteOptions()
+    body = dopts.body()
+    return Request(
+        "DELETE",
+        _path(resource, namespace, None, None, collection=True),
+        (*lopts.query(), *dopts.query()),
+        _headers(JSON if body else None),
+        body,
+    )
+
+
+def decode_response(response: Response) -> Any:
+    """Return the decoded JSON body of a 2xx response; raise the ApiError of any other."""
+    if not response.ok:
+        raise error_from_response(response.status_code, response.headers, response.body)
+    return _json.loads(response.body)

@@ -1,0 +1,286 @@
+"""Kubernetes ``Status`` documents and the typed ``ApiError`` family.
+
+Rules: any non-2xx response, and the object of a watch ``ERROR`` event, becomes an
+``ApiError`` subclass chosen by HTTP code and ``reason``. A body that is not a Status still
+yields an error with the code and a bounded excerpt. ``disposition`` tells a caller whether
+to retry, relist or handle the error itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _json
+from ._errors import DecodeError, KubeMoonError
+
+__all__ = [
+    "AlreadyExists",
+    "ApiError",
+    "BadRequest",
+    "Conflict",
+    "Disposition",
+    "Expired",
+    "Forbidden",
+    "Gone",
+    "InternalError",
+    "Invalid",
+    "MethodNotAllowed",
+    "NotFound",
+    "ServerTimeout",
+    "ServiceUnavailable",
+    "Status",
+    "StatusCause",
+    "TooManyRequests",
+    "Unauthorized",
+    "decode_status",
+    "error_from_response",
+    "error_from_status",
+]
+
+# How much of a non-Status body an error keeps: enough to debug, never a whole dump.
+BODY_EXCERPT_LIMIT = 512
+
+
+class Disposition(enum.Enum):
+    """What a caller should do about an error."""
+
+    RETRY = "retry"  # 429, 5xx, timeouts: back off and try the same thing again
+    RELIST = "relist"  # 410: the resourceVersion is gone, start from a fresh list
+    CALLER = "caller"  # 4xx: a decision for the caller (not found, conflict, invalid...)
+
+
+@dataclass(frozen=True, slots=True)
+class StatusCause:
+    """One cause of a failure, typically a field that failed validation."""
+
+    reason: str = ""
+    message: str = ""
+    field: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A decoded ``meta/v1 Status``."""
+
+    code: int
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+    details: Mapping[str, Any] = field(default_factory=dict)
+    causes: tuple[StatusCause, ...] = ()
+    retry_after_seconds: int | None = None
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def decode_status(document: Any, *, default_code: int = 0) -> Status | None:
+    """Decode a parsed JSON value as a Status, or return None if it is not one."""
+    if not isinstance(document, Mapping) or document.get("kind") != "Status":
+        return None
+    code = document.get("code")
+    if not isinstance(code, int) or isinstance(code, bool):
+        code = default_code
+    details = document.get("details")
+    if not isinstance(details, Mapping):
+        details = {}
+    causes = []
+    raw_causes = details.get("causes")
+    if isinstance(raw_causes, list):
+        for raw in raw_causes:
+            if isinstance(raw, Mapping):
+                causes.append(
+                    StatusCause(
+                        reason=_str(raw.get("reason")),
+                        message=_str(raw.get("message")),
+                        field=_str(raw.get("field")),
+                    )
+                )
+    retry = details.get("retryAfterSeconds")
+    retry_after = retry if isinstance(retry, int) and not isinstance(retry, bool) else None
+    return Status(
+        code=code,
+        status=_str(document.get("status")),
+        reason=_str(document.get("reason")),
+        message=_str(document.get("message")),
+        details=dict(details),
+        causes=tuple(causes),
+        retry_after_seconds=retry_after,
+    )
+
+
+class ApiError(KubeMoonError):
+    """The API server refused a request; carries the decoded :class:`Status`.
+
+    ``retry_after`` is the server's requested delay in seconds (``Retry-After`` header,
+    else ``details.retryAfterSeconds``), or None.
+    """
+
+    disposition: Disposition = Disposition.CALLER
+
+    def __init__(self, status: Status, *, retry_after: float | None = None, body: bytes = b""):
+        self.status = status
+        self.retry_after = retry_after
+        self.body_excerpt = body[:BODY_EXCERPT_LIMIT]
+        text = status.message or status.reason or "no message"
+        super().__init__(f"{status.code} {status.reason or type(self).__name__}: {text}")
+
+    @property
+    def code(self) -> int:
+        """The HTTP status code."""
+        return self.status.code
+
+    @property
+    def reason(self) -> str:
+        """The machine-readable ``reason`` of the Status (``NotFound``, ``Expired``...)."""
+        return self.status.reason
+
+    @property
+    def causes(self) -> tuple[StatusCause, ...]:
+        """Field-level causes, for ``Invalid`` errors in particular."""
+        return self.status.causes
+
+
+class BadRequest(ApiError):
+    """400: the request was malformed."""
+
+
+class Unauthorized(ApiError):
+    """401: the credentials were missing or not accepted."""
+
+
+class Forbidden(ApiError):
+    """403: the identity may not do this."""
+
+
+class NotFound(ApiError):
+    """404: the object or resource does not exist."""
+
+
+class MethodNotAllowed(ApiError):
+    """405: the resource does not support this verb."""
+
+
+class Conflict(ApiError):
+    """409: a write lost an optimistic-concurrency race or a field-manager conflict."""
+
+
+class AlreadyExists(Conflict):
+    """409 with reason AlreadyExists: create found an object of that name."""
+
+
+class Gone(ApiError):
+    """410: the requested resourceVersion is no longer available; relist."""
+
+    disposition = Disposition.RELIST
+
+
+class Expired(Gone):
+    """410 with reason Expired: a resourceVersion or continue token has expired."""
+
+
+class Invalid(ApiError):
+    """422: the object failed validation; see :attr:`causes`."""
+
+
+class TooManyRequests(ApiError):
+    """429: throttled by API Priority and Fairness or max-inflight; honour retry_after."""
+
+    disposition = Disposition.RETRY
+
+
+class InternalError(ApiError):
+    """500: the server failed."""
+
+    disposition = Disposition.RETRY
+
+
+class ServiceUnavailable(ApiError):
+    """503: the server is not ready or is shutting down."""
+
+    disposition = Disposition.RETRY
+
+
+class ServerTimeout(ApiError):
+    """504, or reason ServerTimeout/Timeout: the server could not finish in time."""
+
+    disposition = Disposition.RETRY
+
+
+_BY_CODE: dict[int, type[ApiError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    405: MethodNotAllowed,
+    409: Conflict,
+    410: Gone,
+    422: Invalid,
+    429: TooManyRequests,
+    500: InternalError,
+    503: ServiceUnavailable,
+    504: ServerTimeout,
+}
+
+
+def _error_class(status: Status) -> type[ApiError]:
+    if status.reason == "AlreadyExists" and status.code == 409:
+        return AlreadyExists
+    if status.reason == "Expired" and status.code == 410:
+        return Expired
+    if status.reason in ("ServerTimeout", "Timeout") and status.code >= 500:
+        return ServerTimeout
+    cls = _BY_CODE.get(status.code)
+    if cls is not None:
+        return cls
+    return _RetryableApiError if status.code >= 500 else ApiError
+
+
+class _RetryableApiError(ApiError):
+    """Another 5xx: retryable, with no class of its own."""
+
+    disposition = Disposition.RETRY
+
+
+def error_from_status(status: Status, *, retry_after: float | None = None) -> ApiError:
+    """Build the ApiError subclass that matches a decoded Status."""
+    if retry_after is None and status.retry_after_seconds is not None:
+        retry_after = float(status.retry_after_seconds)
+    return _error_class(status)(status, retry_after=retry_after)
+
+
+def _retry_after_header(headers: Iterable[tuple[str, str]]) -> float | None:
+    for name, value in headers:
+        if name.lower() == "retry-after":
+            try:
+                seconds = float(value.strip())
+            except ValueError:
+                return None  # an HTTP-date: not used by the API server; ignore it
+            return seconds if seconds >= 0 else None
+    return None
+
+
+def error_from_response(
+    status_code: int, headers: Iterable[tuple[str, str]], body: bytes
+) -> ApiError:
+    """Decode a non-2xx response into an ApiError, whatever its body holds."""
+    status: Status | None = None
+    try:
+        status = decode_status(_json.loads(body), default_code=status_code)
+    except DecodeError:
+        status = None
+    if status is None:
+        excerpt = body[:BODY_EXCERPT_LIMIT].decode("utf-8", "replace")
+        status = Status(code=status_code, status="Failure", message=excerpt)
+    else:
+        # The HTTP code is authoritative; a Status claiming another code is a server quirk.
+        status = dataclasses.replace(status, code=status_code)
+    retry_after = _retry_after_header(headers)
+    if retry_after is None and status.retry_after_seconds is not None:
+        retry_after = float(status.retry_after_seconds)
+    return _error_class(status)(status, retry_after=retry_after, body=body)
