@@ -1,0 +1,73 @@
+"""pytest fixtures that run a real kube-apiserver (registered as the ``kubemoon`` plugin).
+
+Fixtures:
+
+- ``kube_apiserver`` (session): an :class:`~kubemoon_testing.ApiServer` with the default
+  profile (watch cache on), started the first time a test asks for it.
+- ``kube_apiserver_nocache`` (session): a second server with ``--watch-cache=false``, for
+  tests that compact etcd and expect the API to report it; started only if requested.
+- ``kube_namespace`` (function): a fresh namespace on ``kube_apiserver``, named after the
+  test, deleted best effort afterwards.
+
+The binaries come from ``make testenv``; without them the fixtures fail (never skip) with
+a message saying so. This module is loaded by every pytest run in an environment where
+KubeMoon is installed, so it imports nothing heavy and registers only the ``integration``
+marker.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterator
+
+import pytest
+
+from kubemoon_testing import ApiServer
+
+__all__ = ["kube_apiserver", "kube_apiserver_nocache", "kube_namespace"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the ``integration`` marker."""
+    config.addinivalue_line(
+        "markers",
+        "integration: runs against the real kube-apiserver and etcd built by `make testenv`",
+    )
+
+
+@pytest.fixture(scope="session")
+def kube_apiserver() -> Iterator[ApiServer]:
+    """A real kube-apiserver shared by the whole session (watch cache on)."""
+    with ApiServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def kube_apiserver_nocache() -> Iterator[ApiServer]:
+    """A real kube-apiserver without the watch cache (``--watch-cache=false``).
+
+    Reads and watches go straight to etcd, so :meth:`ApiServer.compact` turns old
+    resourceVersions into 410 Expired answers.
+    """
+    with ApiServer(watch_cache=False) as server:
+        yield server
+
+
+def _namespace_name(test_name: str) -> str:
+    # A DNS label (<= 63 chars) that still says which test made it.
+    stem = re.sub(r"[^a-z0-9]+", "-", test_name.lower()).strip("-")[:40].strip("-")
+    return f"{stem or 'test'}-{secrets.token_hex(4)}"
+
+
+@pytest.fixture
+def kube_namespace(kube_apiserver: ApiServer, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A new, uniquely named namespace on ``kube_apiserver`` for one test.
+
+    Deletion at teardown is best effort: without a namespace controller the namespace
+    stays ``Terminating`` and its objects remain, which is harmless because names are
+    never reused.
+    """
+    name = kube_apiserver.create_namespace(_namespace_name(request.node.name))
+    yield name
+    kube_apiserver.delete_namespace(name)
