@@ -5,6 +5,9 @@ return requests, events and deadlines. Nothing here opens a socket, reads a cloc
 a thread.
 """
 
+from ._backoff import (
+    Backoff,
+)
 from ._changes import Change, ChangeType
 from ._controller import (
     Controller,
@@ -65,6 +68,13 @@ from ._ratelimit import (
     RateLimiter,
     default_rate_limiter,
 )
+from ._reflector import (
+    Reflector,
+    ReflectorInput,
+    ReflectorState,
+    ReflectorStats,
+    RelistReason,
+)
 from ._request import (
     USER_AGENT,
     DeleteOptions,
@@ -120,6 +130,17 @@ from ._status import (
     error_from_response,
     error_from_status,
 )
+from ._store import (
+    Store,
+    label_indexer,
+    namespace_indexer,
+)
+from ._watch import (
+    DEFAULT_MAX_LINE_LENGTH,
+    INITIAL_EVENTS_END_ANNOTATION,
+    WatchDecoder,
+    WatchEvent,
+)
 
 __version__ = "0.1.0"
 
@@ -133,6 +154,7 @@ __all__ = [
     "APIVersions",
     "AlreadyExists",
     "ApiError",
+    "Backoff",
     "BadRequest",
     "BucketRateLimiter",
     "Change",
@@ -140,6 +162,7 @@ __all__ = [
     "Conflict",
     "Controller",
     "ControllerMetrics",
+    "DEFAULT_MAX_LINE_LENGTH",
     "DecodeError",
     "DeleteOptions",
     "Discovery",
@@ -155,6 +178,7 @@ __all__ = [
     "GroupVersion",
     "GroupVersionKind",
     "GroupVersionResource",
+    "INITIAL_EVENTS_END_ANNOTATION",
     "InternalError",
     "Invalid",
     "JITTER_FACTOR",
@@ -181,7 +205,12 @@ __all__ = [
     "RateLimiter",
     "ReconcileResult",
     "Reconciled",
+    "Reflector",
+    "ReflectorInput",
+    "ReflectorState",
+    "ReflectorStats",
     "RefreshNeeded",
+    "RelistReason",
     "RemoteProtocolError",
     "Request",
     "Requeue",
@@ -196,9 +225,12 @@ __all__ = [
     "Status",
     "StatusCause",
     "StoppedLeading",
+    "Store",
     "TooManyRequests",
     "USER_AGENT",
     "Unauthorized",
+    "WatchDecoder",
+    "WatchEvent",
     "WorkItem",
     "WorkQueue",
     "WriteOptions",
@@ -221,8 +253,10 @@ __all__ = [
     "generation_changed",
     "get_request",
     "json_backend",
+    "label_indexer",
     "labels_changed",
     "list_request",
+    "namespace_indexer",
     "negate",
     "patch_request",
     "replace_request",

@@ -20,11 +20,11 @@ __all__ = [
     "use_standard_json",
 ]
 
-Loads = Callable[[bytes], Any]
+Loads = Callable[[bytes | str], Any]
 Dumps = Callable[[Any], bytes]
 
 
-def _std_loads(data: bytes) -> Any:
+def _std_loads(data: bytes | str) -> Any:
     return json.loads(data)
 
 
@@ -35,8 +35,8 @@ def _std_dumps(value: Any) -> bytes:
 _backend: tuple[str, Loads, Dumps] = ("json", _std_loads, _std_dumps)
 
 
-def loads(data: bytes, *, offset: int | None = None) -> Any:
-    """Decode one JSON document; any failure is a :class:`DecodeError`."""
+def loads(data: bytes | str, *, offset: int | None = None) -> Any:
+    """Decode one JSON document (UTF-8 bytes or text); any failure is a DecodeError."""
     try:
         return _backend[1](data)
     except (ValueError, TypeError, RecursionError) as exc:
@@ -53,7 +53,7 @@ def dumps(value: Any) -> bytes:
 
 
 def set_json_backend(name: str, loads: Loads, dumps: Dumps) -> None:
-    """Install a JSON backend: ``loads(bytes)`` and ``dumps(value) -> bytes``."""
+    """Install a JSON backend: ``loads(bytes | str)`` and ``dumps(value) -> bytes``."""
     global _backend
     _backend = (name, loads, dumps)
 

@@ -1,0 +1,820 @@
+"""The reflector: keeps a :class:`Store` equal to a collection on the API server.
+
+A sans-IO state machine. It says which request to perform (:meth:`Reflector.next_request`)
+and when to call back (:meth:`Reflector.next_deadline`); the adapter performs requests and
+feeds back complete LIST responses, watch heads, watch bytes, the end of each watch, and
+the time. States are :class:`ReflectorState`; every move is one entry of
+:data:`Reflector.TRANSITIONS`, and a call the current state has no entry for raises
+:class:`LocalProtocolError`.
+
+Rules (client-go's reflector is the reference):
+
+- A sync is a paginated LIST (``limit`` 500, ``continue``) or, when enabled, a streaming
+  list. Its objects go into a store epoch and replace the store only when the sync is
+  complete; readers never see part of a list.
+- The first sync asks for the newest state (no resourceVersion: a consistent read). After
+  a watch answers 410, the relist asks for ``resourceVersion=<last seen>`` with
+  ``resourceVersionMatch=NotOlderThan`` ("at least as fresh as what I saw"), which the
+  server may answer without a quorum read of etcd, so clients relisting together do not
+  stampede it (kubernetes#86483, client-go's fix in #86430); if that LIST answers 410 it
+  asks for the newest state. An expired ``continue`` token (410 on a later page) restarts
+  the list from the newest state.
+- A watch starts from the sync's resourceVersion with ``allowWatchBookmarks=true`` and a
+  ``timeoutSeconds`` drawn from [300, 600]. Every event and bookmark moves the resume point;
+  bookmarks never produce changes.
+- A watch that ends cleanly is resumed at once from the resume point, without a relist
+  (one that ends within a second having delivered nothing counts as a failure). Dropped
+  connections, 429, 5xx, other refusals, malformed data and stalls back off
+  (:class:`Backoff`) and resume, honouring ``Retry-After`` (capped at 5 minutes). Only 410
+  relists, after a backoff too, as client-go's ListAndWatch loop does: short after a
+  healthy spell, growing if relists repeat (no relist storm).
+- A LIST page that fails with 429, 5xx, a connection error or a malformed body is retried
+  after a backoff, with the same ``continue`` token. A later page refused for another
+  reason restarts the list after a backoff.
+- Streaming lists (``sendInitialEvents=true``, ``resourceVersionMatch=NotOlderThan``,
+  resourceVersion ``""`` or the last seen) replace the store when the BOOKMARK annotated
+  ``k8s.io/initial-events-end: "true"`` arrives; the same connection then carries on as the
+  watch. A server that refuses them (400, 403, 405, 422) gets LIST+WATCH from then on. A
+  stream that fails in any other way before its end bookmark (dropped, ended, 429/5xx,
+  malformed, stalled) is followed by one LIST+WATCH sync, as client-go does; the sync after
+  that tries streaming again. A 410 on a stream at a resourceVersion streams again from
+  the newest state.
+- Stalls: when no byte arrives on a watch for longer than its ``timeoutSeconds`` plus
+  ``stall_margin``, :meth:`Reflector.poll` tells the adapter to abandon the connection.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from . import _json
+from ._backoff import Backoff
+from ._changes import Change
+from ._errors import DecodeError, KubeMoonError, LocalProtocolError
+from ._request import ListOptions, Request, Response, list_request, watch_request
+from ._resources import APIResource, GroupVersionResource
+from ._status import ApiError, Disposition, Gone, error_from_response
+from ._store import Store
+from ._watch import DEFAULT_MAX_LINE_LENGTH, WatchDecoder, WatchEvent
+
+__all__ = [
+    "RelistReason",
+    "Reflector",
+    "ReflectorInput",
+    "ReflectorState",
+    "ReflectorStats",
+]
+
+# Bounds: how much of a refused watch's body is kept, and the longest Retry-After honoured.
+ERROR_BODY_LIMIT = 64 * 1024
+MAX_RETRY_AFTER = 300.0
+# Watch timeouts, drawn uniformly like client-go's [minWatchTimeout, 2 * minWatchTimeout].
+MIN_WATCH_TIMEOUT = 300
+MAX_WATCH_TIMEOUT = 600
+# A clean end this soon, with nothing received, is a failure (protects against hot loops).
+SHORT_WATCH = 1.0
+# Codes by which a server says it does not do streaming lists at all.
+STREAM_REFUSAL_CODES = frozenset({400, 403, 405, 422})
+
+
+class ReflectorState(enum.Enum):
+    """Where the reflector is. ``*_DUE`` states wait for a time, then issue a request."""
+
+    SYNC_DUE = "sync due"  # a full sync (LIST or streaming list) is to start
+    PAGE_DUE = "page due"  # the next LIST page, or a retry of one, is to be requested
+    LISTING = "listing"  # a LIST page request is in flight
+    STREAM_CONNECTING = "stream connecting"  # streaming list sent; no head yet
+    STREAMING = "streaming"  # receiving the initial events of a streaming list
+    STREAM_REJECTED = "stream rejected"  # non-2xx head; reading the error body
+    STREAM_CLOSING = "stream closing"  # gave up on the stream; waiting for its end
+    STREAM_EXPIRED = "stream expired"  # the stream answered 410; waiting for its end
+    WATCH_DUE = "watch due"  # a watch is to start from the resume point
+    WATCH_CONNECTING = "watch connecting"  # watch sent; no head yet
+    WATCHING = "watching"  # receiving events
+    WATCH_REJECTED = "watch rejected"  # non-2xx head; reading the error body
+    WATCH_CLOSING = "watch closing"  # gave up on the watch; waiting for its end
+    WATCH_EXPIRED = "watch expired"  # the watch answered 410; waiting for its end
+
+
+class ReflectorInput(enum.Enum):
+    """What happened: the labels of the transition table's edges."""
+
+    START_LIST = "start list"
+    START_STREAM = "start stream"
+    REQUEST_PAGE = "request page"
+    PAGE_MORE = "page with continue"
+    PAGE_LAST = "last page"
+    LIST_EXPIRED = "list 410"
+    LIST_RETRY = "list retryable failure"
+    LIST_FAILED = "list failure"
+    START_WATCH = "start watch"
+    HEAD_OK = "2xx head"
+    HEAD_ERROR = "error head"
+    DATA = "data"
+    INITIAL_EVENTS_END = "initial-events-end bookmark"
+    EXPIRED = "410"
+    BROKEN = "failure"
+    REFUSED = "refused"
+    STALL = "stall"
+    ENDED = "ended"
+    DROPPED = "dropped"
+
+
+class RelistReason(enum.Enum):
+    """Why a sync was started again."""
+
+    WATCH_EXPIRED = "a watch answered 410: relist at the last resourceVersion"
+    LIST_EXPIRED = "a LIST at the last resourceVersion answered 410: list the newest state"
+    CONTINUE_EXPIRED = "a continue token expired (410): list again from the start"
+    LIST_FAILED = "a later LIST page was refused: list again from the start"
+    STREAM_EXPIRED = "a streaming list answered 410: stream the newest state"
+    STREAM_FAILED = "a streaming list failed before its initial events ended: LIST once"
+    STREAM_REFUSED = "the server refused streaming lists: LIST from now on"
+
+
+S, In = ReflectorState, ReflectorInput
+_TRANSITIONS: dict[tuple[ReflectorState, ReflectorInput], ReflectorState] = {
+    (S.SYNC_DUE, In.START_LIST): S.LISTING,
+    (S.SYNC_DUE, In.START_STREAM): S.STREAM_CONNECTING,
+    (S.PAGE_DUE, In.REQUEST_PAGE): S.LISTING,
+    (S.LISTING, In.PAGE_MORE): S.PAGE_DUE,
+    (S.LISTING, In.PAGE_LAST): S.WATCH_DUE,
+    (S.LISTING, In.LIST_EXPIRED): S.SYNC_DUE,
+    (S.LISTING, In.LIST_RETRY): S.PAGE_DUE,
+    (S.LISTING, In.LIST_FAILED): S.SYNC_DUE,
+    (S.STREAM_CONNECTING, In.HEAD_OK): S.STREAMING,
+    (S.STREAM_CONNECTING, In.HEAD_ERROR): S.STREAM_REJECTED,
+    (S.STREAM_CONNECTING, In.STALL): S.STREAM_CLOSING,
+    (S.STREAM_CONNECTING, In.ENDED): S.SYNC_DUE,
+    (S.STREAM_CONNECTING, In.DROPPED): S.SYNC_DUE,
+    (S.STREAMING, In.DATA): S.STREAMING,
+    (S.STREAMING, In.INITIAL_EVENTS_END): S.WATCHING,
+    (S.STREAMING, In.EXPIRED): S.STREAM_EXPIRED,
+    (S.STREAMING, In.BROKEN): S.STREAM_CLOSING,
+    (S.STREAMING, In.STALL): S.STREAM_CLOSING,
+    (S.STREAMING, In.ENDED): S.SYNC_DUE,
+    (S.STREAMING, In.DROPPED): S.SYNC_DUE,
+    (S.STREAM_REJECTED, In.DATA): S.STREAM_REJECTED,
+    (S.STREAM_REJECTED, In.STALL): S.STREAM_CLOSING,
+    (S.STREAM_REJECTED, In.EXPIRED): S.SYNC_DUE,
+    (S.STREAM_REJECTED, In.REFUSED): S.SYNC_DUE,
+    (S.STREAM_REJECTED, In.BROKEN): S.SYNC_DUE,
+    (S.STREAM_CLOSING, In.DATA): S.STREAM_CLOSING,
+    (S.STREAM_CLOSING, In.ENDED): S.SYNC_DUE,
+    (S.STREAM_CLOSING, In.DROPPED): S.SYNC_DUE,
+    (S.STREAM_EXPIRED, In.DATA): S.STREAM_EXPIRED,
+    (S.STREAM_EXPIRED, In.ENDED): S.SYNC_DUE,
+    (S.STREAM_EXPIRED, In.DROPPED): S.SYNC_DUE,
+    (S.WATCH_DUE, In.START_WATCH): S.WATCH_CONNECTING,
+    (S.WATCH_CONNECTING, In.HEAD_OK): S.WATCHING,
+    (S.WATCH_CONNECTING, In.HEAD_ERROR): S.WATCH_REJECTED,
+    (S.WATCH_CONNECTING, In.STALL): S.WATCH_CLOSING,
+    (S.WATCH_CONNECTING, In.ENDED): S.WATCH_DUE,
+    (S.WATCH_CONNECTING, In.DROPPED): S.WATCH_DUE,
+    (S.WATCHING, In.DATA): S.WATCHING,
+    (S.WATCHING, In.EXPIRED): S.WATCH_EXPIRED,
+    (S.WATCHING, In.BROKEN): S.WATCH_CLOSING,
+    (S.WATCHING, In.STALL): S.WATCH_CLOSING,
+    (S.WATCHING, In.ENDED): S.WATCH_DUE,
+    (S.WATCHING, In.DROPPED): S.WATCH_DUE,
+    (S.WATCH_REJECTED, In.DATA): S.WATCH_REJECTED,
+    (S.WATCH_REJECTED, In.STALL): S.WATCH_CLOSING,
+    (S.WATCH_REJECTED, In.EXPIRED): S.SYNC_DUE,
+    (S.WATCH_REJECTED, In.BROKEN): S.WATCH_DUE,
+    (S.WATCH_CLOSING, In.DATA): S.WATCH_CLOSING,
+    (S.WATCH_CLOSING, In.ENDED): S.WATCH_DUE,
+    (S.WATCH_CLOSING, In.DROPPED): S.WATCH_DUE,
+    (S.WATCH_EXPIRED, In.DATA): S.WATCH_EXPIRED,
+    (S.WATCH_EXPIRED, In.ENDED): S.SYNC_DUE,
+    (S.WATCH_EXPIRED, In.DROPPED): S.SYNC_DUE,
+}
+del S, In
+
+_DUE = frozenset({ReflectorState.SYNC_DUE, ReflectorState.PAGE_DUE, ReflectorState.WATCH_DUE})
+# A watch connection is open and the reflector still reads it.
+_READING = frozenset(
+    {
+        ReflectorState.STREAM_CONNECTING,
+        ReflectorState.STREAMING,
+        ReflectorState.STREAM_REJECTED,
+        ReflectorState.WATCH_CONNECTING,
+        ReflectorState.WATCHING,
+        ReflectorState.WATCH_REJECTED,
+    }
+)
+# A watch connection is open and the reflector wants it closed.
+_CLOSING = frozenset(
+    {
+        ReflectorState.STREAM_CLOSING,
+        ReflectorState.STREAM_EXPIRED,
+        ReflectorState.WATCH_CLOSING,
+        ReflectorState.WATCH_EXPIRED,
+    }
+)
+_REJECTED = frozenset({ReflectorState.STREAM_REJECTED, ReflectorState.WATCH_REJECTED})
+_STREAM = frozenset(
+    {
+        ReflectorState.STREAM_CONNECTING,
+        ReflectorState.STREAMING,
+        ReflectorState.STREAM_REJECTED,
+        ReflectorState.STREAM_CLOSING,
+        ReflectorState.STREAM_EXPIRED,
+    }
+)
+_LIST_OUTCOMES = (
+    ReflectorInput.PAGE_MORE,
+    ReflectorInput.PAGE_LAST,
+    ReflectorInput.LIST_EXPIRED,
+    ReflectorInput.LIST_RETRY,
+    ReflectorInput.LIST_FAILED,
+)
+_HEADS = (ReflectorInput.HEAD_OK, ReflectorInput.HEAD_ERROR)
+_ENDS = (
+    ReflectorInput.ENDED,
+    ReflectorInput.DROPPED,
+    ReflectorInput.EXPIRED,
+    ReflectorInput.BROKEN,
+    ReflectorInput.REFUSED,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ReflectorStats:
+    """Counters of a reflector, as plain data (a snapshot taken by :attr:`Reflector.stats`)."""
+
+    syncs: int = 0  # complete lists applied (LIST or streaming)
+    relists: int = 0  # syncs started again after the first one, for any reason
+    relist_reasons: Mapping[RelistReason, int] = field(default_factory=dict)
+    last_relist_reason: RelistReason | None = None
+    watch_restarts: int = 0  # watches resumed without a relist
+    stalls: int = 0
+    failures: int = 0  # backoffs taken
+    events: int = 0  # ADDED/MODIFIED/DELETED events received on watches
+    bookmarks: int = 0
+
+
+def _expired(error: BaseException) -> bool:
+    return isinstance(error, ApiError) and (
+        isinstance(error, Gone) or error.reason in ("Expired", "Gone")
+    )
+
+
+def _retry_after(error: BaseException | None) -> float:
+    if isinstance(error, ApiError) and error.retry_after is not None:
+        return min(error.retry_after, MAX_RETRY_AFTER)
+    return 0.0
+
+
+class Reflector:
+    """Lists and watches one collection into a :class:`Store`; see the module rules.
+
+    Driving it (h11 style, every time argument a monotonic ``now``):
+
+    1. ``request = r.next_request(now)``; when None, wait until ``r.next_deadline()``.
+    2. A non-streaming request (a LIST page): perform it and give the complete response to
+       :meth:`receive_response`, or report a transport failure with :meth:`request_failed`.
+    3. A streaming request (``request.stream``): give the head to
+       :meth:`receive_watch_head`, every chunk of the body to :meth:`receive_watch_data`,
+       and call :meth:`poll` whenever ``next_deadline()`` passes; when ``poll`` returns
+       True, close the connection. Finally report the end, clean or not, exactly once with
+       :meth:`watch_ended`.
+
+    The changes returned by ``receive_response`` and ``receive_watch_data`` are the work a
+    controller should see; they are already applied to :attr:`store`.
+    """
+
+    TRANSITIONS: Mapping[tuple[ReflectorState, ReflectorInput], ReflectorState] = MappingProxyType(
+        _TRANSITIONS
+    )
+
+    def __init__(
+        self,
+        resource: GroupVersionResource | APIResource,
+        *,
+        rng: random.Random,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        store: Store | None = None,
+        page_size: int = 500,
+        streaming_list: bool = False,
+        backoff: Backoff | None = None,
+        stall_margin: float = 30.0,
+        max_line_length: int = DEFAULT_MAX_LINE_LENGTH,
+    ) -> None:
+        if not isinstance(rng, random.Random):
+            raise LocalProtocolError("rng must be a random.Random")
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise LocalProtocolError("page_size must be a positive int")
+        if stall_margin < 0:
+            raise LocalProtocolError("stall_margin must not be negative")
+        # Build once so bad selectors fail here, and every request shares the validation.
+        ListOptions(label_selector=label_selector, field_selector=field_selector)
+        list_request(resource, namespace=namespace)
+        WatchDecoder(max_line_length=max_line_length)
+        self._resource = resource
+        self._namespace = namespace
+        self._label_selector = label_selector
+        self._field_selector = field_selector
+        self._rng = rng
+        self._store = store if store is not None else Store()
+        self._page_size = page_size
+        self._streaming = streaming_list
+        self._backoff = backoff if backoff is not None else Backoff(rng)
+        self._stall_margin = float(stall_margin)
+        self._max_line_length = max_line_length
+
+        self._state = ReflectorState.SYNC_DUE
+        self._ready_at = float("-inf")
+        self._rv = ""  # the resume point: last list, event or bookmark resourceVersion
+        self._synced = False
+        self._sync_rv: str | None = None  # resourceVersion the next sync asks for
+        self._stream_fallback = False  # the next sync is a LIST after a failed stream
+        # The LIST in progress.
+        self._page_rv: str | None = None
+        self._continue: str | None = None
+        # The watch or stream connection in progress.
+        self._decoder = WatchDecoder(max_line_length=max_line_length)
+        self._timeout = MIN_WATCH_TIMEOUT
+        self._started_at = 0.0
+        self._stall_at = 0.0
+        self._received = 0  # events and bookmarks on this connection
+        self._stream_rv = ""  # the resourceVersion a streaming list asked for
+        self._head: tuple[int, tuple[tuple[str, str], ...]] = (0, ())
+        self._error_body = bytearray()
+        self._closing_error: BaseException | None = None
+        # Counters.
+        self._last_error: BaseException | None = None
+        self._syncs = 0
+        self._relists = 0
+        self._reasons: dict[RelistReason, int] = {}
+        self._last_reason: RelistReason | None = None
+        self._watch_restarts = 0
+        self._stalls = 0
+        self._failures = 0
+        self._events = 0
+        self._bookmarks = 0
+
+    def __repr__(self) -> str:
+        resource = (
+            self._resource.gvr if isinstance(self._resource, APIResource) else (self._resource)
+        )
+        return (
+            f"<Reflector {resource} {self._state.name} rv={self._rv!r} objects={len(self._store)}>"
+        )
+
+    # -- what the adapter reads -------------------------------------------------------------
+
+    @property
+    def state(self) -> ReflectorState:
+        """The current state."""
+        return self._state
+
+    @property
+    def store(self) -> Store:
+        """The store this reflector keeps in sync."""
+        return self._store
+
+    @property
+    def has_synced(self) -> bool:
+        """True once the first complete list has been applied (and from then on)."""
+        return self._synced
+
+    @property
+    def resource_version(self) -> str:
+        """The resume point: the last resourceVersion listed, watched or bookmarked."""
+        return self._rv
+
+    @property
+    def streaming_list(self) -> bool:
+        """Whether syncs use streaming lists (false after the server refused one)."""
+        return self._streaming
+
+    @property
+    def last_error(self) -> BaseException | None:
+        """The last failure seen (ApiError, protocol error or transport error), if any."""
+        return self._last_error
+
+    @property
+    def stats(self) -> ReflectorStats:
+        """A snapshot of the counters."""
+        return ReflectorStats(
+            syncs=self._syncs,
+            relists=self._relists,
+            relist_reasons=MappingProxyType(dict(self._reasons)),
+            last_relist_reason=self._last_reason,
+            watch_restarts=self._watch_restarts,
+            stalls=self._stalls,
+            failures=self._failures,
+            events=self._events,
+            bookmarks=self._bookmarks,
+        )
+
+    @staticmethod
+    def diagram() -> str:
+        """The transition table as a Mermaid ``stateDiagram-v2``, for the docs."""
+        lines = ["stateDiagram-v2", f"    [*] --> {ReflectorState.SYNC_DUE.name}"]
+        for (source, event), target in _TRANSITIONS.items():
+            lines.append(f"    {source.name} --> {target.name}: {event.value}")
+        return "\n".join(lines) + "\n"
+
+    def next_deadline(self) -> float | None:
+        """When to call back: a ``*_DUE`` state's start time, or a watch's stall deadline.
+
+        None while a LIST page is in flight (the adapter's own timeout governs it) and
+        while a connection is to be closed (:meth:`poll` already says True).
+        """
+        if self._state in _DUE:
+            return self._ready_at
+        if self._state in _READING:
+            return self._stall_at
+        return None
+
+    # -- starting requests ------------------------------------------------------------------
+
+    def next_request(self, now: float) -> Request | None:
+        """The request to perform now, or None while waiting or busy."""
+        state = self._state
+        if state not in _DUE or now < self._ready_at:
+            return None
+        if state is ReflectorState.WATCH_DUE:
+            self._move(ReflectorInput.START_WATCH)
+            options = self._watch_options(resource_version=self._rv)
+            return self._connect(
+                watch_request(self._resource, namespace=self._namespace, options=options), now
+            )
+        if state is ReflectorState.SYNC_DUE:
+            self._store.begin_epoch()
+            if self._streaming and not self._stream_fallback:
+                self._move(ReflectorInput.START_STREAM)
+                self._stream_rv = self._sync_rv or ""
+                options = self._watch_options(
+                    resource_version=self._stream_rv,
+                    resource_version_match="NotOlderThan",
+                    send_initial_events=True,
+                )
+                return self._connect(
+                    watch_request(self._resource, namespace=self._namespace, options=options),
+                    now,
+                )
+            self._move(ReflectorInput.START_LIST)
+            self._stream_fallback = False
+            self._page_rv = self._sync_rv
+            self._continue = None
+        else:
+            self._move(ReflectorInput.REQUEST_PAGE)
+        if self._continue is not None:
+            options = ListOptions(
+                label_selector=self._label_selector,
+                field_selector=self._field_selector,
+                limit=self._page_size,
+                continue_token=self._continue,
+            )
+        else:
+            options = ListOptions(
+                label_selector=self._label_selector,
+                field_selector=self._field_selector,
+                limit=self._page_size,
+                resource_version=self._page_rv,
+                resource_version_match=None if self._page_rv is None else "NotOlderThan",
+            )
+        return list_request(self._resource, namespace=self._namespace, options=options)
+
+    def _watch_options(self, **kwargs: Any) -> ListOptions:
+        self._timeout = self._rng.randint(MIN_WATCH_TIMEOUT, MAX_WATCH_TIMEOUT)
+        return ListOptions(
+            label_selector=self._label_selector,
+            field_selector=self._field_selector,
+            timeout_seconds=self._timeout,
+            allow_watch_bookmarks=True,
+            **kwargs,
+        )
+
+    def _connect(self, request: Request, now: float) -> Request:
+        self._decoder = WatchDecoder(max_line_length=self._max_line_length)
+        self._started_at = now
+        self._received = 0
+        self._closing_error = None
+        self._touch(now)
+        return request
+
+    # -- LIST pages -------------------------------------------------------------------------
+
+    def receive_response(self, response: Response, now: float) -> list[Change]:
+        """Take the complete response to a LIST page; return the changes a last page makes."""
+        self._accept("receive_response", _LIST_OUTCOMES)
+        if not response.ok:
+            self._list_failed(
+                error_from_response(response.status_code, response.headers, response.body), now
+            )
+            return []
+        try:
+            items, rv, token = self._page(response.body)
+            stage = self._store.stage
+            for item in items:
+                stage(item)
+        except KubeMoonError as exc:
+            self._list_failed(exc, now)
+            return []
+        if token:
+            self._move(ReflectorInput.PAGE_MORE)
+            self._continue = token
+            self._ready_at = now
+            return []
+        self._move(ReflectorInput.PAGE_LAST)
+        return self._synced_at(rv, now)
+
+    def request_failed(self, now: float, error: BaseException | None = None) -> None:
+        """Report that a LIST page request failed without a response (connection error)."""
+        self._accept("request_failed", _LIST_OUTCOMES)
+        self._list_failed(error, now)
+
+    def _page(self, body: bytes) -> tuple[list[dict[str, Any]], str, str]:
+        document = _json.loads(body)
+        if not isinstance(document, dict):
+            raise DecodeError("LIST response is not a JSON object")
+        metadata = document.get("metadata")
+        if not isinstance(metadata, dict):
+            raise DecodeError("LIST response has no metadata", path="metadata")
+        rv = metadata.get("resourceVersion")
+        if not isinstance(rv, str) or not rv:
+            raise DecodeError(
+                "LIST response has no resourceVersion", path="metadata.resourceVersion"
+            )
+        token = metadata.get("continue", "")
+        if not isinstance(token, str):
+            raise DecodeError("continue token is not a string", path="metadata.continue")
+        items = document.get("items")
+        if items is None:
+            items = []
+        if not isinstance(items, list):
+            raise DecodeError("LIST items is not an array", path="items")
+        # List items usually omit apiVersion and kind; the store keeps whole objects.
+        api_version = document.get("apiVersion")
+        kind = document.get("kind")
+        item_kind = kind[:-4] if isinstance(kind, str) and kind.endswith("List") else None
+        for index, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise DecodeError("LIST item is not an object", path=f"items[{index}]")
+            if isinstance(api_version, str) and "apiVersion" not in item:
+                item["apiVersion"] = api_version
+            if item_kind and "kind" not in item:
+                item["kind"] = item_kind
+        return items, rv, token
+
+    def _list_failed(self, error: BaseException | None, now: float) -> None:
+        self._last_error = error
+        continued = self._continue is not None
+        if error is not None and _expired(error):
+            if continued:
+                self._move(ReflectorInput.LIST_EXPIRED)
+                self._restart(RelistReason.CONTINUE_EXPIRED, now)
+                return
+            if self._page_rv is not None:
+                self._move(ReflectorInput.LIST_EXPIRED)
+                self._restart(RelistReason.LIST_EXPIRED, now)
+                return
+        refused = (
+            isinstance(error, ApiError)
+            and error.disposition is Disposition.CALLER
+            and not _expired(error)
+        )
+        if continued and refused:
+            self._move(ReflectorInput.LIST_FAILED)
+            self._restart(
+                RelistReason.LIST_FAILED, now, keep_rv=True, delay=self._delay(now, error)
+            )
+            return
+        self._move(ReflectorInput.LIST_RETRY)
+        self._ready_at = now + self._delay(now, error)
+
+    def _restart(
+        self, reason: RelistReason, now: float, *, keep_rv: bool = False, delay: float = 0.0
+    ) -> None:
+        """Count a relist and schedule the new sync (the state is already SYNC_DUE)."""
+        if self._store.epoch_open:
+            self._store.abort_epoch()
+        if not keep_rv:
+            self._sync_rv = None
+        self._relists += 1
+        self._reasons[reason] = self._reasons.get(reason, 0) + 1
+        self._last_reason = reason
+        self._ready_at = now + delay
+
+    def _synced_at(self, rv: str, now: float) -> list[Change]:
+        changes = self._store.commit_epoch()
+        self._rv = rv
+        self._synced = True
+        self._syncs += 1
+        self._ready_at = now
+        return changes
+
+    # -- watches and streams ----------------------------------------------------------------
+
+    def receive_watch_head(
+        self, status_code: int, headers: Iterable[tuple[str, str]], now: float
+    ) -> None:
+        """Take the status and headers of the response to a watch or streaming list."""
+        self._accept("receive_watch_head", _HEADS)
+        self._touch(now)
+        if 200 <= status_code < 300:
+            self._move(ReflectorInput.HEAD_OK)
+            return
+        self._move(ReflectorInput.HEAD_ERROR)
+        self._head = (status_code, tuple(headers))
+        self._error_body = bytearray()
+
+    def receive_watch_data(self, data: bytes, now: float) -> list[Change]:
+        """Take a chunk of a watch body; return the changes its complete events make."""
+        self._accept("receive_watch_data", (ReflectorInput.DATA,))
+        if not data:
+            raise LocalProtocolError("empty data: report the end with watch_ended()")
+        self._touch(now)
+        state = self._state
+        if state in _CLOSING:
+            return []  # the connection is being abandoned; what it says no longer counts
+        if state in _REJECTED:
+            room = ERROR_BODY_LIMIT - len(self._error_body)
+            self._error_body += data[: max(room, 0)]
+            return []
+        try:
+            events = self._decoder.receive_data(data)
+        except KubeMoonError as exc:
+            self._broken(exc)
+            return []
+        changes: list[Change] = []
+        for event in events:
+            try:
+                if self._state is ReflectorState.WATCHING:
+                    self._watch_event(event, changes)
+                else:
+                    self._stream_event(event, changes, now)
+            except KubeMoonError as exc:
+                self._broken(exc)
+            if self._state in _CLOSING:
+                break
+        return changes
+
+    def _watch_event(self, event: WatchEvent, changes: list[Change]) -> None:
+        kind = event.type
+        if kind == "ERROR":
+            self._error_event(event)
+            return
+        rv = self._event_rv(event)
+        self._received += 1
+        if kind == "BOOKMARK":
+            self._bookmarks += 1
+        else:
+            self._events += 1
+            store = self._store
+            change = store.delete(event.object) if kind == "DELETED" else store.upsert(event.object)
+            if change is not None:
+                changes.append(change)
+        self._rv = rv
+
+    def _stream_event(self, event: WatchEvent, changes: list[Change], now: float) -> None:
+        kind = event.type
+        if kind == "ERROR":
+            self._error_event(event)
+            return
+        rv = self._event_rv(event)
+        self._received += 1
+        if kind == "BOOKMARK":
+            self._bookmarks += 1
+            if event.initial_events_end:
+                self._move(ReflectorInput.INITIAL_EVENTS_END)
+                changes.extend(self._synced_at(rv, now))
+            return
+        self._events += 1
+        if kind == "DELETED":
+            self._store.unstage(event.object)
+        else:
+            self._store.stage(event.object)
+
+    def _event_rv(self, event: WatchEvent) -> str:
+        rv = event.resource_version
+        if not rv:
+            raise DecodeError(
+                f"{event.type} event without a resourceVersion",
+                path="object.metadata.resourceVersion",
+            )
+        return rv
+
+    def _error_event(self, event: WatchEvent) -> None:
+        error = event.error
+        assert error is not None
+        self._last_error = error
+        if _expired(error) and (self._state is ReflectorState.WATCHING or self._stream_rv):
+            self._move(ReflectorInput.EXPIRED)
+        else:
+            self._move(ReflectorInput.BROKEN)
+            self._closing_error = error
+
+    def _broken(self, error: KubeMoonError) -> None:
+        self._last_error = error
+        self._move(ReflectorInput.BROKEN)
+        self._closing_error = error
+
+    def poll(self, now: float) -> bool:
+        """Check for a stall; True means: close the watch connection, then call watch_ended.
+
+        Also True while the reflector waits for a connection it gave up on to be closed
+        (after an ERROR event or malformed data).
+        """
+        state = self._state
+        if state in _CLOSING:
+            return True
+        if state in _READING and now >= self._stall_at:
+            self._stalls += 1
+            self._move(ReflectorInput.STALL)
+            self._closing_error = None
+            return True
+        return False
+
+    def watch_ended(self, now: float, error: BaseException | None = None) -> None:
+        """Report the end of a watch or streaming-list connection: clean when ``error`` is
+        None, otherwise the transport error that ended it."""
+        self._accept("watch_ended", _ENDS)
+        state = self._state
+        if error is not None:
+            self._last_error = error
+        if state in _REJECTED:
+            self._rejected(now)
+            return
+        if state is ReflectorState.WATCHING and error is None:
+            try:
+                self._decoder.receive_data(b"")
+            except KubeMoonError as exc:
+                error = self._last_error = exc  # cut inside an event
+        self._move(ReflectorInput.ENDED if error is None else ReflectorInput.DROPPED)
+        if state is ReflectorState.WATCH_EXPIRED:
+            self._sync_rv = self._rv
+            self._restart(
+                RelistReason.WATCH_EXPIRED, now, keep_rv=True, delay=self._delay(now, None)
+            )
+        elif state is ReflectorState.STREAM_EXPIRED:
+            self._restart(RelistReason.STREAM_EXPIRED, now)
+        elif state in _STREAM:
+            # A clean end before the end bookmark is no server fault: LIST at once.
+            self._stream_fallback = True
+            failed = error is not None or state is not ReflectorState.STREAMING
+            delay = self._delay(now, error or self._closing_error) if failed else 0.0
+            self._restart(RelistReason.STREAM_FAILED, now, keep_rv=True, delay=delay)
+        else:
+            self._watch_restarts += 1
+            short = self._received == 0 and now - self._started_at < SHORT_WATCH
+            failed = error is not None or state is not ReflectorState.WATCHING or short
+            delay = self._delay(now, error or self._closing_error) if failed else 0.0
+            self._ready_at = now + delay
+
+    def _rejected(self, now: float) -> None:
+        status_code, headers = self._head
+        error = error_from_response(status_code, headers, bytes(self._error_body))
+        self._last_error = error
+        self._error_body = bytearray()
+        if self._state is ReflectorState.WATCH_REJECTED:
+            if _expired(error):
+                self._move(ReflectorInput.EXPIRED)
+                self._sync_rv = self._rv
+                self._restart(
+                    RelistReason.WATCH_EXPIRED, now, keep_rv=True, delay=self._delay(now, None)
+                )
+            else:
+                self._move(ReflectorInput.BROKEN)
+                self._watch_restarts += 1
+                self._ready_at = now + self._delay(now, error)
+        elif _expired(error) and self._stream_rv:
+            self._move(ReflectorInput.EXPIRED)
+            self._restart(RelistReason.STREAM_EXPIRED, now)
+        elif status_code in STREAM_REFUSAL_CODES:
+            self._move(ReflectorInput.REFUSED)
+            self._streaming = False
+            self._restart(RelistReason.STREAM_REFUSED, now, keep_rv=True)
+        else:
+            self._move(ReflectorInput.BROKEN)
+            self._stream_fallback = True
+            self._restart(
+                RelistReason.STREAM_FAILED, now, keep_rv=True, delay=self._delay(now, error)
+            )
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _accept(self, method: str, inputs: Iterable[ReflectorInput]) -> None:
+        state = self._state
+        if not any((state, event) in _TRANSITIONS for event in inputs):
+            raise LocalProtocolError(f"{method}() is not allowed in state {state.name}")
+
+    def _move(self, event: ReflectorInput) -> None:
+        self._state = _TRANSITIONS[(self._state, event)]
+
+    def _touch(self, now: float) -> None:
+        self._stall_at = now + self._timeout + self._stall_margin
+
+    def _delay(self, now: float, error: BaseException | None) -> float:
+        self._failures += 1
+        return max(self._backoff.next_delay(now), _retry_after(error))

@@ -1,0 +1,291 @@
+"""Decoding a WATCH response body: newline-delimited JSON into :class:`WatchEvent` values.
+
+Rules:
+
+- Chunk boundaries mean nothing: for every byte stream and every way of splitting it, the
+  events are the ones decoding it whole gives. Bytes are only decoded once a line is
+  complete, so a UTF-8 character split across chunks is never damaged.
+- ``\\r\\n`` endings and blank lines are tolerated. A line longer than ``max_line_length``
+  is an error as soon as it is known to be too long: the buffer never grows past it.
+- A line that is not JSON, not an object with a known ``type`` and an object ``object``, or
+  an ``ERROR`` whose object is not a ``Status``, raises :class:`DecodeError` naming the byte
+  offset where the line starts; it is never delivered as data. When a call raises, the
+  events of that call are discarded (resume from the last delivered resourceVersion).
+- ``receive_data(b"")`` ends the stream; a partial line left over is an error.
+- After an error, or after the end, every further call raises: the decoder is single-use.
+- Cost is linear in the input: each chunk is split once, the tail of an unfinished line is
+  appended to one ``bytearray`` (amortised O(1) per byte), and JSON is decoded only through
+  ``kubemoon_core._json.loads``, so ``use_fast_json()`` speeds up every watch.
+- Lines are UTF-8 JSON (RFC 8259). With the standard-library backend the complete lines of
+  a chunk are decoded to text in one step and each line is parsed as text (no per-line
+  encoding sniffing: a BOM or UTF-16 is an error); any other backend gets the line bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from . import _json
+from ._errors import DecodeError, LocalProtocolError, RemoteProtocolError
+from ._status import ApiError, decode_status, error_from_status
+
+__all__ = [
+    "DEFAULT_MAX_LINE_LENGTH",
+    "INITIAL_EVENTS_END_ANNOTATION",
+    "WatchDecoder",
+    "WatchEvent",
+]
+
+DEFAULT_MAX_LINE_LENGTH = 16 * 1024 * 1024
+INITIAL_EVENTS_END_ANNOTATION = "k8s.io/initial-events-end"
+
+# The values of WatchEvent.type (a typing alias, not exported: it is not a runtime object).
+WatchEventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
+
+# JSON whitespace that may surround an event or fill a blank line.
+_BLANK = b" \t\r"
+_BLANK_TEXT = " \t\r"
+# Event types delivered without further checks; ERROR needs its object decoded as a Status.
+_PLAIN_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK"})
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One event of a watch stream: its ``type`` and the decoded ``object``.
+
+    For ``ERROR`` events the object is a ``Status`` and :attr:`error` is the matching
+    :class:`ApiError` (410 gives ``Gone``/``Expired``). For ``BOOKMARK`` events only
+    :attr:`resource_version` and :attr:`initial_events_end` carry meaning.
+    """
+
+    type: WatchEventType
+    object: dict[str, Any]
+
+    @property
+    def resource_version(self) -> str | None:
+        """``metadata.resourceVersion`` of the object, or None when it has none."""
+        metadata = self.object.get("metadata")
+        rv = metadata.get("resourceVersion") if isinstance(metadata, Mapping) else None
+        return rv if isinstance(rv, str) else None
+
+    @property
+    def initial_events_end(self) -> bool:
+        """True for the BOOKMARK that ends the initial events of a streaming list."""
+        if self.type != "BOOKMARK":
+            return False
+        metadata = self.object.get("metadata")
+        annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+        return (
+            isinstance(annotations, Mapping)
+            and annotations.get(INITIAL_EVENTS_END_ANNOTATION) == "true"
+        )
+
+    @property
+    def error(self) -> ApiError | None:
+        """The decoded :class:`ApiError` of an ``ERROR`` event; None for other types."""
+        if self.type != "ERROR":
+            return None
+        status = decode_status(self.object)
+        assert status is not None, "the decoder only delivers ERROR events holding a Status"
+        return error_from_status(status)
+
+
+class WatchDecoder:
+    """Turns the bytes of one WATCH response body into :class:`WatchEvent` values.
+
+    Feed every chunk to :meth:`receive_data` as it arrives and ``b""`` at the end of the
+    body. One decoder serves one response.
+    """
+
+    __slots__ = ("_buffer", "_closed", "_error", "_max", "_offset")
+
+    def __init__(self, *, max_line_length: int = DEFAULT_MAX_LINE_LENGTH) -> None:
+        if isinstance(max_line_length, bool) or not isinstance(max_line_length, int):
+            raise LocalProtocolError("max_line_length must be an int")
+        if max_line_length < 1:
+            raise LocalProtocolError("max_line_length must be positive")
+        self._max = max_line_length
+        # The start of an unfinished line; never longer than _max.
+        self._buffer = bytearray()
+        # Bytes received before the current chunk: error messages name stream offsets.
+        self._offset = 0
+        self._closed = False
+        self._error: RemoteProtocolError | None = None
+
+    @property
+    def buffered(self) -> int:
+        """How many bytes of an unfinished line are held."""
+        return len(self._buffer)
+
+    def receive_data(self, data: bytes) -> list[WatchEvent]:
+        """Decode a chunk; return the events of every line it completes.
+
+        ``b""`` marks the end of the stream: it raises :class:`RemoteProtocolError` if an
+        unfinished event is left over.
+        """
+        if self._error is not None:
+            raise RemoteProtocolError(f"the watch stream already failed: {self._error}")
+        if self._closed:
+            raise LocalProtocolError("the watch stream already ended")
+        if not data:
+            self._closed = True
+            if self._buffer.strip(_BLANK):
+                raise self._fail(
+                    DecodeError("the stream ended inside an event", offset=self._line_start())
+                )
+            return []
+        buffer = self._buffer
+        limit = self._max
+        end = data.rfind(b"\n")
+        if end < 0:
+            # No line ends in this chunk: it only extends the unfinished one.
+            if len(buffer) + len(data) > limit:
+                raise self._fail(self._too_long(self._line_start()))
+            buffer += data
+            self._offset += len(data)
+            return []
+        start = self._offset - len(buffer)
+        first = data.find(b"\n")
+        if len(buffer) + first > limit:
+            raise self._fail(self._too_long(start))
+        if len(data) - end - 1 > limit:
+            raise self._fail(self._too_long(self._offset + end + 1))
+        if len(data) > limit:
+            self._check_lines(data, end)
+        lines, blank = self._split(data, first, end, start)
+        events = self._decode(lines, blank, start)
+        self._offset += len(data)
+        if end + 1 < len(data):
+            self._buffer += memoryview(data)[end + 1 :]
+        return events
+
+    def _check_lines(self, data: bytes, end: int) -> None:
+        """Only a chunk longer than the limit can hold a whole line over it: find it."""
+        line_start = 0
+        while line_start <= end:
+            newline = data.find(b"\n", line_start)
+            if newline - line_start > self._max:
+                raise self._fail(self._too_long(self._offset + line_start))
+            line_start = newline + 1
+
+    def _split(self, data: bytes, first: int, end: int, start: int) -> tuple[list[Any], Any]:
+        """The complete lines, and the blank characters of their type.
+
+        The buffered start of a line is joined to ``data[:first]``; only that first line is
+        copied. The standard library parses text faster than bytes (no per-line encoding
+        sniffing), so for it the lines are decoded to text in one C call per chunk: a
+        newline never falls inside a UTF-8 sequence, so this equals decoding line by line.
+        """
+        buffer = self._buffer
+        self._buffer = bytearray()
+        if _json.json_backend() != "json":
+            lines: list[Any] = data.split(b"\n")
+            lines.pop()  # the start of an unfinished line (or b"")
+            if buffer:
+                buffer += lines[0]
+                lines[0] = buffer
+            return lines, _BLANK
+        view = memoryview(data)
+        if not buffer:
+            return self._text(view[:end], self._offset).split("\n"), _BLANK_TEXT
+        buffer += view[:first]
+        lines = [self._text(buffer, start)]
+        if first < end:
+            lines += self._text(view[first + 1 : end], self._offset + first + 1).split("\n")
+        return lines, _BLANK_TEXT
+
+    def _text(self, raw: bytearray | memoryview, offset: int) -> str:
+        """Decode complete lines that start at stream offset ``offset`` as UTF-8."""
+        try:
+            return str(raw, "utf-8")
+        except UnicodeDecodeError as exc:
+            line_start = bytes(raw[: exc.start]).rfind(b"\n") + 1
+            raise self._fail(
+                DecodeError("watch line is not valid UTF-8", offset=offset + line_start)
+            ) from None
+
+    def _decode(self, lines: list[Any], blank: Any, start: int) -> list[WatchEvent]:
+        """Decode complete lines, the first of which starts at stream offset ``start``."""
+        # The hot loop: one decode, two subscripts and three C calls per line.
+        loads = _json.loads
+        plain = _PLAIN_TYPES
+        new, set_type, set_object = _NEW_EVENT, _SET_TYPE, _SET_OBJECT
+        events: list[WatchEvent] = []
+        append = events.append
+        line: Any = b""
+        doc: Any = None
+        try:
+            for line in lines:
+                try:
+                    doc = loads(line)
+                except DecodeError as exc:
+                    if not line.strip(blank):
+                        continue  # a blank line (or a lone \r): tolerated
+                    raise self._fail(
+                        DecodeError(exc.reason, offset=_offset_of(lines, line, start))
+                    ) from None
+                # The subscripts check the shape for free: a document that is not an
+                # object raises TypeError, a missing member KeyError, and an unhashable
+                # type TypeError in the set lookup.
+                kind = doc["type"]
+                obj = doc["object"]
+                if type(obj) is dict and (
+                    kind in plain or (kind == "ERROR" and decode_status(obj) is not None)
+                ):
+                    event = new(WatchEvent)
+                    set_type(event, kind)
+                    set_object(event, obj)
+                    append(event)
+                    continue
+                raise self._fail(_bad_event(doc, _offset_of(lines, line, start)))
+        except (KeyError, TypeError):
+            raise self._fail(_bad_event(doc, _offset_of(lines, line, start))) from None
+        return events
+
+    def _line_start(self) -> int:
+        return self._offset - len(self._buffer)
+
+    def _too_long(self, offset: int) -> DecodeError:
+        return DecodeError(f"watch line longer than {self._max} bytes", offset=offset)
+
+    def _fail(self, error: RemoteProtocolError) -> RemoteProtocolError:
+        self._error = error
+        self._buffer = bytearray()
+        return error
+
+
+# Building events through the slot descriptors skips the frozen dataclass __init__ (two
+# object.__setattr__ calls through a Python frame): the same object, half the cost.
+_NEW_EVENT = object.__new__
+_SET_TYPE = WatchEvent.__dict__["type"].__set__
+_SET_OBJECT = WatchEvent.__dict__["object"].__set__
+
+
+def _offset_of(lines: list[Any], line: Any, start: int) -> int:
+    """The byte offset where ``line`` starts (computed on the error path only).
+
+    Equal lines decode the same way, so the first line equal to a failing one is the one
+    that failed. Text lines were decoded strictly from UTF-8, so they encode back exactly.
+    """
+    before = lines[: lines.index(line)]
+    if isinstance(line, str):
+        return start + sum(len(previous.encode()) + 1 for previous in before)
+    return start + sum(len(previous) + 1 for previous in before)
+
+
+def _bad_event(doc: Any, offset: int) -> DecodeError:
+    """Say what is wrong with a document that is not a watch event."""
+    if not isinstance(doc, dict):
+        return DecodeError("watch event is not a JSON object", offset=offset)
+    if "type" not in doc:
+        return DecodeError("watch event has no type", path="type", offset=offset)
+    kind = doc["type"]
+    if not isinstance(doc.get("object"), dict):
+        return DecodeError("watch event has no object", path="object", offset=offset)
+    if not isinstance(kind, str):
+        return DecodeError("watch event type is not a string", path="type", offset=offset)
+    if kind == "ERROR":
+        return DecodeError("watch ERROR event without a Status", path="object", offset=offset)
+    return DecodeError(f"unknown watch event type {kind!r}", path="type", offset=offset)

@@ -1,0 +1,293 @@
+"""WatchDecoder: framing, validation, limits, error offsets and error states."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kubemoon_core import (
+    DecodeError,
+    Expired,
+    KubeMoonError,
+    LocalProtocolError,
+    RemoteProtocolError,
+    set_json_backend,
+    use_fast_json,
+    use_standard_json,
+)
+from kubemoon_core._json import dumps
+from kubemoon_core._watch import WatchDecoder, WatchEvent
+
+
+def line(kind: str, obj: Any) -> bytes:
+    return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+
+
+def cm(name: str, rv: str) -> dict[str, Any]:
+    return {"kind": "ConfigMap", "metadata": {"name": name, "resourceVersion": rv}}
+
+
+EXPIRED = {
+    "kind": "Status",
+    "apiVersion": "v1",
+    "code": 410,
+    "reason": "Expired",
+    "message": "too old resource version: 1 (5)",
+}
+
+
+@pytest.fixture(params=["json", "orjson", "custom"])
+def backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "orjson":
+        assert use_fast_json()
+    elif request.param == "custom":
+        # Any other backend gets bytes lines.
+        set_json_backend("custom", lambda data: json.loads(bytes(data)), dumps)
+    try:
+        yield request.param
+    finally:
+        use_standard_json()
+
+
+def test_events_and_their_properties(backend: str) -> None:
+    bookmark = {
+        "kind": "ConfigMap",
+        "metadata": {"resourceVersion": "9", "annotations": {"k8s.io/initial-events-end": "true"}},
+    }
+    stream = (
+        line("ADDED", cm("a", "5"))
+        + line("MODIFIED", cm("a", "6"))
+        + line("DELETED", cm("a", "7"))
+        + line("BOOKMARK", bookmark)
+        + line("ERROR", EXPIRED)
+    )
+    events = WatchDecoder().receive_data(stream)
+    assert [e.type for e in events] == ["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
+    assert events[0].object == cm("a", "5")
+    assert [e.resource_version for e in events] == ["5", "6", "7", "9", None]
+    assert [e.initial_events_end for e in events] == [False, False, False, True, False]
+    assert all(e.error is None for e in events[:4])
+    error = events[4].error
+    assert isinstance(error, Expired)
+    assert error.code == 410
+    assert "too old" in str(error)
+
+
+def test_events_are_frozen_values() -> None:
+    event = WatchEvent("ADDED", cm("a", "1"))
+    assert event == WatchEvent("ADDED", cm("a", "1"))
+    assert event != WatchEvent("MODIFIED", cm("a", "1"))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        event.type = "DELETED"  # type: ignore[misc]
+    assert not hasattr(event, "__dict__")
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {},
+        {"metadata": "nope"},
+        {"metadata": {"resourceVersion": 5}},
+    ],
+)
+def test_resource_version_is_none_unless_a_string(obj: dict[str, Any]) -> None:
+    assert WatchEvent("ADDED", obj).resource_version is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "obj"),
+    [
+        ("ADDED", {"metadata": {"annotations": {"k8s.io/initial-events-end": "true"}}}),
+        ("BOOKMARK", {"metadata": {"annotations": {"k8s.io/initial-events-end": "false"}}}),
+        ("BOOKMARK", {"metadata": {"annotations": "x"}}),
+        ("BOOKMARK", {"metadata": []}),
+        ("BOOKMARK", {}),
+    ],
+)
+def test_only_an_annotated_bookmark_ends_the_initial_events(kind: Any, obj: dict[str, Any]) -> None:
+    assert not WatchEvent(kind, obj).initial_events_end
+
+
+def test_lines_split_anywhere_even_inside_a_character(backend: str) -> None:
+    obj = {"metadata": {"name": "ü", "resourceVersion": "1"}, "data": {"k": "漢字🙂"}}
+    data = json.dumps({"type": "ADDED", "object": obj}, ensure_ascii=False).encode() + b"\n"
+    decoder = WatchDecoder()
+    events = []
+    for i in range(len(data)):
+        events += decoder.receive_data(data[i : i + 1])
+        assert decoder.buffered == (i + 1) % len(data)
+    assert events == [WatchEvent("ADDED", obj)]
+    assert decoder.receive_data(b"") == []
+
+
+def test_crlf_and_blank_lines_are_tolerated(backend: str) -> None:
+    a, b = line("ADDED", cm("a", "1")), line("ADDED", cm("b", "2"))
+    stream = b"\n\r\n \t\n" + a[:-1] + b"\r\n\r\n" + b[:-1] + b" \r\n"
+    decoder = WatchDecoder()
+    events = decoder.receive_data(stream[:7]) + decoder.receive_data(stream[7:])
+    assert [e.object["metadata"]["name"] for e in events] == ["a", "b"]
+    assert decoder.receive_data(b"  \r") == []
+    assert decoder.receive_data(b"") == []  # a whitespace-only tail is no event
+
+
+def test_a_chunk_with_many_lines_and_a_tail(backend: str) -> None:
+    decoder = WatchDecoder()
+    first = line("ADDED", cm("a", "1"))
+    stream = first[:10]
+    assert decoder.receive_data(stream) == []
+    rest = first[10:] + line("ADDED", cm("b", "2")) + line("ADDED", cm("c", "3"))[:5]
+    assert [e.object["metadata"]["name"] for e in decoder.receive_data(rest)] == ["a", "b"]
+    assert decoder.buffered == 5
+
+
+def test_the_end_inside_an_event_is_an_error(backend: str) -> None:
+    decoder = WatchDecoder()
+    complete = line("ADDED", cm("a", "1"))
+    decoder.receive_data(complete + b'{"type":')
+    with pytest.raises(RemoteProtocolError) as info:
+        decoder.receive_data(b"")
+    assert isinstance(info.value, DecodeError)
+    assert info.value.offset == len(complete)
+    assert f"at byte {len(complete)}" in str(info.value)
+
+
+def test_after_an_error_every_call_raises(backend: str) -> None:
+    decoder = WatchDecoder()
+    with pytest.raises(DecodeError):
+        decoder.receive_data(b"not json\n")
+    with pytest.raises(RemoteProtocolError, match="already failed"):
+        decoder.receive_data(line("ADDED", cm("a", "1")))
+    with pytest.raises(RemoteProtocolError, match="already failed"):
+        decoder.receive_data(b"")
+
+
+def test_after_the_end_every_call_raises() -> None:
+    decoder = WatchDecoder()
+    decoder.receive_data(b"")
+    with pytest.raises(LocalProtocolError, match="already ended"):
+        decoder.receive_data(line("ADDED", cm("a", "1")))
+
+
+@pytest.mark.parametrize(
+    ("bad", "message", "path"),
+    [
+        (b"{oops}\n", "invalid JSON", ""),
+        (b"[1, 2]\n", "not a JSON object", ""),
+        (b'{"object": {}}\n', "has no type", "type"),
+        (b'{"type": "ADDED"}\n', "has no object", "object"),
+        (b'{"type": "ADDED", "object": [1]}\n', "has no object", "object"),
+        (b'{"type": "CHANGED", "object": {}}\n', "unknown watch event type 'CHANGED'", "type"),
+        (b'{"type": 7, "object": {}}\n', "type is not a string", "type"),
+        (b'{"type": ["ADDED"], "object": {}}\n', "type is not a string", "type"),
+        (b'{"type": {"a": 1}, "object": {}}\n', "type is not a string", "type"),
+        (b'{"type": "ERROR", "object": {"code": 410}}\n', "without a Status", "object"),
+    ],
+)
+def test_malformed_lines_name_their_offset(
+    backend: str, bad: bytes, message: str, path: str
+) -> None:
+    good = line("ADDED", cm("a", "1"))
+    decoder = WatchDecoder()
+    assert len(decoder.receive_data(good)) == 1
+    with pytest.raises(DecodeError) as info:
+        # The bad line is never delivered, and neither is what came with it in this call.
+        decoder.receive_data(good + bad + good)
+    assert message in str(info.value)
+    assert info.value.offset == 2 * len(good)
+    assert info.value.path == path
+
+
+def test_the_offset_of_a_later_line_counts_multibyte_text() -> None:
+    obj = {"metadata": {"name": "é漢", "resourceVersion": "1"}}
+    good = json.dumps({"type": "ADDED", "object": obj}, ensure_ascii=False).encode() + b"\n"
+    with pytest.raises(DecodeError) as info:
+        WatchDecoder().receive_data(good + good + b"garbage\n")
+    assert info.value.offset == 2 * len(good)
+
+
+def test_invalid_utf8_is_an_error_at_its_line() -> None:
+    good = line("ADDED", cm("a", "1"))
+    bad = b'{"type": "ADDED", "object": {"x": "\xff"}}\n'
+    with pytest.raises(DecodeError, match="not valid UTF-8") as info:
+        WatchDecoder().receive_data(good + bad)
+    assert info.value.offset == len(good)
+
+
+@pytest.mark.parametrize("where", ["joined", "after"])
+def test_invalid_utf8_offsets_when_a_line_was_buffered(where: str) -> None:
+    good = line("ADDED", cm("a", "1"))
+    bad = b'{"type": "ADDED", "object": {"x": "\xc3"}}\n'
+    decoder = WatchDecoder()
+    if where == "joined":
+        decoder.receive_data(good + bad[:5])
+        with pytest.raises(DecodeError, match="not valid UTF-8") as info:
+            decoder.receive_data(bad[5:] + good)
+        assert info.value.offset == len(good)
+    else:
+        decoder.receive_data(good[:5])
+        with pytest.raises(DecodeError, match="not valid UTF-8") as info:
+            decoder.receive_data(good[5:] + good + bad + good)
+        assert info.value.offset == 2 * len(good)
+
+
+def test_a_line_joined_from_chunks_is_checked_like_any_other(backend: str) -> None:
+    good = line("ADDED", cm("a", "1"))
+    decoder = WatchDecoder()
+    decoder.receive_data(good + b'{"type": "NOPE", ')
+    with pytest.raises(DecodeError) as info:
+        decoder.receive_data(b'"object": {}}\n')
+    assert info.value.offset == len(good)
+
+
+class TestLineLimit:
+    def test_the_limit_must_be_a_positive_int(self) -> None:
+        for bad in (0, -1, True, 1.5, "10"):
+            with pytest.raises(LocalProtocolError):
+                WatchDecoder(max_line_length=bad)  # type: ignore[arg-type]
+
+    def test_a_line_growing_past_the_limit_fails_before_its_end(self) -> None:
+        decoder = WatchDecoder(max_line_length=10)
+        decoder.receive_data(b"  \n12345")
+        decoder.receive_data(b"67890")
+        assert decoder.buffered == 10
+        with pytest.raises(DecodeError, match="longer than 10 bytes") as info:
+            decoder.receive_data(b"1")
+        assert info.value.offset == 3
+        assert decoder.buffered == 0
+
+    def test_the_first_line_of_a_chunk_counts_what_was_buffered(self) -> None:
+        decoder = WatchDecoder(max_line_length=10)
+        decoder.receive_data(b"123456")
+        with pytest.raises(DecodeError, match="longer than 10") as info:
+            decoder.receive_data(b"78901\n  \n")
+        assert info.value.offset == 0
+
+    def test_the_tail_of_a_chunk(self) -> None:
+        decoder = WatchDecoder(max_line_length=10)
+        with pytest.raises(DecodeError, match="longer than 10") as info:
+            decoder.receive_data(b"  \n" + b"x" * 11)
+        assert info.value.offset == 3
+
+    def test_a_whole_line_inside_a_big_chunk(self) -> None:
+        ok = line("ADDED", {})
+        decoder = WatchDecoder(max_line_length=len(ok))
+        with pytest.raises(DecodeError, match="longer than") as info:
+            decoder.receive_data(ok + ok + b" " * (len(ok) + 1) + b"\n" + ok)
+        assert info.value.offset == 2 * len(ok)
+
+    def test_lines_at_the_limit_pass(self, backend: str) -> None:
+        ok = line("ADDED", {})
+        decoder = WatchDecoder(max_line_length=len(ok) - 1)
+        assert len(decoder.receive_data(ok * 5)) == 5
+        assert len(decoder.receive_data(ok[:4])) == 0
+        assert len(decoder.receive_data(ok[4:] + ok)) == 2
+
+
+def test_only_kubemoon_errors_escape(backend: str) -> None:
+    deep = b'{"type": "ADDED", "object": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"
+    with pytest.raises(KubeMoonError):
+        WatchDecoder(max_line_length=1 << 20).receive_data(deep)
