@@ -21,6 +21,7 @@ install: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python scripts/unasync.py --check
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict $(PACKAGES)

@@ -4,6 +4,36 @@ A strict fake transport for the pure core, a scripted h11 server for faults, and
 kube-apiserver with etcd for integration tests (see the pytest plugin).
 """
 
+from ._apiserver import (
+    ADMIN_USER,
+    KUBERNETES_VERSION,
+    LIMITED_USER,
+    NOBODY_USER,
+    ApiServer,
+    ApiServerError,
+    MissingBinariesError,
+    RawResponse,
+    default_binary_dir,
+)
 from ._fake import Exchange, FakeTransport, FakeTransportError, json_response
+from ._scripted import RecordedRequest, Reply, ScriptedServer, watch_lines
 
-__all__ = ["Exchange", "FakeTransport", "FakeTransportError", "json_response"]
+__all__ = [
+    "ADMIN_USER",
+    "KUBERNETES_VERSION",
+    "LIMITED_USER",
+    "NOBODY_USER",
+    "ApiServer",
+    "ApiServerError",
+    "Exchange",
+    "FakeTransport",
+    "FakeTransportError",
+    "MissingBinariesError",
+    "RawResponse",
+    "RecordedRequest",
+    "Reply",
+    "ScriptedServer",
+    "default_binary_dir",
+    "json_response",
+    "watch_lines",
+]

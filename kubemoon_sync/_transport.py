@@ -1,0 +1,59 @@
+"""Transport errors shared by both adapters, and the mapping from httpcore's exceptions.
+
+Rules: every network failure surfaces as a :class:`TransportError` naming the server's
+origin and never a header; TLS failures are :class:`TLSError`, timeouts
+:class:`TransportTimeout`. httpcore's exceptions are the same classes in its async and sync
+halves, so one mapping serves both adapters.
+"""
+
+from __future__ import annotations
+
+import ssl
+
+import httpcore
+
+from kubemoon_core import KubeMoonError
+
+__all__ = ["TLSError", "TransportError", "TransportTimeout", "transport_error"]
+
+
+class TransportError(KubeMoonError):
+    """The connection to the API server failed, broke or misbehaved below HTTP semantics.
+
+    A watch stream cut in the middle (even mid-chunk) is a TransportError: events are never
+    silently dropped.
+    """
+
+
+class TLSError(TransportError):
+    """The TLS handshake failed: wrong CA, wrong server name, bad client certificate..."""
+
+
+class TransportTimeout(TransportError):
+    """Connecting, writing or reading took longer than allowed."""
+
+
+def _ssl_cause(exc: BaseException) -> ssl.SSLError | None:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ssl.SSLError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def transport_error(exc: Exception, origin: str, server_name: str | None = None) -> TransportError:
+    """Translate an httpcore (or socket/ssl) exception into a TransportError for ``origin``."""
+    tls = _ssl_cause(exc)
+    if tls is not None:
+        reason = getattr(tls, "verify_message", None) or getattr(tls, "reason", None) or str(tls)
+        name = f" (server name {server_name!r})" if server_name else ""
+        return TLSError(f"TLS handshake with {origin}{name} failed: {reason}")
+    detail = str(exc) or type(exc).__name__
+    if isinstance(exc, httpcore.TimeoutException | TimeoutError):
+        return TransportTimeout(f"{origin}: timed out ({type(exc).__name__}: {detail})")
+    if isinstance(exc, httpcore.RemoteProtocolError):
+        return TransportError(f"{origin}: connection broken: {detail}")
+    return TransportError(f"{origin}: {type(exc).__name__}: {detail}")

@@ -1,0 +1,117 @@
+"""The few trio primitives the generated-in-step adapter code needs.
+
+Rules: this module (and its blocking twin ``kubemoon_sync/_backend.py``) is the only place
+where the two adapters differ; everything else in ``kubemoon_sync`` is generated from
+``kubemoon_trio`` by ``scripts/unasync.py``. Same names, same signatures, both sides.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import time
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import cast
+
+import httpcore
+import trio
+
+__all__ = [
+    "BodyReader",
+    "Event",
+    "Lock",
+    "current_time",
+    "run_process",
+    "shielded",
+    "sleep",
+    "sleep_until",
+    "wall_time",
+]
+
+Lock = trio.Lock
+Event = trio.Event
+
+
+def shielded() -> AbstractContextManager[object]:
+    """A scope in which cleanup cannot be interrupted by cancellation."""
+    return trio.CancelScope(shield=True)
+
+
+def current_time() -> float:
+    """The monotonic clock the core machines are fed: trio's clock."""
+    return trio.current_time()
+
+
+def wall_time() -> float:
+    """Seconds since the epoch, for credential expiry."""
+    return time.time()
+
+
+async def sleep(seconds: float) -> None:
+    """Sleep for ``seconds`` (cancellable)."""
+    await trio.sleep(max(0.0, seconds))
+
+
+async def sleep_until(deadline: float) -> None:
+    """Sleep until ``current_time()`` reaches ``deadline`` (cancellable)."""
+    await trio.sleep_until(deadline)
+
+
+async def run_process(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, bytes]:
+    """Run a credential plugin: no stdin, stdout captured, stderr inherited."""
+    result = await trio.run_process(
+        list(argv),
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        capture_stdout=True,
+        check=False,
+    )
+    return result.returncode, result.stdout
+
+
+class BodyReader:
+    """Reads a streamed response body chunk by chunk, with an optional deadline per read.
+
+    ``receive`` returns ``b""`` at the end of the body and raises ``TimeoutError`` when the
+    deadline (on :func:`current_time`) passes first.
+    """
+
+    def __init__(self, response: httpcore.Response) -> None:
+        self._response = response
+        stream = response.stream
+        assert hasattr(stream, "__aiter__"), "an async response stream"
+        self._chunks = cast(AsyncGenerator[bytes, None], stream.__aiter__())
+
+    async def receive(self, deadline: float | None = None) -> bytes:
+        """The next chunk of the body, ``b""`` at its end."""
+        with trio.move_on_at(math.inf if deadline is None else deadline) as scope:
+            try:
+                return await self._chunks.__anext__()
+            except StopAsyncIteration:
+                return b""
+            except httpcore.ReadTimeout as exc:
+                raise TimeoutError("no data before the read timeout") from exc
+        assert scope.cancelled_caught
+        raise TimeoutError("no data before the deadline")
+
+    async def aclose(self) -> None:
+        """Close the body, and with it the connection it came on.
+
+        httpcore reads a body through nested async generators. Closing only the outer one
+        would leave the inner ones suspended until garbage collection (trio warns about
+        that), so the body is first unwound by a cancelled read: the cancellation runs
+        through every generator, each of which then cleans up and finishes.
+        """
+        with shielded():
+            with trio.CancelScope() as unwind:
+                unwind.cancel()
+                try:
+                    while await self._chunks.__anext__():
+                        pass  # only data already buffered can come before the cancellation
+                except (StopAsyncIteration, httpcore.NetworkError, httpcore.ProtocolError):
+                    pass
+            try:
+                await self._chunks.aclose()
+            finally:
+                await self._response.aclose()

@@ -1,0 +1,606 @@
+"""The client: core ``Request`` values performed over httpcore against one API server.
+
+Rules: every URL is built by ``ClientConfig.url`` and so stays on the configured origin;
+redirects are never followed (a 3xx is an ``ApiError``); credentials are added here and
+nowhere else, and never logged. CRUD shares one connection pool; every stream (WATCH) gets
+a pool of its own with one connection, closed when the stream is closed or cancelled.
+Non-2xx answers become the core's typed ``ApiError``; network failures ``TransportError``.
+A 429 or 5xx that carries ``Retry-After`` is retried after that delay, a bounded number of
+times. This module is the source of ``kubemoon_sync/_client.py`` (scripts/unasync.py).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import ssl
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpcore
+
+from kubemoon_core import (
+    ApiError,
+    DecodeError,
+    DeleteOptions,
+    Disposition,
+    ListOptions,
+    PatchType,
+    Request,
+    Response,
+    WriteOptions,
+    apply_request,
+    create_request,
+    decode_response,
+    delete_request,
+    error_from_response,
+    get_request,
+    list_request,
+    patch_request,
+    replace_request,
+    watch_request,
+)
+from kubemoon_core._kubeconfig import ClientConfig
+from kubemoon_core._request import Target
+from kubemoon_core._watch import WatchDecoder, WatchEvent
+from kubemoon_sync._config import load_config, load_in_cluster_config, load_kubeconfig
+from kubemoon_sync._tls import ssl_context as make_ssl_context
+from kubemoon_sync._transport import TransportTimeout, transport_error
+
+from . import _backend
+from ._auth import Credentials
+
+__all__ = ["Client", "StreamResponse", "Watch"]
+
+logger = logging.getLogger("kubemoon.client")
+
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_PAGE_SIZE = 500
+MAX_RETRY_AFTER = 60.0
+ERROR_BODY_LIMIT = 64 * 1024
+
+_NETWORK_ERRORS = (
+    httpcore.ProtocolError,
+    httpcore.TimeoutException,
+    httpcore.NetworkError,
+    httpcore.UnsupportedProtocol,
+    OSError,
+    ssl.SSLError,
+)
+
+Headers = tuple[tuple[str, str], ...]
+
+
+def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> Headers:
+    return tuple((name.decode("latin-1"), value.decode("latin-1")) for name, value in raw)
+
+
+class StreamResponse:
+    """A streaming response on a connection of its own; close it to close the connection."""
+
+    def __init__(
+        self,
+        pool: httpcore.AsyncConnectionPool,
+        response: httpcore.Response,
+        origin: str,
+        server_name: str | None,
+    ) -> None:
+        self._pool = pool
+        self._reader = _backend.BodyReader(response)
+        self._origin = origin
+        self._server_name = server_name
+        self._closed = False
+        self.status_code: int = response.status
+        self.headers: Headers = _decode_headers(response.headers)
+
+    def __repr__(self) -> str:
+        return f"<StreamResponse {self.status_code} from {self._origin}>"
+
+    @property
+    def closed(self) -> bool:
+        """True once the stream (and its connection) is closed."""
+        return self._closed
+
+    async def receive(self, deadline: float | None = None) -> bytes:
+        """The next chunk of the body; ``b""`` at its clean end.
+
+        A cut connection raises :class:`TransportError`; no data before ``deadline`` (on the
+        adapter's clock; blocking streams use their read timeout) raises
+        :class:`TransportTimeout`.
+        """
+        if self._closed:
+            return b""
+        try:
+            return await self._reader.receive(deadline)
+        except TimeoutError:
+            raise TransportTimeout(f"{self._origin}: the stream stalled") from None
+        except _NETWORK_ERRORS as exc:
+            raise transport_error(exc, self._origin, self._server_name) from None
+
+    async def read_error_body(self) -> bytes:
+        """Read (a bounded prefix of) the body, for an error response."""
+        body = b""
+        while len(body) < ERROR_BODY_LIMIT:
+            chunk = await self.receive()
+            if not chunk:
+                break
+            body += chunk
+        return body[:ERROR_BODY_LIMIT]
+
+    async def aclose(self) -> None:
+        """Close the response and its connection; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        with _backend.shielded():
+            try:
+                await self._reader.aclose()
+            except _NETWORK_ERRORS:
+                pass
+            finally:
+                await self._pool.aclose()
+
+
+class Watch:
+    """The events of one WATCH request, on a connection of its own.
+
+    Use it as ``async with client.watch(...) as events: async for event in events: ...``.
+    Leaving the block, breaking out, an error or a cancellation closes the connection. The
+    iteration ends when the server ends the stream cleanly (``timeoutSeconds``); a cut
+    stream raises :class:`TransportError` (a partial event is never dropped silently); a
+    malformed line raises the core's ``DecodeError``; an ``ERROR`` event raises its
+    ``ApiError`` (410 is ``Gone``/``Expired``).
+    """
+
+    def __init__(self, client: Client, request: Request, read_timeout: float | None) -> None:
+        self._client = client
+        self._request = request
+        self._read_timeout = read_timeout
+        self._stream: StreamResponse | None = None
+        self._decoder = WatchDecoder()
+        self._pending: collections.deque[WatchEvent] = collections.deque()
+        self._done = False
+
+    def __repr__(self) -> str:
+        return f"<Watch {self._request.path}>"
+
+    async def __aenter__(self) -> Watch:
+        await self._open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __aiter__(self) -> Watch:
+        return self
+
+    async def _open(self) -> StreamResponse:
+        if self._stream is None:
+            self._stream = await self._client.open_stream(
+                self._request, read_timeout=self._read_timeout, check=True
+            )
+        return self._stream
+
+    async def __anext__(self) -> WatchEvent:
+        if self._done:
+            raise StopAsyncIteration
+        try:
+            stream = await self._open()
+            while not self._pending:
+                data = await stream.receive()
+                self._pending.extend(self._decoder.receive_data(data))
+                if not data and not self._pending:
+                    raise StopAsyncIteration
+            event = self._pending.popleft()
+            if event.error is not None:
+                raise event.error
+            return event
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def aclose(self) -> None:
+        """Stop watching and close the connection."""
+        self._done = True
+        if self._stream is not None:
+            await self._stream.aclose()
+
+
+class _Items:
+    """The items of a LIST, page after page (``limit`` and ``continue``)."""
+
+    def __init__(
+        self,
+        client: Client,
+        resource: Target,
+        namespace: str | None,
+        options: ListOptions,
+    ) -> None:
+        self._client = client
+        self._resource = resource
+        self._namespace = namespace
+        self._options = options
+        self._items: collections.deque[dict[str, Any]] = collections.deque()
+        self._continue: str | None = options.continue_token
+        self._done = False
+        self.resource_version: str | None = None
+
+    def __aiter__(self) -> _Items:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        while not self._items:
+            if self._done:
+                raise StopAsyncIteration
+            options = dataclasses.replace(self._options, continue_token=self._continue)
+            page = await self._client.request(
+                list_request(self._resource, namespace=self._namespace, options=options)
+            )
+            items = page.get("items") if isinstance(page, dict) else None
+            metadata = page.get("metadata") if isinstance(page, dict) else None
+            if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+                raise DecodeError("a list response has no list of objects", path="items")
+            if not isinstance(metadata, dict):
+                metadata = {}
+            token = metadata.get("continue")
+            self._continue = token if isinstance(token, str) and token else None
+            self._done = self._continue is None
+            version = metadata.get("resourceVersion")
+            self.resource_version = version if isinstance(version, str) else None
+            self._items.extend(items)
+        return self._items.popleft()
+
+
+class Client:
+    """A Kubernetes API client for one server and one identity.
+
+    Build it from a :class:`~kubemoon_core.ClientConfig` (or :meth:`from_kubeconfig`,
+    :meth:`in_cluster`, :meth:`from_environment`); close it with ``aclose()`` or use it as a
+    context manager. ``timeout`` bounds connecting and each read of a CRUD request;
+    ``max_retries`` bounds the retries of 429/5xx answers that carry ``Retry-After``.
+    """
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = 3,
+        ssl_context: ssl.SSLContext | None = None,
+        max_connections: int = 10,
+    ) -> None:
+        self.config = config
+        self._timeout = timeout
+        self._max_retries = max_retries
+        if ssl_context is None and config.scheme == "https":
+            ssl_context = make_ssl_context(config)
+        self._ssl_context = ssl_context
+        self._credentials = Credentials(config)
+        self._pool = self._new_pool(max_connections=max_connections)
+        self._streams: set[StreamResponse] = set()
+
+    def __repr__(self) -> str:
+        context = f" context={self.config.context!r}" if self.config.context else ""
+        return f"<Client {self.config.origin}{self.config.base_path}{context}>"
+
+    @classmethod
+    def from_kubeconfig(
+        cls, path: str | None = None, *, context: str | None = None, **kwargs: Any
+    ) -> Client:
+        """A client for a kubeconfig context (``KUBECONFIG`` or ``~/.kube/config``)."""
+        return cls(load_kubeconfig(path, context=context), **kwargs)
+
+    @classmethod
+    def in_cluster(cls, **kwargs: Any) -> Client:
+        """A client for the pod's own ServiceAccount."""
+        return cls(load_in_cluster_config(), **kwargs)
+
+    @classmethod
+    def from_environment(cls, *, context: str | None = None, **kwargs: Any) -> Client:
+        """A client configured as controllers are: KUBECONFIG, in-cluster, ~/.kube/config."""
+        return cls(load_config(context=context), **kwargs)
+
+    def _new_pool(
+        self, *, max_connections: int, stream: bool = False
+    ) -> httpcore.AsyncConnectionPool:
+        # A stream's pool holds its one connection and keeps nothing alive after it.
+        return httpcore.AsyncConnectionPool(
+            ssl_context=self._ssl_context,
+            max_connections=max_connections,
+            max_keepalive_connections=0 if stream else None,
+            keepalive_expiry=60.0,
+            retries=0,
+        )
+
+    @property
+    def connection_count(self) -> int:
+        """Open connections: the CRUD pool's plus one per open stream (for leak checks)."""
+        return len(self._pool.connections) + sum(1 for s in self._streams if not s.closed)
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every connection, streams included."""
+        with _backend.shielded():
+            for stream in list(self._streams):
+                await stream.aclose()
+            self._streams.clear()
+            await self._pool.aclose()
+
+    # -- performing requests ---------------------------------------------------------------
+
+    def _raw_request(
+        self, request: Request, url: str, authorization: str | None, read_timeout: float | None
+    ) -> httpcore.Request:
+        headers = [(b"Host", self.config.host_header.encode("ascii"))]
+        headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in request.headers]
+        if request.body or request.method in ("POST", "PUT", "PATCH"):
+            headers.append((b"Content-Length", str(len(request.body)).encode("ascii")))
+        if authorization is not None:
+            headers.append((b"Authorization", authorization.encode("latin-1")))
+        extensions: dict[str, Any] = {
+            "timeout": {
+                "connect": self._timeout,
+                "read": read_timeout,
+                "write": self._timeout,
+                "pool": self._timeout,
+            }
+        }
+        if self.config.tls_server_name:
+            extensions["sni_hostname"] = self.config.tls_server_name
+        return httpcore.Request(
+            request.method, url, headers=headers, content=request.body, extensions=extensions
+        )
+
+    async def _exchange(self, request: Request, url: str, authorization: str | None) -> Response:
+        raw_request = self._raw_request(request, url, authorization, self._timeout)
+        try:
+            raw = await self._pool.handle_async_request(raw_request)
+            try:
+                body = await raw.aread()
+            finally:
+                await raw.aclose()
+        except _NETWORK_ERRORS as exc:
+            raise transport_error(exc, self.config.origin, self.config.tls_server_name) from None
+        return Response(raw.status, _decode_headers(raw.headers), body)
+
+    async def send(self, request: Request) -> Response:
+        """Perform ``request`` and return the whole response, whatever its status.
+
+        After a 401 the credentials are refreshed once (exec plugin, rotated token file) and
+        the request is retried once. Network failures raise :class:`TransportError`.
+        """
+        url = self.config.url(request.target)
+        authorization, generation = await self._credentials.authorization()
+        response = await self._exchange(request, url, authorization)
+        if response.status_code == 401 and await self._credentials.refresh(generation):
+            authorization, _ = await self._credentials.authorization()
+            response = await self._exchange(request, url, authorization)
+        return response
+
+    async def open_stream(
+        self, request: Request, *, read_timeout: float | None = None, check: bool = False
+    ) -> StreamResponse:
+        """Start ``request`` on a connection of its own and return its streaming response.
+
+        ``read_timeout`` bounds each read (None: unbounded). With ``check``, a non-2xx answer
+        is read, the stream closed and the ``ApiError`` raised. A 401 refreshes the
+        credentials and retries once, as :meth:`send` does.
+        """
+        url = self.config.url(request.target)
+        authorization, generation = await self._credentials.authorization()
+        stream = await self._start(request, url, authorization, read_timeout)
+        if stream.status_code == 401 and await self._credentials.refresh(generation):
+            await stream.aclose()
+            authorization, _ = await self._credentials.authorization()
+            stream = await self._start(request, url, authorization, read_timeout)
+        if check and not 200 <= stream.status_code < 300:
+            try:
+                body = await stream.read_error_body()
+            finally:
+                await stream.aclose()
+            raise error_from_response(stream.status_code, stream.headers, body)
+        return stream
+
+    async def _start(
+        self, request: Request, url: str, authorization: str | None, read_timeout: float | None
+    ) -> StreamResponse:
+        pool = self._new_pool(max_connections=1, stream=True)
+        try:
+            raw = await pool.handle_async_request(
+                self._raw_request(request, url, authorization, read_timeout)
+            )
+        except BaseException as exc:
+            with _backend.shielded():
+                await pool.aclose()
+            if isinstance(exc, _NETWORK_ERRORS):
+                raise transport_error(
+                    exc, self.config.origin, self.config.tls_server_name
+                ) from None
+            raise
+        stream = StreamResponse(pool, raw, self.config.origin, self.config.tls_server_name)
+        self._streams = {s for s in self._streams if not s.closed}
+        self._streams.add(stream)
+        return stream
+
+    async def request(self, request: Request) -> Any:
+        """Perform ``request`` and return its decoded JSON body; raise the ApiError otherwise.
+
+        A 3xx is an error (redirects are not followed). A retryable answer (429, 5xx) that
+        carries ``Retry-After`` is retried after that delay, at most ``max_retries`` times.
+        """
+        attempt = 0
+        while True:
+            response = await self.send(request)
+            try:
+                return decode_response(response)
+            except ApiError as exc:
+                if (
+                    exc.disposition is not Disposition.RETRY
+                    or exc.retry_after is None
+                    or attempt >= self._max_retries
+                ):
+                    raise
+                attempt += 1
+                delay = min(exc.retry_after, MAX_RETRY_AFTER)
+                logger.info(
+                    "%s %s answered %d; retrying in %.1fs (attempt %d)",
+                    request.method,
+                    request.path,
+                    exc.code,
+                    delay,
+                    attempt,
+                )
+                await _backend.sleep(delay)
+
+    # -- verbs ----------------------------------------------------------------------------
+
+    async def get(
+        self,
+        resource: Target,
+        name: str,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        """GET one object."""
+        result: dict[str, Any] = await self.request(
+            get_request(resource, name, namespace=namespace, subresource=subresource)
+        )
+        return result
+
+    def list(
+        self,
+        resource: Target,
+        *,
+        namespace: str | None = None,
+        options: ListOptions | None = None,
+    ) -> _Items:
+        """Iterate over every object of a collection, following ``continue`` page by page.
+
+        Pages hold ``options.limit`` objects (500 by default). After the iteration, the
+        iterator's ``resource_version`` is the list's resourceVersion.
+        """
+        options = options or ListOptions()
+        if options.limit is None:
+            options = dataclasses.replace(options, limit=DEFAULT_PAGE_SIZE)
+        return _Items(self, resource, namespace, options)
+
+    def watch(
+        self,
+        resource: Target,
+        *,
+        namespace: str | None = None,
+        options: ListOptions | None = None,
+        read_timeout: float | None = None,
+    ) -> Watch:
+        """Watch a collection on a connection of its own (see :class:`Watch`)."""
+        return Watch(
+            self, watch_request(resource, namespace=namespace, options=options), read_timeout
+        )
+
+    async def create(
+        self,
+        resource: Target,
+        obj: Mapping[str, Any],
+        *,
+        namespace: str | None = None,
+        options: WriteOptions | None = None,
+    ) -> dict[str, Any]:
+        """POST a new object; return it as stored."""
+        result: dict[str, Any] = await self.request(
+            create_request(resource, obj, namespace=namespace, options=options)
+        )
+        return result
+
+    async def replace(
+        self,
+        resource: Target,
+        obj: Mapping[str, Any],
+        *,
+        namespace: str | None = None,
+        name: str | None = None,
+        subresource: str | None = None,
+        options: WriteOptions | None = None,
+    ) -> dict[str, Any]:
+        """PUT a whole object (conditional on its resourceVersion); return it as stored."""
+        result: dict[str, Any] = await self.request(
+            replace_request(
+                resource,
+                obj,
+                namespace=namespace,
+                name=name,
+                subresource=subresource,
+                options=options,
+            )
+        )
+        return result
+
+    async def patch(
+        self,
+        resource: Target,
+        name: str,
+        patch: Mapping[str, Any] | Sequence[Any] | bytes,
+        *,
+        patch_type: PatchType = PatchType.MERGE,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        options: WriteOptions | None = None,
+    ) -> dict[str, Any]:
+        """PATCH an object (merge patch by default); return it as stored."""
+        result: dict[str, Any] = await self.request(
+            patch_request(
+                resource,
+                name,
+                patch,
+                patch_type=patch_type,
+                namespace=namespace,
+                subresource=subresource,
+                options=options,
+            )
+        )
+        return result
+
+    async def apply(
+        self,
+        resource: Target,
+        obj: Mapping[str, Any],
+        *,
+        field_manager: str,
+        namespace: str | None = None,
+        force: bool = False,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Server-side apply ``obj`` as ``field_manager``; return the object as stored."""
+        result: dict[str, Any] = await self.request(
+            apply_request(
+                resource,
+                obj,
+                field_manager=field_manager,
+                namespace=namespace,
+                force=force,
+                subresource=subresource,
+                dry_run=dry_run,
+            )
+        )
+        return result
+
+    async def delete(
+        self,
+        resource: Target,
+        name: str,
+        *,
+        namespace: str | None = None,
+        options: DeleteOptions | None = None,
+    ) -> dict[str, Any]:
+        """DELETE an object; return what the server answers (the object or a Status)."""
+        result: dict[str, Any] = await self.request(
+            delete_request(resource, name, namespace=namespace, options=options)
+        )
+        return result

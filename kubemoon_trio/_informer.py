@@ -1,0 +1,177 @@
+"""The informer: the core ``Reflector`` driven in real time by the trio adapter.
+
+Rules: all Kubernetes decisions (what to request, when, what a failure means, when a watch
+has stalled) belong to the reflector; this loop only performs its requests with the
+client, feeds back responses, bytes, ends and the time (``current_time()``, monotonic),
+and sleeps until ``next_deadline()``. A watch runs on a connection of its own; a stall,
+an error or a cancellation closes it, and the reflector is always told how it ended, so it
+never loses track of a connection. This module is the source of
+``kubemoon_sync/_informer.py`` (scripts/unasync.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+
+from kubemoon_core import APIResource, GroupVersionResource, Request
+from kubemoon_core._backoff import Backoff
+from kubemoon_core._changes import Change
+from kubemoon_core._reflector import Reflector
+from kubemoon_core._store import Store
+from kubemoon_sync._transport import TransportError, TransportTimeout
+
+from . import _backend
+from ._client import Client
+
+__all__ = ["Informer"]
+
+logger = logging.getLogger("kubemoon.informer")
+
+ChangeHandler = Callable[[Change], object]
+
+
+class Informer:
+    """Keeps a :class:`~kubemoon_core.Store` in sync with a collection, in real time.
+
+    Run it with ``await informer.run()`` (until cancelled, or until ``until()`` holds);
+    read :attr:`store`; ``await informer.wait_synced()`` for the first complete list.
+    ``on_change`` is called with every change the reflector applies, in order (bookmarks
+    never produce one). The reflector's options (``stall_margin``, ``backoff``,
+    ``streaming_list``...) are passed through, or a configured ``reflector`` is given.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        resource: GroupVersionResource | APIResource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        on_change: ChangeHandler | None = None,
+        store: Store | None = None,
+        page_size: int = 500,
+        streaming_list: bool = False,
+        backoff: Backoff | None = None,
+        stall_margin: float = 30.0,
+        rng: random.Random | None = None,
+        reflector: Reflector | None = None,
+    ) -> None:
+        self._client = client
+        if reflector is None:
+            reflector = Reflector(
+                resource,
+                rng=rng if rng is not None else random.Random(),
+                namespace=namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                store=store,
+                page_size=page_size,
+                streaming_list=streaming_list,
+                backoff=backoff,
+                stall_margin=stall_margin,
+            )
+        self.reflector = reflector
+        self._on_change = on_change
+        self._synced = _backend.Event()
+
+    def __repr__(self) -> str:
+        return f"<Informer {self.reflector.state.name} rv={self.reflector.resource_version!r}>"
+
+    @property
+    def store(self) -> Store:
+        """The cache: complete lists only, updated by every watch event."""
+        return self.reflector.store
+
+    @property
+    def has_synced(self) -> bool:
+        """True once the first complete list has been applied."""
+        return self.reflector.has_synced
+
+    async def wait_synced(self) -> None:
+        """Wait until the first complete list has been applied (the informer must run)."""
+        await self._synced.wait()
+
+    async def run(self, *, until: Callable[[], bool] | None = None) -> None:
+        """Drive the reflector until cancelled, or until ``until()`` returns True.
+
+        ``until`` is checked after every request and every chunk of a watch.
+        """
+        reflector = self.reflector
+        while until is None or not until():
+            now = _backend.current_time()
+            request = reflector.next_request(now)
+            if request is None:
+                deadline = reflector.next_deadline()
+                assert deadline is not None, "an idle reflector always has a deadline"
+                await _backend.sleep_until(deadline)
+            elif request.stream:
+                await self._watch(request, until)
+            else:
+                await self._list_page(request)
+
+    def _publish(self, changes: list[Change]) -> None:
+        if self.reflector.has_synced and not self._synced.is_set():
+            self._synced.set()
+        if self._on_change is not None:
+            for change in changes:
+                self._on_change(change)
+
+    async def _list_page(self, request: Request) -> None:
+        reflector = self.reflector
+        try:
+            response = await self._client.send(request)
+        except TransportError as exc:
+            logger.info("LIST %s failed: %s", request.path, exc)
+            reflector.request_failed(_backend.current_time(), exc)
+            return
+        except BaseException as exc:  # cancelled: leave the reflector consistent
+            reflector.request_failed(_backend.current_time(), exc)
+            raise
+        self._publish(reflector.receive_response(response, _backend.current_time()))
+
+    async def _watch(self, request: Request, until: Callable[[], bool] | None) -> None:
+        reflector = self.reflector
+        deadline = reflector.next_deadline()
+        # Blocking reads cannot stop at a deadline: they time out after the stall window,
+        # which every byte received restarts, as the reflector's own stall clock does.
+        window = None if deadline is None else max(deadline - _backend.current_time(), 0.001)
+        try:
+            stream = await self._client.open_stream(request, read_timeout=window)
+        except BaseException as exc:
+            reflector.watch_ended(_backend.current_time(), exc)
+            if isinstance(exc, TransportError):
+                logger.info("WATCH %s failed to start: %s", request.path, exc)
+                return
+            raise
+        error: BaseException | None = None
+        try:
+            reflector.receive_watch_head(
+                stream.status_code, stream.headers, _backend.current_time()
+            )
+            while not reflector.poll(_backend.current_time()):
+                deadline = reflector.next_deadline()
+                try:
+                    data = await stream.receive(deadline)
+                except TransportTimeout as exc:
+                    # The read waited until the stall deadline: the stream is unusable now.
+                    late = max(_backend.current_time(), deadline or 0.0)
+                    if not reflector.poll(late):
+                        error = exc
+                    break
+                if not data:
+                    break
+                self._publish(reflector.receive_watch_data(data, _backend.current_time()))
+                if until is not None and until():
+                    break
+        except TransportError as exc:
+            error = exc
+            logger.info("WATCH %s broke: %s", request.path, exc)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            await stream.aclose()
+            reflector.watch_ended(_backend.current_time(), error)

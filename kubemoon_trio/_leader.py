@@ -1,0 +1,94 @@
+"""Run a core :class:`~kubemoon_core.LeaderElector` against the API server with trio.
+
+Rules: the elector decides what to request and what every answer or failure means; this
+loop performs its requests with a bounded timeout, passes the wall clock only for the
+timestamps the elector writes, and sleeps until ``next_deadline()``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import math
+
+import trio
+
+from kubemoon_core import KubeMoonError
+from kubemoon_core._leader import LeaderElector, LeaderEvent, StartedLeading, StoppedLeading
+
+from ._client import Client
+
+__all__ = ["LeaderElection"]
+
+logger = logging.getLogger("kubemoon.leader")
+
+
+class LeaderElection:
+    """Keeps ``elector`` campaigning; ``is_leader`` and :meth:`wait_leading` expose it.
+
+    ``request_timeout`` bounds each request: a lost answer must not outlive the renew
+    deadline. :meth:`release` gives the lease up (call it after stopping the guarded work).
+    """
+
+    def __init__(self, client: Client, elector: LeaderElector, *, request_timeout: float = 5.0):
+        self.client = client
+        self.elector = elector
+        self.request_timeout = request_timeout
+        self._leading = trio.Event()
+        self._lost = trio.Event()
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this candidate holds the lease."""
+        return self.elector.is_leader
+
+    async def wait_leading(self) -> None:
+        """Return once this candidate has become the leader."""
+        await self._leading.wait()
+
+    async def wait_lost(self) -> None:
+        """Return once this candidate has stopped leading after having led."""
+        await self._lost.wait()
+
+    def _handle(self, events: list[LeaderEvent]) -> None:
+        for event in events:
+            if isinstance(event, StartedLeading):
+                logger.info("started leading as %s", self.elector.identity)
+                self._leading.set()
+            elif isinstance(event, StoppedLeading):
+                logger.warning("stopped leading as %s", self.elector.identity)
+                self._lost.set()
+            else:
+                logger.info("leader is now %s", getattr(event, "identity", event))
+
+    async def _perform(self) -> bool:
+        now = trio.current_time()
+        request = self.elector.next_request(now, datetime.datetime.now(datetime.UTC))
+        if request is None:
+            return False
+        # A leader's renew deadline must fire on time even while a renew hangs.
+        limit = min(now + self.request_timeout, self.elector.next_deadline() or math.inf)
+        try:
+            with trio.fail_at(limit):
+                response = await self.client.send(request)
+        except (KubeMoonError, trio.TooSlowError) as exc:
+            logger.info("lease request failed: %s", exc)
+            self._handle(self.elector.request_failed(trio.current_time()))
+        else:
+            self._handle(self.elector.receive_response(response, trio.current_time()))
+        return True
+
+    async def run(self) -> None:
+        """Campaign and renew until cancelled."""
+        while True:
+            self._handle(self.elector.tick(trio.current_time()))
+            if await self._perform():
+                continue
+            deadline = self.elector.next_deadline()
+            await trio.sleep_until(math.inf if deadline is None else deadline)
+
+    async def release(self) -> None:
+        """Stop leading and write the lease free, so a successor need not wait it out."""
+        self._handle(self.elector.release(trio.current_time()))
+        with trio.move_on_after(self.request_timeout):
+            await self._perform()

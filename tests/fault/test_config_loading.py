@@ -1,0 +1,177 @@
+"""Configuration from files and the environment, used for real against the scripted server."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fault_support import PODS, Adapter
+
+from kubemoon_core._kubeconfig import ConfigError
+from kubemoon_sync._config import (
+    FileToken,
+    kubeconfig_paths,
+    load_config,
+    load_in_cluster_config,
+    load_kubeconfig,
+)
+from kubemoon_testing._scripted import Reply, ScriptedServer
+
+pytestmark = pytest.mark.fault
+
+
+def write(path: Path, document: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(document) if not isinstance(document, str) else document)
+    return path
+
+
+async def test_kubeconfig_files_merge_and_relative_ca_paths_work(
+    adapter: Adapter, tmp_path: Path
+) -> None:
+    async with ScriptedServer() as server:
+        first_dir = tmp_path / "first"
+        write(first_dir / "certs" / "ca.pem", server.ca_pem.decode())
+        first = write(
+            first_dir / "config",
+            {
+                "clusters": [
+                    {
+                        "name": "scripted",
+                        "cluster": {"server": server.url, "certificate-authority": "certs/ca.pem"},
+                    }
+                ],
+                "contexts": [{"name": "main", "context": {"cluster": "scripted", "user": "me"}}],
+                "current-context": "main",
+            },
+        )
+        second = write(
+            tmp_path / "second" / "config",
+            {
+                "clusters": [{"name": "scripted", "cluster": {"server": "https://wrong"}}],
+                "users": [{"name": "me", "user": {"tokenFile": "token"}}],
+                "current-context": "other",
+            },
+        )
+        write(tmp_path / "second" / "token", "file-token\n")
+        env = {"KUBECONFIG": os.pathsep.join([str(first), str(tmp_path / "missing"), str(second)])}
+        config = load_kubeconfig(env=env)
+        assert config.ca_file == str(first_dir / "certs" / "ca.pem")
+        assert config.token_file == str(tmp_path / "second" / "token")
+        server.add(Reply.json({"kind": "Pod"}))
+        client = adapter.client(config)
+        try:
+            await adapter.call(client.get, PODS, "a", namespace="ns")
+        finally:
+            await adapter.close(client)
+        assert server.requests[0].header("authorization") == "Bearer file-token"
+
+
+async def test_in_cluster_config_with_token_rotation(adapter: Adapter, tmp_path: Path) -> None:
+    async with ScriptedServer() as server:
+        sa = tmp_path / "serviceaccount"
+        write(sa / "token", "pod-token-1")
+        write(sa / "ca.crt", server.ca_pem.decode())
+        write(sa / "namespace", "operators\n")
+        env = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(server.port)}
+        config = load_config(env=env, base_dir=str(sa))
+        assert config.namespace == "operators"
+        server.add(Reply.json({"kind": "Pod"}), Reply.json({"kind": "Pod"}))
+        client = adapter.client(config)
+        try:
+            await adapter.call(client.get, PODS, "a", namespace="ns")
+            write(sa / "token", "pod-token-2-rotated")
+            await adapter.call(client.get, PODS, "a", namespace="ns")
+        finally:
+            await adapter.close(client)
+        assert [r.header("authorization") for r in server.requests] == [
+            "Bearer pod-token-1",
+            "Bearer pod-token-2-rotated",
+        ]
+
+
+def test_load_config_prefers_kubeconfig_then_in_cluster_then_home(tmp_path: Path) -> None:
+    sa = tmp_path / "sa"
+    write(sa / "token", "t")
+    cluster_env = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    home_config = {
+        "clusters": [{"name": "c", "cluster": {"server": "https://home"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c"}}],
+        "current-context": "x",
+    }
+    write(tmp_path / "home" / ".kube" / "config", home_config)
+    explicit = write(
+        tmp_path / "explicit",
+        {**home_config, "clusters": [{"name": "c", "cluster": {"server": "https://explicit"}}]},
+    )
+    in_cluster = load_config(env=cluster_env, base_dir=str(sa))
+    assert in_cluster.server == "https://10.0.0.1:443"
+    assert in_cluster.namespace == "default"
+    both = {**cluster_env, "KUBECONFIG": str(explicit)}
+    assert load_config(env=both, base_dir=str(sa)).server == "https://explicit"
+    home = {"HOME": str(tmp_path / "home")}
+    assert load_config(env=home).server == "https://home"
+    assert load_config(env={**home, **cluster_env}, context="x").server == "https://home"
+    assert kubeconfig_paths({"KUBECONFIG": f"a{os.pathsep}{os.pathsep}b{os.pathsep}a"}) == [
+        "a",
+        "b",
+    ]
+
+
+def test_loading_errors_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist") as info:
+        load_kubeconfig(tmp_path / "nope")
+    assert info.value.file == str(tmp_path / "nope")
+    with pytest.raises(ConfigError, match="no kubeconfig file found"):
+        load_kubeconfig(env={"KUBECONFIG": str(tmp_path / "a")})
+    with pytest.raises(ConfigError, match="cannot read the kubeconfig"):
+        load_kubeconfig(tmp_path)  # a directory
+    bad = write(tmp_path / "bad", "clusters: [\n")
+    with pytest.raises(ConfigError, match=f"{bad}: invalid YAML"):
+        load_kubeconfig(bad)
+    with pytest.raises(ConfigError, match="not running in a cluster"):
+        load_in_cluster_config(env={}, base_dir=str(tmp_path))
+    env = {"KUBERNETES_SERVICE_HOST": "h", "KUBERNETES_SERVICE_PORT": "443"}
+    with pytest.raises(ConfigError, match="cannot read the token file") as token_info:
+        load_in_cluster_config(env=env, base_dir=str(tmp_path))
+    assert token_info.value.file == str(tmp_path / "token")
+
+
+def test_file_token_rules(tmp_path: Path) -> None:
+    path = write(tmp_path / "token", "  abc \n")
+    token = FileToken(str(path))
+    assert token.read() == "abc"
+    assert "abc" not in repr(token)
+    write(path, "")
+    with pytest.raises(ConfigError, match="empty"):
+        token.read()
+    path.unlink()
+    with pytest.raises(ConfigError, match="cannot read"):
+        token.read(force=True)
+
+
+def test_a_bad_ca_or_client_key_is_a_config_error(tmp_path: Path) -> None:
+    import kubemoon_sync
+    from kubemoon_core._kubeconfig import ClientConfig
+
+    with pytest.raises(ConfigError, match="certificate-authority-data"):
+        kubemoon_sync.Client(ClientConfig(server="https://h", ca_data=b"not a certificate"))
+    with pytest.raises(ConfigError, match="certificate-authority"):
+        kubemoon_sync.Client(ClientConfig(server="https://h", ca_file=str(tmp_path / "none")))
+    key = "-----BEGIN PRIVATE KEY-----\nU0VDUkVU\n-----END PRIVATE KEY-----\n"
+    with pytest.raises(ConfigError, match="client certificate") as info:
+        kubemoon_sync.Client(
+            ClientConfig(server="https://h", client_cert_data=b"junk", client_key_data=key.encode())
+        )
+    assert "U0VDUkVU" not in str(info.value)
+    with pytest.raises(ConfigError, match="cannot load the client certificate"):
+        kubemoon_sync.Client(
+            ClientConfig(
+                server="https://h",
+                client_cert_file=str(tmp_path / "c"),
+                client_key_file=str(tmp_path / "k"),
+            )
+        )

@@ -1,0 +1,92 @@
+"""The examples run and print what their docstrings promise."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+
+def _run(script: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        [sys.executable, str(EXAMPLES / script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=env,
+        check=False,
+    )
+
+
+def _load(script: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(script.removesuffix(".py"), EXAMPLES / script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_watch_once_prints_the_bookmark_then_the_added_event() -> None:
+    result = _run("watch_once.py")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "BOOKMARK 12\nADDED 13\n"
+
+
+def test_asyncio_embedding_runs_as_a_script() -> None:
+    result = _run("asyncio_embedding.py")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ADDED a 9\nADDED b 11\nMODIFIED a 12\n"
+
+
+def test_asyncio_embedding_against_a_scripted_server_in_a_thread() -> None:
+    from kubemoon_testing._scripted import Reply, ScriptedServer
+
+    example = _load("asyncio_embedding.py")
+
+    def cm(name: str, rv: str) -> dict[str, object]:
+        return {"metadata": {"name": name, "namespace": "default", "resourceVersion": rv}}
+
+    server = ScriptedServer()
+    server.add(
+        Reply.json({"metadata": {"resourceVersion": "7"}, "items": [cm("x", "6"), cm("y", "7")]}),
+        Reply.watch([("DELETED", cm("x", "8"))], chunk_size=2),
+    )
+    with server:
+        lines = asyncio.run(example.list_then_watch(server.url, server.ca_pem, "tok"))
+    assert lines[0] == "LIST resourceVersion=7 objects=['x', 'y']"
+    assert "DELETED x 8" in lines
+    watch = server.requests[1]
+    assert watch.query["resourceVersion"] == "7"
+    assert watch.header("authorization") == "Bearer tok"
+
+
+def test_asyncio_reflector_resumes_after_a_cut_mid_chunk() -> None:
+    from kubemoon_testing._scripted import Reply, ScriptedServer
+
+    example = _load("asyncio_embedding.py")
+
+    def cm(name: str, rv: str) -> dict[str, object]:
+        return {"metadata": {"name": name, "namespace": "default", "resourceVersion": rv}}
+
+    events = [("ADDED", cm("b", "11")), ("MODIFIED", cm("a", "12")), ("DELETED", cm("b", "13"))]
+    server = ScriptedServer()
+    server.add(
+        Reply.json({"metadata": {"resourceVersion": "10"}, "items": [cm("a", "9")]}),
+        Reply.watch(events, chunk_size=9, drop_after=150),  # cut inside the second event
+        Reply.watch(events[1:], chunk_size=4, stall=True),
+    )
+    with server:
+        lines = asyncio.run(example.run_reflector(server.url, server.ca_pem, "tok", changes=4))
+    assert lines == ["ADDED a 9", "ADDED b 11", "MODIFIED a 12", "DELETED b 13"]
+    first_watch, second_watch = server.requests[1:3]
+    assert first_watch.query["resourceVersion"] == "10"
+    assert second_watch.query["resourceVersion"] == "11"
