@@ -2,7 +2,7 @@
 
 project = "KubeMoon"
 author = "the KubeMoon team"
-copyright = "2026, the KubeMoon team"  # noqa: A001
+copyright = "2026, the KubeMoon team"
 release = "0.1.0"
 
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode"]

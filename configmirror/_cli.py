@@ -1,0 +1,135 @@
+"""``kubemoon-configmirror``: the operator's command line.
+
+Rules: configuration errors exit with status 2 and one clear line; SIGTERM and SIGINT
+shut down cleanly (no new work, running reconciles finish, the Lease is released); a lost
+lease exits with status 1 so the replica restarts as a follower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+import trio
+
+from kubemoon_core import KubeMoonError
+from kubemoon_trio import Client
+
+from ._logs import configure_logging
+from ._operator import ConfigMirrorOperator, LeadershipLost, OperatorOptions
+
+__all__ = ["main"]
+
+logger = logging.getLogger("configmirror")
+
+
+def _address(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return host or "0.0.0.0", int(port)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse the command line."""
+    parser = argparse.ArgumentParser(
+        prog="kubemoon-configmirror",
+        description="Mirror a source ConfigMap into several namespaces (ConfigMirror).",
+    )
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG, ~/.kube/config)")
+    where.add_argument("--in-cluster", action="store_true", help="use the pod's ServiceAccount")
+    parser.add_argument("--context", help="kubeconfig context (default: current-context)")
+    parser.add_argument(
+        "--namespace",
+        action="append",
+        default=[],
+        help="watch ConfigMirrors in this namespace (repeatable; default: all namespaces)",
+    )
+    parser.add_argument("--workers", type=int, default=4, help="concurrent reconciles")
+    parser.add_argument(
+        "--probe-address",
+        type=_address,
+        default=("127.0.0.1", 8080),
+        help="HOST:PORT of /healthz, /readyz and /metrics (port 0 picks one)",
+    )
+    parser.add_argument("--leader-elect", action="store_true", help="run only while leading")
+    parser.add_argument("--lease-name", default="kubemoon-configmirror")
+    parser.add_argument("--lease-namespace", default="kubemoon-system")
+    parser.add_argument("--lease-duration", type=float, default=15.0)
+    parser.add_argument("--renew-deadline", type=float, default=10.0)
+    parser.add_argument("--retry-period", type=float, default=2.0)
+    parser.add_argument("--identity", help="leader-election identity (default: host + random)")
+    parser.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+    )
+    parser.add_argument("--log-format", default="text", choices=["text", "json"])
+    return parser.parse_args(argv)
+
+
+def options_from(args: argparse.Namespace) -> OperatorOptions:
+    """The operator options a parsed command line asks for."""
+    extra = {"identity": args.identity} if args.identity else {}
+    return OperatorOptions(
+        namespaces=tuple(args.namespace),
+        workers=args.workers,
+        probe_host=args.probe_address[0],
+        probe_port=args.probe_address[1],
+        leader_elect=args.leader_elect,
+        lease_name=args.lease_name,
+        lease_namespace=args.lease_namespace,
+        lease_duration=args.lease_duration,
+        renew_deadline=args.renew_deadline,
+        retry_period=args.retry_period,
+        **extra,
+    )
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Run the operator until a signal, then shut down cleanly."""
+    if args.in_cluster:
+        client = Client.in_cluster()
+    elif args.kubeconfig:
+        client = Client.from_kubeconfig(args.kubeconfig, context=args.context)
+    else:
+        client = Client.from_environment(context=args.context)
+    operator = ConfigMirrorOperator(client, options_from(args))
+    async with client:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(operator.run)
+                if operator.probe_port is not None:
+                    logger.info("probes on %s:%d", args.probe_address[0], operator.probe_port)
+
+                async def stop_on_signal() -> None:
+                    async for signum in signals:
+                        logger.info("received %s; shutting down", signal.Signals(signum).name)
+                        await operator.shutdown()
+                        nursery.cancel_scope.cancel()
+                        return
+
+                nursery.start_soon(stop_on_signal)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``kubemoon-configmirror``."""
+    args = parse_args(argv)
+    configure_logging(args.log_level, args.log_format)
+    status = 0
+    try:
+        status = trio.run(run, args)
+    except* LeadershipLost as lost:
+        logger.error("%s", lost.exceptions[0])
+        status = 1
+    except* KubeMoonError as failed:
+        logger.error("error: %s", failed.exceptions[0])
+        status = 2
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

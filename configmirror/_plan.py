@@ -1,0 +1,238 @@
+"""What one reconcile of a ConfigMirror must write, decided without I/O.
+
+Rules: a ConfigMap is modified or deleted only if it carries this ConfigMirror's UID in
+``kubemoon.dev/owner-uid``; every update and delete is conditional on the resourceVersion
+(and UID) the plan was made from, so a concurrent change makes the write fail with 409 and
+the key is reconciled again. Status is written only when it changes, so a converged
+mirror costs no writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubemoon_core import (
+    DeleteOptions,
+    GroupVersionResource,
+    PatchType,
+    Request,
+    create_request,
+    delete_request,
+    patch_request,
+    replace_request,
+)
+
+__all__ = [
+    "CONFIGMAPS",
+    "CONFIGMIRRORS",
+    "FINALIZER",
+    "MANAGED_BY_LABEL",
+    "MANAGED_BY_VALUE",
+    "OWNER_UID_ANNOTATION",
+    "Plan",
+    "plan_reconcile",
+]
+
+CONFIGMIRRORS = GroupVersionResource("kubemoon.dev", "v1alpha1", "configmirrors")
+CONFIGMAPS = GroupVersionResource("", "v1", "configmaps")
+FINALIZER = "kubemoon.dev/cleanup"
+OWNER_UID_ANNOTATION = "kubemoon.dev/owner-uid"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "kubemoon-configmirror"
+
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The writes of one reconcile, in order, and whether to look again soon.
+
+    ``wait_for_deletions`` is true while the finalizer waits for deleted targets to be
+    seen gone; the caller requeues the key rather than wait for an event.
+    """
+
+    writes: tuple[Request, ...] = ()
+    wait_for_deletions: bool = False
+
+
+def _meta(obj: Obj) -> Mapping[str, Any]:
+    metadata = obj.get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def _owner_uid(configmap: Obj) -> str | None:
+    annotations = _meta(configmap).get("annotations") or {}
+    value = annotations.get(OWNER_UID_ANNOTATION)
+    return value if isinstance(value, str) else None
+
+
+def _delete_exactly(configmap: Obj) -> Request:
+    meta = _meta(configmap)
+    return delete_request(
+        CONFIGMAPS,
+        meta["name"],
+        namespace=meta["namespace"],
+        options=DeleteOptions(
+            precondition_uid=meta.get("uid"),
+            precondition_resource_version=meta.get("resourceVersion"),
+        ),
+    )
+
+
+def _finalizers_patch(mirror: Obj, finalizers: list[str]) -> Request:
+    meta = _meta(mirror)
+    # A merge patch that names the resourceVersion is conditional, like an update.
+    body = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
+    return patch_request(
+        CONFIGMIRRORS, meta["name"], body, patch_type=PatchType.MERGE, namespace=meta["namespace"]
+    )
+
+
+def _desired_copy(source: Obj, namespace: str, uid: str, existing: Obj | None) -> dict[str, Any]:
+    base_meta = dict(_meta(existing)) if existing is not None else {}
+    labels = dict(base_meta.get("labels") or {})
+    labels[MANAGED_BY_LABEL] = MANAGED_BY_VALUE
+    annotations = dict(base_meta.get("annotations") or {})
+    annotations[OWNER_UID_ANNOTATION] = uid
+    metadata: dict[str, Any] = {
+        "name": _meta(source)["name"],
+        "namespace": namespace,
+        "labels": labels,
+        "annotations": annotations,
+    }
+    if existing is not None:
+        metadata["resourceVersion"] = _meta(existing)["resourceVersion"]
+    copy: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata}
+    for field in ("data", "binaryData"):
+        if source.get(field):
+            copy[field] = source[field]
+    return copy
+
+
+def _in_sync(existing: Obj, desired: Obj) -> bool:
+    meta, want = _meta(existing), _meta(desired)
+    labels = meta.get("labels") or {}
+    return (
+        (existing.get("data") or {}) == (desired.get("data") or {})
+        and (existing.get("binaryData") or {}) == (desired.get("binaryData") or {})
+        and labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
+        and _owner_uid(existing) == want["annotations"][OWNER_UID_ANNOTATION]
+    )
+
+
+def _condition(status: bool, reason: str, message: str, generation: int) -> dict[str, Any]:
+    return {
+        "type": "Ready",
+        "status": "True" if status else "False",
+        "reason": reason,
+        "message": message,
+        "observedGeneration": generation,
+    }
+
+
+def _with_transition_time(
+    condition: dict[str, Any], old_status: Mapping[str, Any], now_iso: str
+) -> dict[str, Any]:
+    for old in old_status.get("conditions") or ():
+        same = isinstance(old, Mapping) and old.get("type") == condition["type"]
+        if same and old.get("status") == condition["status"] and old.get("lastTransitionTime"):
+            return {**condition, "lastTransitionTime": old["lastTransitionTime"]}
+    return {**condition, "lastTransitionTime": now_iso}
+
+
+def plan_reconcile(
+    mirror: Obj,
+    source: Obj | None,
+    copies_by_namespace: Mapping[str, Obj],
+    managed_copies: Iterable[Obj],
+    now_iso: str,
+) -> Plan:
+    """Plan one reconcile of ``mirror``.
+
+    ``source`` is the source ConfigMap or None; ``copies_by_namespace`` maps each target
+    namespace to the ConfigMap of the source's name there, if one exists;
+    ``managed_copies`` are all ConfigMaps annotated with this mirror's UID, wherever they
+    are. ``now_iso`` is the wall-clock time for a condition's lastTransitionTime.
+    """
+    meta = _meta(mirror)
+    uid, namespace = meta["uid"], meta["namespace"]
+    finalizers = list(meta.get("finalizers") or [])
+    managed = list(managed_copies)
+
+    if meta.get("deletionTimestamp"):
+        if FINALIZER not in finalizers:
+            return Plan()
+        if managed:
+            return Plan(tuple(_delete_exactly(c) for c in managed), wait_for_deletions=True)
+        finalizers.remove(FINALIZER)
+        return Plan((_finalizers_patch(mirror, finalizers),))
+    if FINALIZER not in finalizers:
+        # Nothing is created before the finalizer is in place, so nothing can leak.
+        return Plan((_finalizers_patch(mirror, [*finalizers, FINALIZER]),))
+
+    spec = mirror.get("spec") or {}
+    source_name = spec.get("source", "")
+    targets = list(dict.fromkeys(spec.get("targetNamespaces") or []))
+    writes: list[Request] = []
+    target_states: list[dict[str, str]] = []
+    conflicts: list[str] = []
+    for target in targets:
+        existing = copies_by_namespace.get(target)
+        where = f"{target}/{source_name}"
+        if existing is not None and _owner_uid(existing) != uid:
+            conflicts.append(where)
+            target_states.append(
+                {
+                    "namespace": target,
+                    "state": "Conflict",
+                    "message": f"ConfigMap {where} exists and is not managed by this ConfigMirror",
+                }
+            )
+            continue
+        if source is None:
+            target_states.append(
+                {"namespace": target, "state": "Pending", "message": "waiting for the source"}
+            )
+            continue
+        desired = _desired_copy(source, target, uid, existing)
+        if existing is None:
+            writes.append(create_request(CONFIGMAPS, desired, namespace=target))
+        elif not _in_sync(existing, desired):
+            writes.append(replace_request(CONFIGMAPS, desired, namespace=target))
+        target_states.append({"namespace": target, "state": "Synced", "message": ""})
+
+    wanted = set(targets)
+    for copy in managed:
+        copy_meta = _meta(copy)
+        if copy_meta.get("namespace") not in wanted or copy_meta.get("name") != source_name:
+            writes.append(_delete_exactly(copy))
+
+    generation = meta.get("generation", 0)
+    if source is None:
+        ready = _condition(
+            False, "SourceNotFound", f"ConfigMap {namespace}/{source_name} not found", generation
+        )
+    elif conflicts:
+        ready = _condition(
+            False,
+            "TargetConflict",
+            f"not managed by this ConfigMirror, left untouched: {', '.join(conflicts)}",
+            generation,
+        )
+    else:
+        ready = _condition(True, "Synced", f"mirrored to {len(targets)} namespace(s)", generation)
+
+    old_status = mirror.get("status") or {}
+    status = {
+        "observedGeneration": generation,
+        "conditions": [_with_transition_time(ready, old_status, now_iso)],
+        "targets": target_states,
+    }
+    if status != old_status:
+        updated = {**mirror, "status": status}
+        writes.append(
+            replace_request(CONFIGMIRRORS, updated, namespace=namespace, subresource="status")
+        )
+    return Plan(tuple(writes))

@@ -1,0 +1,268 @@
+"""ConfigMirror end to end, against the real kube-apiserver: every behaviour of issue 6."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+import trio
+from conftest import StartOperator, eventually
+
+from configmirror import CONFIGMAPS, CONFIGMIRRORS, FINALIZER, OWNER_UID_ANNOTATION
+from kubemoon_core import NotFound
+from kubemoon_testing import ApiServer
+from kubemoon_trio import Client
+
+pytestmark = pytest.mark.integration
+
+BINARY = base64.b64encode(b"\x00\x01binary").decode()
+
+
+def configmap(
+    name: str, data: dict[str, str], binary: dict[str, str] | None = None
+) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name},
+        "data": data,
+    }
+    if binary:
+        obj["binaryData"] = binary
+    return obj
+
+
+def mirror(name: str, source: str, targets: list[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubemoon.dev/v1alpha1",
+        "kind": "ConfigMirror",
+        "metadata": {"name": name},
+        "spec": {"source": source, "targetNamespaces": targets},
+    }
+
+
+async def get_or_none(
+    client: Client, resource: Any, name: str, namespace: str
+) -> dict[str, Any] | None:
+    try:
+        return await client.get(resource, name, namespace=namespace)
+    except NotFound:
+        return None
+
+
+def ready(obj: dict[str, Any] | None) -> tuple[str, str, str] | None:
+    if obj is None:
+        return None
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond["type"] == "Ready":
+            return cond["status"], cond["reason"], cond["message"]
+    return None
+
+
+class Scenario:
+    """Namespaces for one test: the mirror's own and some targets."""
+
+    def __init__(self, server: ApiServer, client: Client, targets: int = 2) -> None:
+        self.client = client
+        self.home = server.create_namespace(prefix="cm-home")
+        self.targets = [server.create_namespace(prefix="cm-target") for _ in range(targets)]
+
+    async def copy(self, namespace: str, name: str = "settings") -> dict[str, Any] | None:
+        return await get_or_none(self.client, CONFIGMAPS, name, namespace)
+
+    async def mirror(self, name: str = "m") -> dict[str, Any] | None:
+        return await get_or_none(self.client, CONFIGMIRRORS, name, self.home)
+
+    async def ready(self, name: str = "m") -> tuple[str, str, str] | None:
+        return ready(await self.mirror(name))
+
+
+@pytest.fixture
+def scenario(configmirror_api: ApiServer, client: Client) -> Scenario:
+    return Scenario(configmirror_api, client)
+
+
+async def test_mirrors_updates_and_heals(
+    scenario: Scenario, client: Client, start_operator: StartOperator
+) -> None:
+    s = scenario
+    await client.create(
+        CONFIGMAPS, configmap("settings", {"a": "1"}, {"b": BINARY}), namespace=s.home
+    )
+    created = await client.create(
+        CONFIGMIRRORS, mirror("m", "settings", s.targets), namespace=s.home
+    )
+    await start_operator(namespaces=(s.home,))
+
+    async def copies_are(data: dict[str, str]) -> bool:
+        copies = [await s.copy(t) for t in s.targets]
+        return all(c is not None and c.get("data") == data for c in copies)
+
+    await eventually(lambda: copies_are({"a": "1"}), what="copies created")
+    copy = await s.copy(s.targets[0])
+    assert copy is not None
+    assert copy["binaryData"] == {"b": BINARY}
+    assert copy["metadata"]["annotations"][OWNER_UID_ANNOTATION] == created["metadata"]["uid"]
+    assert copy["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kubemoon-configmirror"
+    assert await eventually(s.ready, what="Ready") == (
+        "True",
+        "Synced",
+        "mirrored to 2 namespace(s)",
+    )
+    observed = await s.mirror()
+    assert observed is not None
+    assert FINALIZER in observed["metadata"]["finalizers"]
+    assert observed["status"]["observedGeneration"] == observed["metadata"]["generation"]
+
+    source = await client.get(CONFIGMAPS, "settings", namespace=s.home)
+    source["data"] = {"a": "2"}
+    await client.replace(CONFIGMAPS, source, namespace=s.home)
+    await eventually(lambda: copies_are({"a": "2"}), what="source update propagated")
+
+    await client.delete(CONFIGMAPS, "settings", namespace=s.targets[1])
+    await eventually(lambda: copies_are({"a": "2"}), what="deleted copy re-created")
+
+
+async def test_an_unmanaged_configmap_is_never_touched(
+    scenario: Scenario, client: Client, start_operator: StartOperator
+) -> None:
+    s = scenario
+    theirs = await client.create(
+        CONFIGMAPS, configmap("settings", {"mine": "yes"}), namespace=s.targets[1]
+    )
+    await client.create(CONFIGMAPS, configmap("settings", {"a": "1"}), namespace=s.home)
+    await client.create(CONFIGMIRRORS, mirror("m", "settings", s.targets), namespace=s.home)
+    await start_operator(namespaces=(s.home,))
+
+    async def conflict() -> tuple[str, str, str] | None:
+        state = await s.ready()
+        return state if state and state[1] == "TargetConflict" else None
+
+    status, _, message = await eventually(conflict, what="TargetConflict")
+    assert status == "False"
+    assert f"{s.targets[1]}/settings" in message
+    assert (await s.copy(s.targets[0]) or {}).get("data") == {"a": "1"}
+    await trio.sleep(1.0)  # give a wrong write time to happen
+    assert await s.copy(s.targets[1]) == theirs
+
+
+async def test_a_removed_namespace_loses_its_copy(
+    scenario: Scenario, client: Client, start_operator: StartOperator
+) -> None:
+    s = scenario
+    await client.create(CONFIGMAPS, configmap("settings", {"a": "1"}), namespace=s.home)
+    await client.create(CONFIGMIRRORS, mirror("m", "settings", s.targets), namespace=s.home)
+    await start_operator(namespaces=(s.home,))
+    await eventually(lambda: s.copy(s.targets[1]), what="copy in the second namespace")
+    await client.patch(
+        CONFIGMIRRORS, "m", {"spec": {"targetNamespaces": s.targets[:1]}}, namespace=s.home
+    )
+
+    async def gone() -> bool:
+        return await s.copy(s.targets[1]) is None
+
+    await eventually(gone, what="copy deleted from the removed namespace")
+    assert await s.copy(s.targets[0]) is not None
+
+
+async def test_deletion_cleans_up_before_the_finalizer_goes(
+    scenario: Scenario, client: Client, start_operator: StartOperator
+) -> None:
+    s = scenario
+    await client.create(CONFIGMAPS, configmap("settings", {"a": "1"}), namespace=s.home)
+    await client.create(CONFIGMIRRORS, mirror("m", "settings", s.targets), namespace=s.home)
+    await start_operator(namespaces=(s.home,))
+    await eventually(lambda: s.ready(), what="Ready")
+    await client.delete(CONFIGMIRRORS, "m", namespace=s.home)
+
+    async def mirror_gone() -> bool:
+        current = await s.mirror()
+        if current is not None:
+            # While the mirror still exists the finalizer holds it.
+            assert FINALIZER in current["metadata"]["finalizers"]
+            return False
+        return True
+
+    await eventually(mirror_gone, what="the ConfigMirror to be gone")
+    for target in s.targets:
+        assert await s.copy(target) is None
+    # The source itself is not a copy and stays.
+    assert await get_or_none(client, CONFIGMAPS, "settings", s.home) is not None
+
+
+async def test_a_missing_source_is_reported_and_recovers(
+    scenario: Scenario, client: Client, start_operator: StartOperator
+) -> None:
+    s = scenario
+    await client.create(CONFIGMIRRORS, mirror("m", "settings", s.targets), namespace=s.home)
+    await start_operator(namespaces=(s.home,))
+    status, reason, message = await eventually(s.ready, what="SourceNotFound")
+    assert (status, reason) == ("False", "SourceNotFound")
+    assert f"{s.home}/settings" in message
+    await client.create(CONFIGMAPS, configmap("settings", {"late": "1"}), namespace=s.home)
+
+    async def recovered() -> bool:
+        return (await s.ready() or ("",))[0] == "True"
+
+    await eventually(recovered, what="recovery once the source appears")
+    assert (await s.copy(s.targets[0]) or {}).get("data") == {"late": "1"}
+
+
+async def test_steady_state_and_restart_make_no_writes(
+    scenario: Scenario, client: Client, start_operator: StartOperator
+) -> None:
+    s = scenario
+    await client.create(CONFIGMAPS, configmap("settings", {"a": "1"}), namespace=s.home)
+    await client.create(CONFIGMIRRORS, mirror("m", "settings", s.targets), namespace=s.home)
+    first = await start_operator(namespaces=(s.home,))
+    await eventually(lambda: s.ready(), what="Ready")
+    await trio.sleep(1.0)
+    settled = first.operator.writes
+    assert settled >= 4  # finalizer, two copies, status
+    await trio.sleep(2.0)
+    assert first.operator.writes == settled, "writes in steady state"
+    await first.stop()
+    second = await start_operator(namespaces=(s.home,))
+    await eventually(
+        lambda: trio.to_thread.run_sync(lambda: second.operator.reconciling), what="sync"
+    )
+    await trio.sleep(2.0)
+    assert second.operator.controller.metrics(trio.current_time()).reconciles
+    assert second.operator.writes == 0, "a restarted operator rewrote converged objects"
+
+
+async def test_a_stale_write_gets_409_and_requeues(
+    scenario: Scenario, client: Client, start_operator: StartOperator
+) -> None:
+    from kubemoon_core import ObjectKey
+    from kubemoon_core._controller import Requeue, WorkItem
+
+    s = scenario
+    await client.create(CONFIGMAPS, configmap("settings", {"a": "1"}), namespace=s.home)
+    await client.create(CONFIGMIRRORS, mirror("m", "settings", s.targets), namespace=s.home)
+    running = await start_operator(namespaces=(s.home,))
+    await eventually(lambda: s.ready(), what="Ready")
+    running.crash()
+    await running.exited.wait()
+    operator = running.operator  # its caches are now frozen in the past
+    # Someone edits a copy behind the stopped operator's back, and the source changes.
+    copy = await s.copy(s.targets[0])
+    assert copy is not None
+    copy["data"] = {"a": "edited by someone"}
+    edited = await client.replace(CONFIGMAPS, copy, namespace=s.targets[0])
+    source = await client.get(CONFIGMAPS, "settings", namespace=s.home)
+    source["data"] = {"a": "2"}
+    operator.configmaps.store.upsert(await client.replace(CONFIGMAPS, source, namespace=s.home))
+    # The cached copy still has its old resourceVersion: the update must be refused.
+    item = WorkItem(ObjectKey(s.home, "m"), reconcile_id=1, started=0.0, requeues=0)
+    assert await operator._reconcile(item) == Requeue()
+    assert await s.copy(s.targets[0]) == edited
+    # A fresh replica, with fresh caches, converges.
+    await start_operator(namespaces=(s.home,))
+
+    async def converged() -> bool:
+        copies = [await s.copy(t) for t in s.targets]
+        return all(c is not None and c.get("data") == {"a": "2"} for c in copies)
+
+    await eventually(converged, what="convergence after the conflict")
