@@ -15,6 +15,7 @@ import base64
 import dataclasses
 import logging
 import os
+import re
 
 from kubemoon_core._kubeconfig import (
     ClientConfig,
@@ -31,6 +32,9 @@ from . import _backend
 __all__ = ["Credentials"]
 
 logger = logging.getLogger("kubemoon.auth")
+
+# Printable ASCII only: checked in C, since it runs for every request.
+_HEADER_SAFE = re.compile(r"[ -~]*")
 
 
 class Credentials:
@@ -65,7 +69,7 @@ class Credentials:
     def authorization(self) -> tuple[str | None, int]:
         """The ``Authorization`` value to send (or None) and the generation it belongs to."""
         value, generation = self._authorization()
-        if value is not None and not all(" " <= ch <= "~" for ch in value):
+        if value is not None and _HEADER_SAFE.fullmatch(value) is None:
             # Never echo it: h11 would quote the whole header in its error.
             raise ConfigError(
                 "the credential contains characters not allowed in an HTTP header",
