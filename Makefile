@@ -61,7 +61,9 @@ docs: $(STAMP)
 fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -q fuzz
 
-bench: $(STAMP)
+# Benchmark-only dependencies are installed here, never by make test.
+bench: $(STAMP) testenv
+	$(BIN)/python -m pip install -q $(foreach f,$(wildcard bench/requirements*.txt),-r $(f))
 	cd bench && ../$(BIN)/python run.py
 
 demo: $(STAMP) testenv

@@ -1,0 +1,677 @@
+"""The ConfigMirror operator against the same operator written with kopf, on a real apiserver.
+
+One kube-apiserver (``kubemoon_testing.ApiServer``) with an audit log (``Metadata`` level,
+batch mode so that writing it stays off the requests' path). Each operator runs as its own
+ServiceAccount, bound to ``cluster-admin`` so that both take the same authorization path;
+the audit log tells their requests apart by ``user.username`` and logs nobody else's. The
+operators run one after the other, each on fresh namespaces: a source namespace holding
+300 ConfigMaps and 300 ConfigMirrors (each mirroring its own source into the same 3 target
+namespaces: 900 copies), created before the operator process starts from cold.
+
+Measured per operator:
+
+- convergence: from process start until all 300 ConfigMirrors are Ready=True, polled
+  every 0.25 s by the admin with a LIST rendered as a Table (printer columns only, so
+  the polling costs the shared CPUs little); the 900 copies are then checked (data and
+  owner annotation);
+- API requests and writes (create, update, patch, delete) by the operator's identity in
+  that window, in the 5 s after it (trailing work) and in the following 60 s of steady
+  state, and how many were answered 409;
+- CPU seconds (user + system, ``/proc/<pid>/stat``) of the operator process to converge
+  and in the steady window, and its peak RSS; for context, the CPU that kube-apiserver
+  and etcd used meanwhile, and the CPU that other processes on the machine used (the
+  machine may be shared: a busy neighbour slows both operators down).
+
+KubeMoon runs first, so that its cluster-wide ConfigMap informer sees only its own
+ConfigMaps; kopf is restricted to its own four namespaces (``-n`` for each). Each operator
+is stopped with SIGTERM before the next one starts. Every wait is bounded: an operator
+that does not converge in ``CONVERGE_TIMEOUT`` seconds fails its rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import http.client
+import importlib.util
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from _table import Row
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kubemoon_testing import ApiServer, ApiServerError, MissingBinariesError  # noqa: E402
+
+MIRRORS = 300
+TARGETS = 3
+WORKERS = 4
+SETTLE_SECONDS = 5.0
+STEADY_SECONDS = 60.0
+CONVERGE_TIMEOUT = 300.0
+POLL_INTERVAL = 0.25
+DISTURBED_CPU = 0.5  # seconds of other processes' CPU that make a run "disturbed"
+STOP_TIMEOUT = 20.0
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+SYSTEM_NAMESPACE = "bench-operators"
+KOPF_FILE = Path(__file__).resolve().with_name("kopf_configmirror.py")
+CRD_PATH = ROOT / "deploy" / "crd.yaml"
+MIRRORS_API = "/apis/kubemoon.dev/v1alpha1"
+
+OPERATORS = ("kubemoon", "kopf")  # ServiceAccount names in SYSTEM_NAMESPACE
+# Only the operators' requests are logged: the orchestration's are not counted anyway.
+AUDIT_POLICY = f"""\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    users: [{", ".join(f"system:serviceaccount:{SYSTEM_NAMESPACE}:{n}" for n in OPERATORS)}]
+  - level: None
+"""
+
+
+# -- a small keep-alive client for the orchestration (independent of KubeMoon's) -------------
+
+
+class Admin:
+    """Blocking JSON requests as the admin, on one kept-alive connection."""
+
+    def __init__(self, server: ApiServer) -> None:
+        self.port = server.port
+        self.token = server.admin_token
+        self.context = ssl.create_default_context(cafile=str(server.ca_file))
+        self.conn: http.client.HTTPSConnection | None = None
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: object = None,
+        ok: tuple[int, ...] = (200, 201),
+        accept: str = "application/json",
+    ) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": accept}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        for attempt in range(2):
+            if self.conn is None:
+                self.conn = http.client.HTTPSConnection(
+                    "127.0.0.1", self.port, context=self.context, timeout=30
+                )
+            try:
+                self.conn.request(method, path, body=data, headers=headers)
+                resp = self.conn.getresponse()
+                payload = resp.read()
+            except (OSError, http.client.HTTPException):
+                self.close()  # a dropped keep-alive connection: one retry on a new one
+                if attempt:
+                    raise
+                continue
+            if resp.status not in ok:
+                raise ApiServerError(f"{method} {path} -> {resp.status}: {payload[:300]!r}")
+            return json.loads(payload) if payload else None
+        raise AssertionError("unreachable")
+
+
+# -- identities --------------------------------------------------------------------------------
+
+
+def service_account_kubeconfig(server: ApiServer, admin: Admin, name: str, path: Path) -> str:
+    """Create ServiceAccount ``name`` bound to cluster-admin; write a kubeconfig for it."""
+    base = f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/serviceaccounts"
+    admin.request("POST", base, {"metadata": {"name": name}})
+    admin.request(
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        {
+            "metadata": {"name": f"bench-{name}"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "cluster-admin",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": SYSTEM_NAMESPACE}],
+        },
+    )
+    answer = admin.request(
+        "POST",
+        f"{base}/{name}/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )
+    config = {  # JSON is YAML: every kubeconfig loader reads it
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "bench",
+                "cluster": {"server": server.url, "certificate-authority": str(server.ca_file)},
+            }
+        ],
+        "users": [{"name": name, "user": {"token": answer["status"]["token"]}}],
+        "contexts": [{"name": name, "context": {"cluster": "bench", "user": name}}],
+        "current-context": name,
+    }
+    path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+    path.chmod(0o600)
+    return f"system:serviceaccount:{SYSTEM_NAMESPACE}:{name}"
+
+
+# -- the workload ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One operator's namespaces: a source namespace and the shared target namespaces."""
+
+    prefix: str
+
+    @property
+    def source(self) -> str:
+        return f"{self.prefix}-src"
+
+    @property
+    def targets(self) -> list[str]:
+        return [f"{self.prefix}-t{i}" for i in range(1, TARGETS + 1)]
+
+
+def source_data(i: int) -> dict[str, str]:
+    return {f"key-{j}": f"value {i} {j} " + "x" * 40 for j in range(5)}
+
+
+def create_workload(admin: Admin, work: Workload) -> None:
+    for namespace in [work.source, *work.targets]:
+        admin.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    for i in range(MIRRORS):
+        admin.request(
+            "POST",
+            f"/api/v1/namespaces/{work.source}/configmaps",
+            {"metadata": {"name": f"settings-{i:03d}"}, "data": source_data(i)},
+        )
+    for i in range(MIRRORS):
+        admin.request(
+            "POST",
+            f"{MIRRORS_API}/namespaces/{work.source}/configmirrors",
+            {
+                "apiVersion": "kubemoon.dev/v1alpha1",
+                "kind": "ConfigMirror",
+                "metadata": {"name": f"mirror-{i:03d}"},
+                "spec": {"source": f"settings-{i:03d}", "targetNamespaces": work.targets},
+            },
+        )
+
+
+def ready_count(admin: Admin, work: Workload) -> int:
+    """How many mirrors are Ready=True: a LIST as a Table of the printer columns only."""
+    table = admin.request(
+        "GET",
+        f"{MIRRORS_API}/namespaces/{work.source}/configmirrors?includeObject=None",
+        accept="application/json;as=Table;v=v1;g=meta.k8s.io",
+    )
+    names = [column["name"] for column in table["columnDefinitions"]]
+    ready = names.index("Ready")
+    return sum(1 for row in table["rows"] if row["cells"][ready] == "True")
+
+
+def mirror_uids(admin: Admin, work: Workload) -> dict[str, str]:
+    items = admin.request("GET", f"{MIRRORS_API}/namespaces/{work.source}/configmirrors")["items"]
+    return {item["metadata"]["name"]: item["metadata"]["uid"] for item in items}
+
+
+def verify_copies(admin: Admin, work: Workload, uids: dict[str, str]) -> int:
+    """How many of the expected copies exist with the source's data and the owner's UID."""
+    good = 0
+    for namespace in work.targets:
+        items = admin.request("GET", f"/api/v1/namespaces/{namespace}/configmaps")["items"]
+        for item in items:
+            name = item["metadata"]["name"]
+            if not name.startswith("settings-"):
+                continue
+            i = int(name.removeprefix("settings-"))
+            owner = (item["metadata"].get("annotations") or {}).get("kubemoon.dev/owner-uid")
+            if owner == uids.get(f"mirror-{i:03d}") and item.get("data") == source_data(i):
+                good += 1
+    return good
+
+
+# -- the operator process ----------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU of ``pid`` so far, or None once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mib(pid: int) -> float | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="ascii")
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
+def server_cpu_seconds() -> float:
+    """CPU so far of this process's kube-apiserver and etcd children (the test server)."""
+    total = 0.0
+    parent = str(os.getpid())
+    for stat_path in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            stat = stat_path.read_text(encoding="ascii", errors="replace")
+        except OSError:
+            continue
+        comm = stat[stat.find("(") + 1 : stat.rfind(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[1] == parent and comm in ("kube-apiserver", "etcd"):
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine spent busy (all cores), from ``/proc/stat``."""
+    fields = Path("/proc/stat").read_text(encoding="ascii").splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_seconds() -> float:
+    """CPU of this process (the orchestration: setup, polling)."""
+    times = os.times()
+    return times.user + times.system
+
+
+def log_tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no log)"
+    return " / ".join(line.strip()[:200] for line in text.splitlines()[-lines:])
+
+
+@dataclass
+class Run:
+    """What one operator did."""
+
+    name: str
+    username: str = ""
+    error: str | None = None
+    converge_s: float | None = None
+    copies_ok: int = 0
+    cpu_converge: float | None = None
+    cpu_steady: float | None = None
+    server_cpu_converge: float | None = None
+    server_cpu_steady: float | None = None
+    other_cpu_converge: float | None = None  # other processes on the machine meanwhile
+    rss_mib: float | None = None
+    exit_code: int | None = None
+    windows: dict[str, float] = field(default_factory=dict)  # wall-clock boundaries
+    counts: dict[str, Counter[str]] = field(default_factory=dict)  # window -> verb counts
+    conflicts: dict[str, int] = field(default_factory=dict)  # window -> 409 answers
+    first_request_s: float | None = None  # after process start: imports and startup
+
+
+def run_operator(
+    admin: Admin, work: Workload, run: Run, *, argv: list[str], env: dict[str, str], log: Path
+) -> None:
+    """Start the operator from cold, time convergence, then watch 60 s of steady state."""
+    create_workload(admin, work)
+    server_before = server_cpu_seconds()
+    busy_before, own_before = machine_busy_seconds(), own_cpu_seconds()
+    run.windows["start"] = time.time()
+    started = time.monotonic()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out
+        )
+    try:
+        while True:
+            ready = ready_count(admin, work)
+            if ready == MIRRORS:
+                break
+            if proc.poll() is not None:
+                run.error = f"exited with {proc.returncode} ({ready}/{MIRRORS} Ready): " + (
+                    log_tail(log)
+                )
+                return
+            if time.monotonic() - started > CONVERGE_TIMEOUT:
+                run.error = (
+                    f"did not converge: {ready}/{MIRRORS} Ready after {CONVERGE_TIMEOUT:.0f} s; "
+                    + log_tail(log)
+                )
+                return
+            time.sleep(POLL_INTERVAL)
+        run.converge_s = time.monotonic() - started
+        run.windows["converged"] = time.time()
+        run.cpu_converge = cpu_seconds(proc.pid)
+        run.server_cpu_converge = server_cpu_seconds() - server_before
+        if run.cpu_converge is not None:
+            busy = machine_busy_seconds() - busy_before
+            ours = run.cpu_converge + run.server_cpu_converge + own_cpu_seconds() - own_before
+            run.other_cpu_converge = max(0.0, busy - ours)
+        time.sleep(SETTLE_SECONDS)
+        run.windows["steady"] = time.time()
+        cpu_before, server_before = cpu_seconds(proc.pid), server_cpu_seconds()
+        time.sleep(STEADY_SECONDS)
+        run.windows["end"] = time.time()
+        cpu_after = cpu_seconds(proc.pid)
+        run.server_cpu_steady = server_cpu_seconds() - server_before
+        if cpu_before is not None and cpu_after is not None:
+            run.cpu_steady = cpu_after - cpu_before
+        run.rss_mib = peak_rss_mib(proc.pid)
+        ready = ready_count(admin, work)
+        if ready != MIRRORS:
+            run.error = f"only {ready}/{MIRRORS} still Ready after the steady window"
+        run.copies_ok = verify_copies(admin, work, mirror_uids(admin, work))
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        run.exit_code = proc.returncode
+
+
+# -- the audit log -----------------------------------------------------------------------------
+
+
+def _timestamp(text: str) -> float:
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def audit_events(path: Path) -> Iterator[dict[str, Any]]:
+    """One event per request (the last stage seen of each auditID)."""
+    last: dict[str, dict[str, Any]] = {}
+    with path.open(encoding="utf-8") as log:
+        for line in log:
+            with contextlib.suppress(ValueError):
+                event = json.loads(line)
+                last[event["auditID"]] = event
+    yield from last.values()
+
+
+def count_requests(path: Path, runs: list[Run]) -> None:
+    """Fill each run's per-window verb counts from the audit log."""
+    by_user = {run.username: run for run in runs if run.username}
+    for run in runs:
+        for window in ("converge", "tail", "steady"):
+            run.counts[window] = Counter()
+            run.conflicts[window] = 0
+    for event in audit_events(path):
+        owner = by_user.get(event.get("user", {}).get("username", ""))
+        if owner is None or "converged" not in owner.windows:
+            continue
+        at = _timestamp(event["requestReceivedTimestamp"])
+        w = owner.windows
+        if at >= w["start"]:
+            since = at - w["start"]
+            if owner.first_request_s is None or since < owner.first_request_s:
+                owner.first_request_s = since
+        if w["start"] <= at <= w["converged"]:
+            window = "converge"
+        elif w["converged"] < at <= w["steady"]:
+            window = "tail"
+        elif w["steady"] < at <= w["end"]:
+            window = "steady"
+        else:
+            continue
+        owner.counts[window][event["verb"]] += 1
+        if (event.get("responseStatus") or {}).get("code") == 409:
+            owner.conflicts[window] += 1
+
+
+# -- rows --------------------------------------------------------------------------------------
+
+
+def _writes(counts: Counter[str]) -> int:
+    return sum(n for verb, n in counts.items() if verb in WRITE_VERBS)
+
+
+def _breakdown(counts: Counter[str]) -> str:
+    verbs = sorted(counts, key=lambda v: (v not in WRITE_VERBS, -counts[v], v))
+    return ", ".join(f"{counts[v]} {v}" for v in verbs) or "none"
+
+
+def _seconds(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f} s"
+
+
+def operator_rows(run: Run, inputs: str) -> list[Row]:
+    name = run.name
+    if run.converge_s is None:
+        return [Row(f"operator: {name}, convergence", inputs, f"failed: {run.error}", "", False)]
+    c, t, s = run.counts["converge"], run.counts["tail"], run.counts["steady"]
+    copies = MIRRORS * TARGETS
+    note = f"; {run.error}" if run.error else ""
+    rss = f"{run.rss_mib:.0f} MiB" if run.rss_mib is not None else "n/a"
+    rows = [
+        Row(
+            f"operator: {name}, convergence",
+            inputs,
+            f"{run.converge_s:.1f} s to {MIRRORS}/{MIRRORS} Ready; "
+            f"{run.copies_ok}/{copies} copies verified; other processes on the machine "
+            f"used {_seconds(run.other_cpu_converge)} CPU meanwhile{note}",
+            "",
+            None if run.copies_ok == copies and not run.error else False,
+        ),
+        Row(
+            f"operator: {name}, API requests to converge",
+            inputs,
+            f"{c.total()} requests ({_breakdown(c)}): {_writes(c)} writes, "
+            f"{run.conflicts['converge']} answered 409; in the {SETTLE_SECONDS:.0f} s after: "
+            f"{t.total()} requests, {_writes(t)} writes",
+        ),
+        Row(
+            f"operator: {name}, CPU to converge",
+            inputs,
+            f"{_seconds(run.cpu_converge)} user+sys, peak RSS {rss}; first request "
+            f"{_seconds(run.first_request_s)} after start; kube-apiserver + etcd meanwhile: "
+            f"{_seconds(run.server_cpu_converge)} CPU",
+        ),
+    ]
+    steady = Row(
+        f"operator: {name}, steady state",
+        f"{STEADY_SECONDS:.0f} s idle after convergence (+{SETTLE_SECONDS:.0f} s settle)",
+        f"{s.total()} requests ({_breakdown(s)}), {_writes(s)} writes, "
+        f"CPU {_seconds(run.cpu_steady)}; "
+        f"kube-apiserver + etcd: {_seconds(run.server_cpu_steady)} CPU",
+    )
+    rows.append(steady)
+    return rows
+
+
+def _disturbed(*runs: Run) -> str:
+    """A warning when other processes took noticeable CPU while an operator converged."""
+    noisy = [
+        f"{run.other_cpu_converge:.1f} s during {run.name}'s"
+        for run in runs
+        if run.other_cpu_converge is not None and run.other_cpu_converge > DISTURBED_CPU
+    ]
+    return f"; disturbed: other processes used {' and '.join(noisy)} run" if noisy else ""
+
+
+def comparison_rows(kubemoon: Run, kopf: Run) -> list[Row]:
+    rows: list[Row] = []
+    both = kubemoon.converge_s is not None and kopf.converge_s is not None
+    if not both or kubemoon.converge_s is None or kopf.converge_s is None:
+        failed = kubemoon if kubemoon.converge_s is None else kopf
+        why = f"{failed.name} did not run to convergence: {failed.error}"
+        met = False if kubemoon.converge_s is None else None
+        rows.append(Row("operator: convergence, kopf / KubeMoon", "", why, "≥ 3x", met))
+        rows.append(Row("operator: CPU to converge, KubeMoon / kopf", "", why, "≤ 1/3", met))
+    else:
+        speedup = kopf.converge_s / kubemoon.converge_s
+        rows.append(
+            Row(
+                "operator: convergence, kopf / KubeMoon",
+                f"{MIRRORS} mirrors, cold start",
+                f"KubeMoon {speedup:.2f}x faster ({kubemoon.converge_s:.1f} s vs "
+                f"{kopf.converge_s:.1f} s){_disturbed(kubemoon, kopf)}",
+                "≥ 3x",
+                speedup >= 3,
+            )
+        )
+        if kubemoon.cpu_converge is not None and kopf.cpu_converge:
+            share = kubemoon.cpu_converge / kopf.cpu_converge
+            rows.append(
+                Row(
+                    "operator: CPU to converge, KubeMoon / kopf",
+                    f"{MIRRORS} mirrors, cold start",
+                    f"{share:.2f} ({kubemoon.cpu_converge:.2f} s vs {kopf.cpu_converge:.2f} s)",
+                    "≤ 1/3",
+                    share <= 1 / 3,
+                )
+            )
+    if kubemoon.converge_s is not None:
+        writes = _writes(kubemoon.counts["steady"])
+        rows.append(
+            Row(
+                "operator: KubeMoon writes in steady state",
+                f"{STEADY_SECONDS:.0f} s after convergence",
+                f"{writes} writes",
+                "0 writes",
+                writes == 0,
+            )
+        )
+    return rows
+
+
+# -- the benchmark -----------------------------------------------------------------------------
+
+
+def kopf_missing() -> str | None:
+    """Why kopf cannot run here, or None."""
+    for module in ("kopf", "kubernetes_asyncio"):
+        if importlib.util.find_spec(module) is None:
+            return f"{module} is not installed (pip install -r bench/requirements.txt)"
+    return None
+
+
+def install_crd(admin: Admin) -> None:
+    import yaml
+
+    crd = yaml.safe_load(CRD_PATH.read_text(encoding="utf-8"))
+    admin.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            admin.request("GET", f"{MIRRORS_API}/configmirrors")
+            return
+        except ApiServerError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def measure(tmp: Path) -> tuple[Run, Run]:
+    policy, audit_log = tmp / "audit-policy.yaml", tmp / "audit.log"
+    policy.write_text(AUDIT_POLICY, encoding="utf-8")
+    kubemoon = Run("KubeMoon configmirror")
+    kopf = Run("kopf")
+    # Batch mode: events are written by a goroutine, off the requests' path.
+    extra = [
+        f"--audit-policy-file={policy}",
+        f"--audit-log-path={audit_log}",
+        "--audit-log-mode=batch",
+    ]
+    with ApiServer(extra_args=extra) as server:
+        admin = Admin(server)
+        try:
+            install_crd(admin)
+            admin.request("POST", "/api/v1/namespaces", {"metadata": {"name": SYSTEM_NAMESPACE}})
+            env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+
+            work = Workload("bench-kubemoon")
+            config = tmp / "kubemoon.kubeconfig"
+            kubemoon.username = service_account_kubeconfig(server, admin, "kubemoon", config)
+            argv = [
+                sys.executable, "-m", "configmirror", "--kubeconfig", str(config),
+                "--context", "kubemoon", "--probe-address", "127.0.0.1:0",
+                "--workers", str(WORKERS), "--namespace", work.source,
+            ]  # fmt: skip
+            run_operator(admin, work, kubemoon, argv=argv, env=env, log=tmp / "kubemoon.log")
+
+            missing = kopf_missing()
+            if missing is not None:
+                kopf.error = missing
+            else:
+                config = tmp / "kopf.kubeconfig"
+                kopf.username = service_account_kubeconfig(server, admin, "kopf", config)
+                work = Workload("bench-kopf")
+                argv = [sys.executable, "-m", "kopf", "run", str(KOPF_FILE), "--standalone"]
+                for namespace in [work.source, *work.targets]:
+                    argv += ["-n", namespace]
+                env = {**env, "KUBECONFIG": str(config)}
+                run_operator(admin, work, kopf, argv=argv, env=env, log=tmp / "kopf.log")
+            count_requests(audit_log, [kubemoon, kopf])
+        finally:
+            admin.close()
+    return kubemoon, kopf
+
+
+def rows() -> list[Row]:
+    """Run both operators on one apiserver; the rows of each and the comparison."""
+    inputs = f"{MIRRORS} ConfigMirrors x {TARGETS} targets = {MIRRORS * TARGETS} copies"
+    with tempfile.TemporaryDirectory(prefix="bench-operator-") as tmp:
+        try:
+            kubemoon, kopf = measure(Path(tmp))
+        except MissingBinariesError as exc:
+            reason = str(exc).splitlines()[0]
+            return [Row("operator: KubeMoon vs kopf", inputs, f"not run: {reason}", "", None)]
+        except Exception as exc:  # a failed run is a failed row, not a lost table
+            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            return [Row("operator: KubeMoon vs kopf", inputs, f"failed: {reason}", "", False)]
+        if os.environ.get("BENCH_KEEP_LOGS"):
+            keep = Path(os.environ["BENCH_KEEP_LOGS"])
+            keep.mkdir(parents=True, exist_ok=True)
+            for name in ("kubemoon.log", "kopf.log", "audit.log"):
+                with contextlib.suppress(OSError):
+                    (keep / name).write_bytes((Path(tmp) / name).read_bytes())
+    kubemoon_inputs = f"{inputs}, --workers {WORKERS}"
+    out = operator_rows(kubemoon, kubemoon_inputs)
+    if kopf.converge_s is None and kopf.username == "":
+        out.append(Row("operator: kopf", inputs, f"not run: {kopf.error}", "", None))
+    else:
+        out += operator_rows(kopf, f"{inputs}, kopf {_kopf_version()}")
+    return out + comparison_rows(kubemoon, kopf)
+
+
+def _kopf_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kopf")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
+if __name__ == "__main__":
+    from _table import render
+
+    print(render(rows(), "bench_operator"))
