@@ -8,7 +8,7 @@ query option is validated here, so an adapter never has to.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -49,6 +49,14 @@ JSON = "application/json"
 Headers = tuple[tuple[str, str], ...]
 
 
+def _lookup(pairs: Iterable[tuple[str, str]], name: str, *, fold: bool) -> str | None:
+    """The first value whose key is ``name`` (header names compare case-insensitively)."""
+    for key, value in pairs:
+        if (key.lower() if fold else key) == name:
+            return value
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Request:
     """One HTTP request an adapter should perform against the configured API server."""
@@ -69,18 +77,11 @@ class Request:
 
     def header(self, name: str) -> str | None:
         """The value of a header, case-insensitively, or None."""
-        lowered = name.lower()
-        for key, value in self.headers:
-            if key.lower() == lowered:
-                return value
-        return None
+        return _lookup(self.headers, name.lower(), fold=True)
 
     def query_value(self, name: str) -> str | None:
         """The value of a query parameter, or None."""
-        for key, value in self.query:
-            if key == name:
-                return value
-        return None
+        return _lookup(self.query, name, fold=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,11 +94,7 @@ class Response:
 
     def header(self, name: str) -> str | None:
         """The value of a header, case-insensitively, or None."""
-        lowered = name.lower()
-        for key, value in self.headers:
-            if key.lower() == lowered:
-                return value
-        return None
+        return _lookup(self.headers, name.lower(), fold=True)
 
     @property
     def ok(self) -> bool:
