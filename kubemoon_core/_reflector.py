@@ -285,7 +285,8 @@ class Reflector:
        :meth:`watch_ended`.
 
     The changes returned by ``receive_response`` and ``receive_watch_data`` are the work a
-    controller should see; they are already applied to :attr:`store`.
+    controller should see; they are already applied to :attr:`store`. ``watch_timeout`` is
+    the range ``timeoutSeconds`` is drawn from (client-go: 300 to 600 s).
     """
 
     TRANSITIONS: Mapping[tuple[ReflectorState, ReflectorInput], ReflectorState] = MappingProxyType(
@@ -306,6 +307,7 @@ class Reflector:
         backoff: Backoff | None = None,
         stall_margin: float = 30.0,
         max_line_length: int = DEFAULT_MAX_LINE_LENGTH,
+        watch_timeout: tuple[int, int] = (MIN_WATCH_TIMEOUT, MAX_WATCH_TIMEOUT),
     ) -> None:
         if not isinstance(rng, random.Random):
             raise LocalProtocolError("rng must be a random.Random")
@@ -313,6 +315,13 @@ class Reflector:
             raise LocalProtocolError("page_size must be a positive int")
         if stall_margin < 0:
             raise LocalProtocolError("stall_margin must not be negative")
+        low, high = watch_timeout
+        if not all(isinstance(t, int) and not isinstance(t, bool) for t in (low, high)) or not (
+            0 <= low <= high
+        ):
+            raise LocalProtocolError(
+                f"watch_timeout must be ints 0 <= low <= high, got {watch_timeout!r}"
+            )
         # Build once so bad selectors fail here, and every request shares the validation.
         ListOptions(label_selector=label_selector, field_selector=field_selector)
         list_request(resource, namespace=namespace)
@@ -328,6 +337,7 @@ class Reflector:
         self._backoff = backoff if backoff is not None else Backoff(rng)
         self._stall_margin = float(stall_margin)
         self._max_line_length = max_line_length
+        self._watch_timeout = (low, high)
 
         self._state = ReflectorState.SYNC_DUE
         self._ready_at = float("-inf")
@@ -340,7 +350,7 @@ class Reflector:
         self._continue: str | None = None
         # The watch or stream connection in progress.
         self._decoder = WatchDecoder(max_line_length=max_line_length)
-        self._timeout = MIN_WATCH_TIMEOUT
+        self._timeout = low
         self._started_at = 0.0
         self._stall_at = 0.0
         self._received = 0  # events and bookmarks on this connection
@@ -486,7 +496,7 @@ class Reflector:
         return list_request(self._resource, namespace=self._namespace, options=options)
 
     def _watch_options(self, **kwargs: Any) -> ListOptions:
-        self._timeout = self._rng.randint(MIN_WATCH_TIMEOUT, MAX_WATCH_TIMEOUT)
+        self._timeout = self._rng.randint(*self._watch_timeout)
         return ListOptions(
             label_selector=self._label_selector,
             field_selector=self._field_selector,

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from kubemoon_core import APIResource, GroupVersionResource, Request
 from kubemoon_core._backoff import Backoff
 from kubemoon_core._changes import Change
-from kubemoon_core._reflector import Reflector
+from kubemoon_core._reflector import MAX_WATCH_TIMEOUT, MIN_WATCH_TIMEOUT, Reflector
 from kubemoon_core._store import Store
 from kubemoon_sync._transport import TransportError, TransportTimeout
 
@@ -39,7 +39,7 @@ class Informer:
     Run it with ``informer.run()`` (until cancelled, or until ``until()`` holds);
     read :attr:`store`; ``informer.wait_synced()`` for the first complete list.
     ``on_change`` is called with every change the reflector applies, in order (bookmarks
-    never produce one). The reflector's options (``stall_margin``, ``backoff``,
+    never produce one). The reflector's options (``stall_margin``, ``watch_timeout``, ``backoff``,
     ``streaming_list``...) are passed through, or a configured ``reflector`` is given.
     """
 
@@ -57,6 +57,7 @@ class Informer:
         streaming_list: bool = False,
         backoff: Backoff | None = None,
         stall_margin: float = 30.0,
+        watch_timeout: tuple[int, int] = (MIN_WATCH_TIMEOUT, MAX_WATCH_TIMEOUT),
         rng: random.Random | None = None,
         reflector: Reflector | None = None,
     ) -> None:
@@ -73,6 +74,7 @@ class Informer:
                 streaming_list=streaming_list,
                 backoff=backoff,
                 stall_margin=stall_margin,
+                watch_timeout=watch_timeout,
             )
         self.reflector = reflector
         self._on_change = on_change

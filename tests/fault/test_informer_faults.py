@@ -10,7 +10,6 @@ import pytest
 import trio
 from fault_support import Adapter, Collection, pod, run_informer, summary
 
-import kubemoon_core._reflector as reflector_module
 from kubemoon_core import DecodeError
 from kubemoon_core._backoff import Backoff
 from kubemoon_testing._scripted import Reply, ScriptedServer, watch_lines
@@ -108,17 +107,13 @@ async def test_a_malformed_line_is_a_typed_error_and_the_watch_resumes(adapter: 
     assert [w.query["resourceVersion"] for w in collection.watches][:2] == ["10", "11"]
 
 
-async def test_a_stalled_watch_is_abandoned_and_resumed(
-    adapter: Adapter, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_stalled_watch_is_abandoned_and_resumed(adapter: Adapter) -> None:
     # The stall deadline is timeoutSeconds + stall_margin after the last byte: make both
     # tiny for the test.
-    monkeypatch.setattr(reflector_module, "MIN_WATCH_TIMEOUT", 0)
-    monkeypatch.setattr(reflector_module, "MAX_WATCH_TIMEOUT", 0)
     # The first watch delivers one event, then goes silent without closing.
     silent_after_one = Reply.watch(EVENTS[:1], stall=True)
     collection = Collection(INITIAL, EVENTS, plan=[silent_after_one])
-    informer, changes, _ = await _run(adapter, collection, stall_margin=0.5)
+    informer, changes, _ = await _run(adapter, collection, stall_margin=0.5, watch_timeout=(0, 0))
     assert summary(changes) == EXPECTED
     assert informer.reflector.stats.stalls >= 1
     first_watch, second_watch = collection.watches[:2]

@@ -874,3 +874,36 @@ def test_the_transition_table_is_data_and_draws_a_diagram() -> None:
     assert diagram.startswith("stateDiagram-v2\n    [*] --> SYNC_DUE\n")
     assert "    WATCHING --> WATCH_EXPIRED: 410\n" in diagram
     assert diagram.count("-->") == len(table) + 1
+
+
+@pytest.mark.parametrize("bad", [(-1, 5), (10, 5), (1.5, 3), (True, 3)])
+def test_watch_timeout_range_is_validated(bad: tuple[int, int]) -> None:
+    import random
+
+    from kubemoon_core import GroupVersionResource, LocalProtocolError, Reflector
+
+    with pytest.raises(LocalProtocolError, match="watch_timeout"):
+        Reflector(
+            GroupVersionResource("", "v1", "configmaps"), rng=random.Random(0), watch_timeout=bad
+        )
+
+
+def test_watch_timeout_is_drawn_from_the_given_range() -> None:
+    import random
+
+    from kubemoon_core import GroupVersionResource, Reflector, Response
+
+    reflector = Reflector(
+        GroupVersionResource("", "v1", "configmaps"), rng=random.Random(0), watch_timeout=(7, 7)
+    )
+    listing = reflector.next_request(0.0)
+    assert listing is not None
+    reflector.receive_response(
+        Response(
+            200, (), b'{"kind":"ConfigMapList","metadata":{"resourceVersion":"5"},"items":[]}'
+        ),
+        0.0,
+    )
+    watch = reflector.next_request(0.0)
+    assert watch is not None
+    assert watch.query_value("timeoutSeconds") == "7"
