@@ -13,19 +13,27 @@ Rules:
   events of that call are discarded (resume from the last delivered resourceVersion).
 - ``receive_data(b"")`` ends the stream; a partial line left over is an error.
 - After an error, or after the end, every further call raises: the decoder is single-use.
-- Cost is linear in the input: each chunk is split once, the tail of an unfinished line is
-  appended to one ``bytearray`` (amortised O(1) per byte), and JSON is decoded only through
-  ``kubemoon_core._json.loads``, so ``use_fast_json()`` speeds up every watch.
+- Cost is linear in the input: the tail of an unfinished line is appended to one
+  ``bytearray`` (amortised O(1) per byte), a chunk is split or decoded to text once (one
+  under 64 KiB is first appended to that line in the same way), and JSON is decoded with
+  the active backend of ``kubemoon_core._json``, so ``use_fast_json()`` speeds up every
+  watch.
 - Lines are UTF-8 JSON (RFC 8259). With the standard-library backend the complete lines of
-  a chunk are decoded to text in one step and each line is parsed as text (no per-line
-  encoding sniffing: a BOM or UTF-16 is an error); any other backend gets the line bytes.
+  a chunk are decoded to text in one step (no per-line encoding sniffing: a BOM or UTF-16
+  is an error) and each document is read where it stands in that text by the scanner
+  ``json.loads`` itself runs, with its settings; a line that is not exactly one document
+  followed by blanks goes through ``_json.loads`` alone, so results and errors are those
+  of decoding line by line. Any other backend gets each line's bytes through
+  ``_json.loads``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from json.decoder import JSONDecoder
+from json.scanner import make_scanner
+from typing import Any, Literal, cast
 
 from . import _json
 from ._errors import DecodeError, LocalProtocolError, RemoteProtocolError
@@ -49,6 +57,12 @@ _BLANK = b" \t\r"
 _BLANK_TEXT = " \t\r"
 # Event types delivered without further checks; ERROR needs its object decoded as a Status.
 _PLAIN_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK"})
+# The scanner json.loads itself runs (the C one where there is one), with json.loads's
+# settings: it decodes one document at an index of a longer text and says where it ended.
+_SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(cast("Any", JSONDecoder()))
+# A chunk completing at least this many bytes of lines is large: it is not copied after
+# the start of a line left from before, but scanned in two pieces.
+_LARGE = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,11 +168,10 @@ class WatchDecoder:
             raise self._fail(self._too_long(self._offset + end + 1))
         if len(data) > limit:
             self._check_lines(data, end)
-        lines, blank = self._split(data, first, end, start)
-        events = self._decode(lines, blank, start)
+        events = self._events(data, first, end, start)
         self._offset += len(data)
         if end + 1 < len(data):
-            self._buffer += memoryview(data)[end + 1 :]
+            self._buffer += data[end + 1 :]
         return events
 
     def _check_lines(self, data: bytes, end: int) -> None:
@@ -170,13 +183,15 @@ class WatchDecoder:
                 raise self._fail(self._too_long(self._offset + line_start))
             line_start = newline + 1
 
-    def _split(self, data: bytes, first: int, end: int, start: int) -> tuple[list[Any], Any]:
-        """The complete lines, and the blank characters of their type.
+    def _events(self, data: bytes, first: int, end: int, start: int) -> list[WatchEvent]:
+        """The events of the lines that end in ``data``, the first at ``first``, the last at
+        ``end``; the first line starts at stream offset ``start``.
 
-        The buffered start of a line is joined to ``data[:first]``; only that first line is
-        copied. The standard library parses text faster than bytes (no per-line encoding
-        sniffing), so for it the lines are decoded to text in one C call per chunk: a
-        newline never falls inside a UTF-8 sequence, so this equals decoding line by line.
+        The buffered start of a line is joined to the first line; after it, a small chunk is
+        copied whole (one text, one scan), a large one is not. For the standard library the
+        lines are decoded to text in one C call (a newline never falls inside a UTF-8
+        sequence, so this equals decoding line by line) and scanned in place; any other
+        backend gets each line's bytes.
         """
         buffer = self._buffer
         self._buffer = bytearray()
@@ -186,15 +201,20 @@ class WatchDecoder:
             if buffer:
                 buffer += lines[0]
                 lines[0] = buffer
-            return lines, _BLANK
+            return self._decode(lines, start)
         view = memoryview(data)
         if not buffer:
-            return self._text(view[:end], self._offset).split("\n"), _BLANK_TEXT
-        buffer += view[:first]
-        lines = [self._text(buffer, start)]
+            return self._scan(self._text(view[: end + 1], start), start)
+        if end < _LARGE:
+            # A small chunk is copied whole after the buffered bytes: one text, one scan.
+            buffer += view[: end + 1]
+            return self._scan(self._text(buffer, start), start)
+        buffer += view[: first + 1]
+        events = self._scan(self._text(buffer, start), start)
         if first < end:
-            lines += self._text(view[first + 1 : end], self._offset + first + 1).split("\n")
-        return lines, _BLANK_TEXT
+            rest = self._offset + first + 1
+            events += self._scan(self._text(view[first + 1 : end + 1], rest), rest)
+        return events
 
     def _text(self, raw: bytearray | memoryview, offset: int) -> str:
         """Decode complete lines that start at stream offset ``offset`` as UTF-8."""
@@ -206,8 +226,8 @@ class WatchDecoder:
                 DecodeError("watch line is not valid UTF-8", offset=offset + line_start)
             ) from None
 
-    def _decode(self, lines: list[Any], blank: Any, start: int) -> list[WatchEvent]:
-        """Decode complete lines, the first of which starts at stream offset ``start``."""
+    def _decode(self, lines: list[Any], start: int) -> list[WatchEvent]:
+        """Decode the lines (bytes), the first of which starts at stream offset ``start``."""
         # The hot loop: one decode, two subscripts and three C calls per line.
         loads = _json.loads
         plain = _PLAIN_TYPES
@@ -221,7 +241,7 @@ class WatchDecoder:
                 try:
                     doc = loads(line)
                 except DecodeError as exc:
-                    if not line.strip(blank):
+                    if not line.strip(_BLANK):
                         continue  # a blank line (or a lone \r): tolerated
                     raise self._fail(
                         DecodeError(exc.reason, offset=_offset_of(lines, line, start))
@@ -242,6 +262,60 @@ class WatchDecoder:
                 raise self._fail(_bad_event(doc, _offset_of(lines, line, start)))
         except (KeyError, TypeError):
             raise self._fail(_bad_event(doc, _offset_of(lines, line, start))) from None
+        return events
+
+    def _scan(self, text: str, start: int) -> list[WatchEvent]:
+        """Decode ``text``, lines each ended by a newline, the first at stream offset ``start``.
+
+        Each document is scanned where it stands in the text: no line is copied out, and
+        none of the Python layers of ``json.loads`` runs. A line that is not exactly one
+        document followed by nothing but blanks (leading blanks, a blank line, anything
+        invalid) is decoded alone with ``loads``, so every such case ends exactly as
+        decoding line by line does.
+        """
+        # The hot loop: one find, one scan, two subscripts and three C calls per line.
+        scan, find, size = _SCAN, text.find, len(text)
+        plain = _PLAIN_TYPES
+        new, set_type, set_object = _NEW_EVENT, _SET_TYPE, _SET_OBJECT
+        events: list[WatchEvent] = []
+        append = events.append
+        pos = 0
+        doc: Any = None
+        try:
+            while pos < size:
+                newline = find("\n", pos)
+                try:
+                    doc, stop = scan(text, pos)
+                except (StopIteration, ValueError, RecursionError):
+                    stop = size  # not a document here: decode the line alone
+                if stop != newline and (stop > newline or text[stop:newline].strip(_BLANK_TEXT)):
+                    line = text[pos:newline]
+                    try:
+                        doc = _json.loads(line)
+                    except DecodeError as exc:
+                        if not line.strip(_BLANK_TEXT):
+                            pos = newline + 1
+                            continue  # a blank line (or a lone \r): tolerated
+                        raise self._fail(
+                            DecodeError(exc.reason, offset=_text_offset(text, pos, start))
+                        ) from None
+                # The subscripts check the shape for free: a document that is not an
+                # object raises TypeError, a missing member KeyError, and an unhashable
+                # type TypeError in the set lookup.
+                kind = doc["type"]
+                obj = doc["object"]
+                if type(obj) is dict and (
+                    kind in plain or (kind == "ERROR" and decode_status(obj) is not None)
+                ):
+                    event = new(WatchEvent)
+                    set_type(event, kind)
+                    set_object(event, obj)
+                    append(event)
+                    pos = newline + 1
+                    continue
+                raise self._fail(_bad_event(doc, _text_offset(text, pos, start)))
+        except (KeyError, TypeError):
+            raise self._fail(_bad_event(doc, _text_offset(text, pos, start))) from None
         return events
 
     def _line_start(self) -> int:
@@ -267,12 +341,15 @@ def _offset_of(lines: list[Any], line: Any, start: int) -> int:
     """The byte offset where ``line`` starts (computed on the error path only).
 
     Equal lines decode the same way, so the first line equal to a failing one is the one
-    that failed. Text lines were decoded strictly from UTF-8, so they encode back exactly.
+    that failed.
     """
-    before = lines[: lines.index(line)]
-    if isinstance(line, str):
-        return start + sum(len(previous.encode()) + 1 for previous in before)
-    return start + sum(len(previous) + 1 for previous in before)
+    return start + sum(len(previous) + 1 for previous in lines[: lines.index(line)])
+
+
+def _text_offset(text: str, pos: int, start: int) -> int:
+    """The byte offset of ``text[pos]`` (error path only). The text was decoded strictly
+    from UTF-8, so it encodes back to exactly the bytes it came from."""
+    return start + len(text[:pos].encode())
 
 
 def _bad_event(doc: Any, offset: int) -> DecodeError:

@@ -291,3 +291,82 @@ def test_only_kubemoon_errors_escape(backend: str) -> None:
     deep = b'{"type": "ADDED", "object": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"
     with pytest.raises(KubeMoonError):
         WatchDecoder(max_line_length=1 << 20).receive_data(deep)
+
+
+# The standard library's documents are scanned in place in the chunk's text; every line
+# that is not exactly one document followed by blanks must end as decoding it alone does.
+TRICKY_LINES = [
+    b'  {"type": "ADDED", "object": {}}',  # leading blanks
+    b'{"type": "ADDED", "object": {}} \t\r',  # trailing blanks
+    b'{"type": "ADDED", "object": {"x": NaN}}',  # what json.loads accepts, the scan accepts
+    b'{"type": "ADDED", "object": {}} x',  # trailing garbage
+    b'{"type": "ADDED", "object": {}}{"type": "ADDED", "object": {}}',  # two documents
+    b'{"type": "ADDED",',  # a document continued on the next line
+    b'"object": {}}',
+    b'"just a string"',
+    b"\xef\xbb\xbf{}",  # a BOM
+    b'{"type": "ADDED", "object": {"x": "a\tb"}}',  # a raw control character in a string
+    b" \t",
+]
+
+
+def _oracle(lines: list[bytes]) -> list[WatchEvent] | tuple[str, int]:
+    """Decode each line alone: the events, or the reason and offset of the first error."""
+    from kubemoon_core._json import loads
+
+    events, offset = [], 0
+    for raw in lines:
+        text = raw.decode()
+        try:
+            doc = loads(text)
+        except DecodeError as exc:
+            if text.strip(" \t\r"):
+                return exc.reason, offset
+            doc = None
+        if doc is not None:
+            if not (isinstance(doc, dict) and doc.get("type") == "ADDED"):
+                return "watch event", offset
+            events.append(WatchEvent("ADDED", doc["object"]))
+        offset += len(raw) + 1
+    return events
+
+
+@pytest.mark.parametrize("tricky", range(len(TRICKY_LINES)))
+@pytest.mark.parametrize("size", ["small", "large"])
+@pytest.mark.parametrize("buffered", [False, True])
+def test_scanned_lines_end_as_decoded_alone(tricky: int, size: str, buffered: bool) -> None:
+    good = line("ADDED", cm("a", "1"))[:-1]
+    count = 1 if size == "small" else 70_000 // len(good)
+    lines = [good] * count + TRICKY_LINES[tricky : tricky + 2] + [good]
+    stream = b"\n".join(lines) + b"\n"
+    expected = _oracle(lines)
+    decoder = WatchDecoder()
+    chunks = [stream[:5], stream[5:]] if buffered else [stream]
+    if isinstance(expected, list):
+        assert [event for chunk in chunks for event in decoder.receive_data(chunk)] == expected
+        return
+    reason, offset = expected
+    if buffered:
+        decoder.receive_data(chunks[0])
+    with pytest.raises(DecodeError) as info:
+        decoder.receive_data(chunks[-1])
+    assert reason in info.value.reason
+    assert info.value.offset == offset
+
+
+def test_a_long_line_completed_by_a_large_chunk() -> None:
+    long = line("ADDED", {"data": {"k": "x" * 70_000}})
+    decoder = WatchDecoder()
+    assert decoder.receive_data(long[:10]) == []
+    assert decoder.receive_data(long[10:]) == [WatchEvent("ADDED", {"data": {"k": "x" * 70_000}})]
+
+
+def test_the_offset_of_a_bad_line_after_a_large_buffered_chunk() -> None:
+    good = json.dumps({"type": "ADDED", "object": {"k": "é" * 50}}, ensure_ascii=False)
+    good_line = good.encode() + b"\n"
+    stream = good_line * (70_000 // len(good_line)) + b"bad\n"
+    decoder = WatchDecoder()
+    decoder.receive_data(stream[:3])
+    with pytest.raises(DecodeError, match="invalid JSON") as info:
+        decoder.receive_data(stream[3:])
+    assert info.value.offset == len(stream) - 4
