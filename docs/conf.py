@@ -13,3 +13,13 @@ nitpicky = False
 html_theme = "alabaster"
 exclude_patterns = ["_build"]
 suppress_warnings = ["ref.python"]
+
+# The reflector's state diagram is generated from its transition table at every build, so
+# the docs cannot drift from the code.
+import pathlib  # noqa: E402
+
+from kubemoon_core import Reflector  # noqa: E402
+
+_generated = pathlib.Path(__file__).parent / "_generated"
+_generated.mkdir(exist_ok=True)
+(_generated / "reflector.mmd").write_text(Reflector.diagram() + "\n", encoding="utf-8")
