@@ -67,6 +67,13 @@ class Stale(Exception):
 # -- startup -------------------------------------------------------------------------------
 
 
+@kopf.on.login()
+async def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """Log in through kubernetes_asyncio explicitly: with the sync ``kubernetes`` package
+    also installed (bench_watch needs it), kopf's default would import that client."""
+    return await kopf.login_via_async_client(**kwargs)
+
+
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     """Tune kopf's persistence and event posting; open the API client for the writes."""
