@@ -141,6 +141,7 @@ from ._status import (
     decode_status,
     error_from_response,
     error_from_status,
+    retry_delay,
 )
 from ._store import (
     Store,
@@ -282,6 +283,7 @@ __all__ = [
     "parse_exec_credential",
     "patch_request",
     "replace_request",
+    "retry_delay",
     "set_json_backend",
     "use_fast_json",
     "use_standard_json",

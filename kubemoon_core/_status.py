@@ -39,6 +39,7 @@ __all__ = [
     "decode_status",
     "error_from_response",
     "error_from_status",
+    "retry_delay",
 ]
 
 # How much of a non-Status body an error keeps: enough to debug, never a whole dump.
@@ -284,3 +285,22 @@ def error_from_response(
     if retry_after is None and status.retry_after_seconds is not None:
         retry_after = float(status.retry_after_seconds)
     return _error_class(status)(status, retry_after=retry_after, body=body)
+
+
+# The longest Retry-After a client honours: a server asking for more is waited out once
+# at this length, then asked again.
+MAX_REQUEST_RETRY_AFTER = 60.0
+
+
+def retry_delay(error: ApiError, attempt: int, *, max_retries: int) -> float | None:
+    """How long to wait before retrying a request that failed with ``error``, or None.
+
+    Only retryable errors (429, 5xx) that carry a ``Retry-After`` are retried, at most
+    ``max_retries`` times (``attempt`` counts the retries made so far); the delay is the
+    server's, capped at :data:`MAX_REQUEST_RETRY_AFTER` seconds.
+    """
+    if error.disposition is not Disposition.RETRY or error.retry_after is None:
+        return None
+    if attempt >= max_retries:
+        return None
+    return min(error.retry_after, MAX_REQUEST_RETRY_AFTER)

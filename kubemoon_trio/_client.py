@@ -24,7 +24,6 @@ from kubemoon_core import (
     ApiError,
     DecodeError,
     DeleteOptions,
-    Disposition,
     ListOptions,
     PatchType,
     Request,
@@ -39,6 +38,7 @@ from kubemoon_core import (
     list_request,
     patch_request,
     replace_request,
+    retry_delay,
     watch_request,
 )
 from kubemoon_core._kubeconfig import ClientConfig
@@ -57,7 +57,6 @@ logger = logging.getLogger("kubemoon.client")
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_PAGE_SIZE = 500
-MAX_RETRY_AFTER = 60.0
 ERROR_BODY_LIMIT = 64 * 1024
 
 _NETWORK_ERRORS = (
@@ -440,14 +439,10 @@ class Client:
             try:
                 return decode_response(response)
             except ApiError as exc:
-                if (
-                    exc.disposition is not Disposition.RETRY
-                    or exc.retry_after is None
-                    or attempt >= self._max_retries
-                ):
+                delay = retry_delay(exc, attempt, max_retries=self._max_retries)
+                if delay is None:
                     raise
                 attempt += 1
-                delay = min(exc.retry_after, MAX_RETRY_AFTER)
                 logger.info(
                     "%s %s answered %d; retrying in %.1fs (attempt %d)",
                     request.method,

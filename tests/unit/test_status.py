@@ -151,3 +151,17 @@ def test_error_from_status_for_watch_errors() -> None:
     throttled = error_from_status(Status(code=429, details={}, retry_after_seconds=2))
     assert throttled.retry_after == 2.0
     assert "no message" in str(error_from_status(Status(code=500)))
+
+
+def test_retry_delay_retries_only_throttling_and_server_errors_with_retry_after() -> None:
+    from kubemoon_core import retry_delay
+
+    throttled = error_from_response(429, [("Retry-After", "2")], status(429, "TooManyRequests"))
+    assert retry_delay(throttled, 0, max_retries=3) == 2.0
+    assert retry_delay(throttled, 3, max_retries=3) is None
+    huge = error_from_response(503, [("Retry-After", "3600")], status(503))
+    assert retry_delay(huge, 0, max_retries=1) == 60.0
+    no_header = error_from_response(500, [], status(500, "InternalError"))
+    assert retry_delay(no_header, 0, max_retries=3) is None
+    conflict = error_from_response(409, [("Retry-After", "1")], status(409, "Conflict"))
+    assert retry_delay(conflict, 0, max_retries=3) is None
