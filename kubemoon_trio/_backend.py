@@ -82,18 +82,35 @@ class BodyReader:
         stream = response.stream
         assert hasattr(stream, "__aiter__"), "an async response stream"
         self._chunks = cast(AsyncGenerator[bytes, None], stream.__aiter__())
+        # The read in progress, so that aclose from another task can stop it first: the
+        # body's generators cannot be closed while a read is suspended inside them.
+        self._read_scope: trio.CancelScope | None = None
+        self._read_done = trio.Event()
+        self._closing = False
 
     async def receive(self, deadline: float | None = None) -> bytes:
-        """The next chunk of the body, ``b""`` at its end."""
+        """The next chunk of the body, ``b""`` at its end (or once it is being closed)."""
+        if self._closing:
+            return b""
+        self._read_done = trio.Event()
         with trio.move_on_at(math.inf if deadline is None else deadline) as scope:
+            self._read_scope = scope
             try:
                 return await self._chunks.__anext__()
             except StopAsyncIteration:
                 return b""
             except httpcore.ReadTimeout as exc:
                 raise TimeoutError("no data before the read timeout") from exc
-        assert scope.cancelled_caught
+            finally:
+                self._read_scope = None
+                self._read_done.set()
+        if self.closing():
+            return b""  # stopped by aclose from another task
         raise TimeoutError("no data before the deadline")
+
+    def closing(self) -> bool:
+        """True once :meth:`aclose` has begun (possibly from another task)."""
+        return self._closing
 
     async def aclose(self) -> None:
         """Close the body, and with it the connection it came on.
@@ -103,7 +120,11 @@ class BodyReader:
         that), so the body is first unwound by a cancelled read: the cancellation runs
         through every generator, each of which then cleans up and finishes.
         """
+        self._closing = True
         with shielded():
+            if self._read_scope is not None:
+                self._read_scope.cancel()
+                await self._read_done.wait()
             with trio.CancelScope() as unwind:
                 unwind.cancel()
                 try:

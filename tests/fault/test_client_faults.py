@@ -582,3 +582,35 @@ async def test_a_token_that_cannot_be_a_header_is_refused_without_echo(adapter: 
                 await adapter.close(client)
             assert "s3cret" not in str(info.value)
         assert server.requests == []
+
+
+async def test_closing_the_trio_client_ends_a_watch_read_by_another_task() -> None:
+    import kubemoon_trio
+
+    async with ScriptedServer() as server:
+        server.add(Reply.watch(EVENTS[:1], stall=True))
+        client = kubemoon_trio.Client(server.client_config())
+        got: list[Any] = []
+        ended: list[BaseException | None] = []
+        first = trio.Event()
+
+        async def consume() -> None:
+            try:
+                async for event in client.watch(PODS, namespace="ns"):
+                    got.append(event)
+                    first.set()
+            except kubemoon_trio.TransportError as exc:
+                ended.append(exc)
+            else:
+                ended.append(None)
+
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(consume)
+                await first.wait()
+                await trio.sleep(0.05)  # the consumer is now blocked reading the stalled stream
+                await client.aclose()
+        assert [e.type for e in got] == ["ADDED"]
+        assert len(ended) == 1
+        assert client.connection_count == 0
+        await server.wait(lambda: server.open_connections == 0)
