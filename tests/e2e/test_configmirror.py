@@ -77,6 +77,11 @@ class Scenario:
     async def ready(self, name: str = "m") -> tuple[str, str, str] | None:
         return ready(await self.mirror(name))
 
+    async def copies_are(self, data: dict[str, str]) -> bool:
+        """True when every target holds a copy with exactly ``data``."""
+        copies = [await self.copy(t) for t in self.targets]
+        return all(c is not None and c.get("data") == data for c in copies)
+
 
 @pytest.fixture
 def scenario(configmirror_api: ApiServer, client: Client) -> Scenario:
@@ -95,11 +100,7 @@ async def test_mirrors_updates_and_heals(
     )
     await start_operator(namespaces=(s.home,))
 
-    async def copies_are(data: dict[str, str]) -> bool:
-        copies = [await s.copy(t) for t in s.targets]
-        return all(c is not None and c.get("data") == data for c in copies)
-
-    await eventually(lambda: copies_are({"a": "1"}), what="copies created")
+    await eventually(lambda: s.copies_are({"a": "1"}), what="copies created")
     copy = await s.copy(s.targets[0])
     assert copy is not None
     assert copy["binaryData"] == {"b": BINARY}
@@ -118,10 +119,10 @@ async def test_mirrors_updates_and_heals(
     source = await client.get(CONFIGMAPS, "settings", namespace=s.home)
     source["data"] = {"a": "2"}
     await client.replace(CONFIGMAPS, source, namespace=s.home)
-    await eventually(lambda: copies_are({"a": "2"}), what="source update propagated")
+    await eventually(lambda: s.copies_are({"a": "2"}), what="source update propagated")
 
     await client.delete(CONFIGMAPS, "settings", namespace=s.targets[1])
-    await eventually(lambda: copies_are({"a": "2"}), what="deleted copy re-created")
+    await eventually(lambda: s.copies_are({"a": "2"}), what="deleted copy re-created")
 
 
 async def test_an_unmanaged_configmap_is_never_touched(
@@ -261,8 +262,4 @@ async def test_a_stale_write_gets_409_and_requeues(
     # A fresh replica, with fresh caches, converges.
     await start_operator(namespaces=(s.home,))
 
-    async def converged() -> bool:
-        copies = [await s.copy(t) for t in s.targets]
-        return all(c is not None and c.get("data") == {"a": "2"} for c in copies)
-
-    await eventually(converged, what="convergence after the conflict")
+    await eventually(lambda: s.copies_are({"a": "2"}), what="convergence after the conflict")

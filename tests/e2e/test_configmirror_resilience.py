@@ -31,11 +31,6 @@ def scenario(configmirror_api: ApiServer, client: Client) -> Scenario:
     return Scenario(configmirror_api, client)
 
 
-async def copies_are(s: Scenario, data: dict[str, str]) -> bool:
-    copies = [await s.copy(t) for t in s.targets]
-    return all(c is not None and c.get("data") == data for c in copies)
-
-
 async def update_source(client: Client, namespace: str, data: dict[str, str]) -> None:
     source = await client.get(CONFIGMAPS, "settings", namespace=namespace)
     source["data"] = data
@@ -64,7 +59,7 @@ async def test_only_the_leader_reconciles_and_a_crash_hands_over(
     leader, follower = (first, second) if first.operator.reconciling else (second, first)
     await client.create(CONFIGMAPS, configmap("settings", {"a": "1"}), namespace=s.home)
     await client.create(CONFIGMIRRORS, mirror("m", "settings", s.targets), namespace=s.home)
-    await eventually(lambda: copies_are(s, {"a": "1"}), what="the leader's work")
+    await eventually(lambda: s.copies_are({"a": "1"}), what="the leader's work")
     assert leader.operator.writes > 0
     assert follower.operator.writes == 0
     assert not follower.operator.reconciling
@@ -79,7 +74,7 @@ async def test_only_the_leader_reconciles_and_a_crash_hands_over(
     # Within the lease duration plus the retry period (with jitter) of the crash.
     assert trio.current_time() - started < 3.0 + 0.5 * 2.2 + 1.0
     await update_source(client, s.home, {"a": "2"})
-    await eventually(lambda: copies_are(s, {"a": "2"}), what="the new leader's work")
+    await eventually(lambda: s.copies_are({"a": "2"}), what="the new leader's work")
     assert follower.operator.writes > 0
 
 
@@ -90,10 +85,10 @@ async def test_survives_an_apiserver_restart(
     await client.create(CONFIGMAPS, configmap("settings", {"a": "1"}), namespace=s.home)
     await client.create(CONFIGMIRRORS, mirror("m", "settings", s.targets), namespace=s.home)
     running = await start_operator(namespaces=(s.home,), stall_margin=5.0)
-    await eventually(lambda: copies_are(s, {"a": "1"}), what="first sync")
+    await eventually(lambda: s.copies_are({"a": "1"}), what="first sync")
     await trio.to_thread.run_sync(configmirror_api.restart_apiserver)
     await update_source(client, s.home, {"a": "after-restart"})
-    await eventually(lambda: copies_are(s, {"a": "after-restart"}), timeout=40, what="convergence")
+    await eventually(lambda: s.copies_are({"a": "after-restart"}), timeout=40, what="convergence")
     stats = running.operator.configmaps.reflector.stats
     assert stats.watch_restarts + stats.relists + stats.failures >= 1
 
@@ -114,7 +109,7 @@ async def test_a_forced_410_relists_and_converges(
     await client.create(CONFIGMAPS, configmap("settings", {"a": "1"}), namespace=s.home)
     await client.create(CONFIGMIRRORS, mirror("m", "settings", s.targets), namespace=s.home)
     running = await start_operator(namespaces=(s.home,), stall_margin=5.0)
-    await eventually(lambda: copies_are(s, {"a": "1"}), what="first sync")
+    await eventually(lambda: s.copies_are({"a": "1"}), what="first sync")
     # Move etcd past every resourceVersion the informers hold and compact: after the
     # restart their watches resume from a compacted revision, and the server says 410.
     for i in range(3):
@@ -122,7 +117,7 @@ async def test_a_forced_410_relists_and_converges(
     await trio.to_thread.run_sync(configmirror_api.compact)
     await trio.to_thread.run_sync(configmirror_api.restart_apiserver)
     await update_source(client, s.home, {"a": "after-410"})
-    await eventually(lambda: copies_are(s, {"a": "after-410"}), timeout=40, what="convergence")
+    await eventually(lambda: s.copies_are({"a": "after-410"}), timeout=40, what="convergence")
     reasons = running.operator.configmaps.reflector.stats.relist_reasons
     assert reasons.get(RelistReason.WATCH_EXPIRED, 0) >= 1, reasons
 
@@ -162,7 +157,7 @@ async def test_in_cluster_configuration(
             done.set()
 
         nursery.start_soon(run)
-        await eventually(lambda: copies_are(s, {"a": "pod"}), what="in-cluster sync")
+        await eventually(lambda: s.copies_are({"a": "pod"}), what="in-cluster sync")
         scope.cancel()
         await done.wait()
 
@@ -206,7 +201,7 @@ async def test_the_program_serves_probes_and_stops_cleanly_on_sigterm(
             nursery.start_soon(trio.to_thread.run_sync, read_logs)
             await eventually(lambda: trio.to_thread.run_sync(lambda: bool(port)), what="probe port")
             base = f"http://127.0.0.1:{port[0]}"
-            await eventually(lambda: copies_are(s, {"a": "1"}), what="sync by the program")
+            await eventually(lambda: s.copies_are({"a": "1"}), what="sync by the program")
             assert await trio.to_thread.run_sync(_get, f"{base}/healthz") == (200, "ok\n")
             assert await trio.to_thread.run_sync(_get, f"{base}/readyz") == (200, "ok\n")
             code, metrics = await trio.to_thread.run_sync(_get, f"{base}/metrics")
