@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-PACKAGES := kubemoon_core kubemoon_trio kubemoon_sync kubemoon_testing configmirror
+PACKAGES := kubemoon_core kubemoon_io kubemoon_trio kubemoon_asyncio kubemoon_sync kubemoon_testing configmirror
 CORE_COVERAGE_MIN := 95
 
 .PHONY: all install lint typecheck test test-fast unit property fault integration docs fuzz bench testenv demo clean

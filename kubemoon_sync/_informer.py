@@ -21,7 +21,7 @@ from kubemoon_core._backoff import Backoff
 from kubemoon_core._changes import Change
 from kubemoon_core._reflector import MAX_WATCH_TIMEOUT, MIN_WATCH_TIMEOUT, Reflector
 from kubemoon_core._store import Store
-from kubemoon_sync._transport import TransportError, TransportTimeout
+from kubemoon_io import TransportError, TransportTimeout
 
 from . import _backend
 from ._client import Client

@@ -5,8 +5,7 @@ has stalled) belong to the reflector; this loop only performs its requests with 
 client, feeds back responses, bytes, ends and the time (``current_time()``, monotonic),
 and sleeps until ``next_deadline()``. A watch runs on a connection of its own; a stall,
 an error or a cancellation closes it, and the reflector is always told how it ended, so it
-never loses track of a connection. This module is the source of
-``kubemoon_sync/_informer.py`` (scripts/unasync.py).
+never loses track of a connection.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from kubemoon_core._backoff import Backoff
 from kubemoon_core._changes import Change
 from kubemoon_core._reflector import MAX_WATCH_TIMEOUT, MIN_WATCH_TIMEOUT, Reflector
 from kubemoon_core._store import Store
-from kubemoon_sync._transport import TransportError, TransportTimeout
+from kubemoon_io import TransportError, TransportTimeout
 
 from . import _backend
 from ._client import Client
