@@ -45,6 +45,7 @@ from ._discovery import (
     decode_api_versions,
 )
 from ._errors import DecodeError, KubeMoonError, LocalProtocolError, RemoteProtocolError
+from ._histogram import QUEUE_DURATION_BUCKETS, RECONCILE_TIME_BUCKETS, Histogram
 from ._json import json_backend, set_json_backend, use_fast_json, use_standard_json
 from ._kubeconfig import (
     SERVICE_ACCOUNT_DIR,
@@ -71,6 +72,7 @@ from ._leader import (
 )
 from ._queue import (
     WorkQueue,
+    WorkQueueMetrics,
 )
 from ._ratelimit import (
     BucketRateLimiter,
@@ -192,6 +194,7 @@ __all__ = [
     "FastSlowRateLimiter",
     "Forbidden",
     "Gone",
+    "Histogram",
     "GroupVersion",
     "GroupVersionKind",
     "GroupVersionResource",
@@ -216,6 +219,8 @@ __all__ = [
     "NotFound",
     "ObjectKey",
     "Outcome",
+    "QUEUE_DURATION_BUCKETS",
+    "RECONCILE_TIME_BUCKETS",
     "OwnerReference",
     "PatchType",
     "Predicate",
@@ -252,6 +257,7 @@ __all__ = [
     "WatchEvent",
     "WorkItem",
     "WorkQueue",
+    "WorkQueueMetrics",
     "WriteOptions",
     "all_of",
     "annotations_changed",
