@@ -45,6 +45,14 @@ from ._discovery import (
     decode_api_versions,
 )
 from ._errors import DecodeError, KubeMoonError, LocalProtocolError, RemoteProtocolError
+from ._failures import (
+    FailureClass,
+    FailureReport,
+    FailureReporter,
+    LogLevel,
+    Problem,
+    ReportKind,
+)
 from ._histogram import QUEUE_DURATION_BUCKETS, RECONCILE_TIME_BUCKETS, Histogram
 from ._json import json_backend, set_json_backend, use_fast_json, use_standard_json
 from ._kubeconfig import (
@@ -160,6 +168,12 @@ from ._watch import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "FailureClass",
+    "FailureReport",
+    "FailureReporter",
+    "LogLevel",
+    "Problem",
+    "ReportKind",
     "AGGREGATED_DISCOVERY_ACCEPT",
     "APIGroup",
     "APIGroupDiscoveryList",
