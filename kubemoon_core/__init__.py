@@ -45,6 +45,7 @@ from ._discovery import (
     decode_api_versions,
 )
 from ._errors import DecodeError, KubeMoonError, LocalProtocolError, RemoteProtocolError
+from ._events import EVENTS, EventOutcome, EventPlan, EventRecorder, EventWrite
 from ._failures import (
     FailureClass,
     FailureReport,
@@ -168,6 +169,11 @@ from ._watch import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "EVENTS",
+    "EventOutcome",
+    "EventPlan",
+    "EventRecorder",
+    "EventWrite",
     "FailureClass",
     "FailureReport",
     "FailureReporter",
