@@ -79,6 +79,13 @@ from ._leader import (
     StartedLeading,
     StoppedLeading,
 )
+from ._ownership import (
+    controller_of,
+    enqueue_controller,
+    is_owned_by,
+    owner_reference,
+    with_owner_reference,
+)
 from ._queue import (
     WorkQueue,
     WorkQueueMetrics,
@@ -169,6 +176,11 @@ from ._watch import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "controller_of",
+    "enqueue_controller",
+    "is_owned_by",
+    "owner_reference",
+    "with_owner_reference",
     "EVENTS",
     "EventOutcome",
     "EventPlan",
