@@ -54,6 +54,7 @@ from ._failures import (
     Problem,
     ReportKind,
 )
+from ._finalizers import add_finalizer_request, has_finalizer, remove_finalizer_request
 from ._histogram import QUEUE_DURATION_BUCKETS, RECONCILE_TIME_BUCKETS, Histogram
 from ._json import json_backend, set_json_backend, use_fast_json, use_standard_json
 from ._kubeconfig import (
@@ -176,6 +177,9 @@ from ._watch import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "add_finalizer_request",
+    "has_finalizer",
+    "remove_finalizer_request",
     "controller_of",
     "enqueue_controller",
     "is_owned_by",
