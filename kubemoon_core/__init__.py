@@ -9,6 +9,13 @@ from ._backoff import (
     Backoff,
 )
 from ._changes import Change, ChangeType
+from ._conditions import (
+    find_condition,
+    is_status_condition_false,
+    is_status_condition_true,
+    remove_condition,
+    set_condition,
+)
 from ._controller import (
     Controller,
     ControllerMetrics,
@@ -177,6 +184,11 @@ from ._watch import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "find_condition",
+    "is_status_condition_false",
+    "is_status_condition_true",
+    "remove_condition",
+    "set_condition",
     "add_finalizer_request",
     "has_finalizer",
     "remove_finalizer_request",
