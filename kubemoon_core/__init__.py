@@ -9,6 +9,13 @@ from ._backoff import (
     Backoff,
 )
 from ._changes import Change, ChangeType
+from ._conditions import (
+    find_condition,
+    is_status_condition_false,
+    is_status_condition_true,
+    remove_condition,
+    set_condition,
+)
 from ._controller import (
     Controller,
     ControllerMetrics,
@@ -45,6 +52,17 @@ from ._discovery import (
     decode_api_versions,
 )
 from ._errors import DecodeError, KubeMoonError, LocalProtocolError, RemoteProtocolError
+from ._events import EVENTS, EventOutcome, EventPlan, EventRecorder, EventWrite
+from ._failures import (
+    FailureClass,
+    FailureReport,
+    FailureReporter,
+    LogLevel,
+    Problem,
+    ReportKind,
+)
+from ._finalizers import add_finalizer_request, has_finalizer, remove_finalizer_request
+from ._histogram import QUEUE_DURATION_BUCKETS, RECONCILE_TIME_BUCKETS, Histogram
 from ._json import json_backend, set_json_backend, use_fast_json, use_standard_json
 from ._kubeconfig import (
     SERVICE_ACCOUNT_DIR,
@@ -69,8 +87,16 @@ from ._leader import (
     StartedLeading,
     StoppedLeading,
 )
+from ._ownership import (
+    controller_of,
+    enqueue_controller,
+    is_owned_by,
+    owner_reference,
+    with_owner_reference,
+)
 from ._queue import (
     WorkQueue,
+    WorkQueueMetrics,
 )
 from ._ratelimit import (
     BucketRateLimiter,
@@ -158,6 +184,30 @@ from ._watch import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "find_condition",
+    "is_status_condition_false",
+    "is_status_condition_true",
+    "remove_condition",
+    "set_condition",
+    "add_finalizer_request",
+    "has_finalizer",
+    "remove_finalizer_request",
+    "controller_of",
+    "enqueue_controller",
+    "is_owned_by",
+    "owner_reference",
+    "with_owner_reference",
+    "EVENTS",
+    "EventOutcome",
+    "EventPlan",
+    "EventRecorder",
+    "EventWrite",
+    "FailureClass",
+    "FailureReport",
+    "FailureReporter",
+    "LogLevel",
+    "Problem",
+    "ReportKind",
     "AGGREGATED_DISCOVERY_ACCEPT",
     "APIGroup",
     "APIGroupDiscoveryList",
@@ -192,6 +242,7 @@ __all__ = [
     "FastSlowRateLimiter",
     "Forbidden",
     "Gone",
+    "Histogram",
     "GroupVersion",
     "GroupVersionKind",
     "GroupVersionResource",
@@ -216,6 +267,8 @@ __all__ = [
     "NotFound",
     "ObjectKey",
     "Outcome",
+    "QUEUE_DURATION_BUCKETS",
+    "RECONCILE_TIME_BUCKETS",
     "OwnerReference",
     "PatchType",
     "Predicate",
@@ -252,6 +305,7 @@ __all__ = [
     "WatchEvent",
     "WorkItem",
     "WorkQueue",
+    "WorkQueueMetrics",
     "WriteOptions",
     "all_of",
     "annotations_changed",

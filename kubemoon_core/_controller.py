@@ -17,7 +17,9 @@ Rules:
   ``FailedTerminally`` forgets it and does not requeue (a new change will bring it back).
 - After ``shutdown`` no new work is handed out (a controller that lost its leadership must
   stop at once); ``is_drained`` tells when every running reconcile has been reported.
-- Metrics are plain data (:meth:`Controller.metrics`) for adapters to export.
+- Metrics are plain data (:meth:`Controller.metrics`) for adapters to export under
+  controller-runtime's names; pass ``now`` to :meth:`Controller.receive` and
+  :meth:`Controller.enqueue` so the queue can time how long keys wait.
 
 Mapping functions and predicates are user code: what they raise propagates.
 """
@@ -33,7 +35,8 @@ from typing import Any, ClassVar, Protocol
 
 from ._changes import Change, ChangeType
 from ._errors import LocalProtocolError
-from ._queue import WorkQueue
+from ._histogram import RECONCILE_TIME_BUCKETS, Histogram, _Recorder
+from ._queue import WorkQueue, WorkQueueMetrics
 from ._ratelimit import RateLimiter
 from ._resources import GroupVersion, GroupVersionKind, ObjectKey, OwnerReference, Scope
 
@@ -303,6 +306,12 @@ class ControllerMetrics:
 
     ``duration_buckets`` pairs each upper bound with the cumulative count of reconciles
     that took at most that long (the Prometheus layout; +Inf is ``duration_count``).
+
+    For controller-runtime's series: ``queue`` holds the ``workqueue_*`` values,
+    ``reconcile_time`` is ``controller_runtime_reconcile_time_seconds``, and
+    :attr:`reconcile_total`, :attr:`reconcile_errors_total` and
+    :attr:`terminal_reconcile_errors_total` are its counters;
+    ``max_concurrent_reconciles`` is the number of workers.
     """
 
     queue_depth: int
@@ -317,6 +326,34 @@ class ControllerMetrics:
     duration_buckets: tuple[tuple[float, int], ...]
     longest_running: float
     unfinished_work: float
+    queue: WorkQueueMetrics
+    reconcile_time: Histogram
+    max_concurrent_reconciles: int
+
+    @property
+    def reconcile_total(self) -> Mapping[str, int]:
+        """``controller_runtime_reconcile_total`` by its ``result`` label.
+
+        The labels are ``success``, ``error``, ``requeue`` and ``requeue_after``; terminal
+        failures count as ``error``, as in controller-runtime.
+        """
+        counts = self.reconciles
+        return {
+            "success": counts[ReconcileResult.SUCCESS],
+            "error": self.errors,
+            "requeue": counts[ReconcileResult.REQUEUE],
+            "requeue_after": counts[ReconcileResult.REQUEUE_AFTER],
+        }
+
+    @property
+    def reconcile_errors_total(self) -> int:
+        """``controller_runtime_reconcile_errors_total``: failed reconciles of any kind."""
+        return self.errors
+
+    @property
+    def terminal_reconcile_errors_total(self) -> int:
+        """``controller_runtime_terminal_reconcile_errors_total``: terminal failures."""
+        return self.reconciles[ReconcileResult.TERMINAL_ERROR]
 
     @property
     def errors(self) -> int:
@@ -338,6 +375,7 @@ class _Stats:
     count: int = 0
     total: float = 0.0
     longest: float = 0.0
+    reconcile_time: _Recorder = field(default_factory=lambda: _Recorder(RECONCILE_TIME_BUCKETS))
 
 
 class Controller:
@@ -382,11 +420,14 @@ class Controller:
         """The most reconciles that run at once."""
         return self._workers
 
-    def receive(self, source: str, changes: Change | Iterable[Change]) -> int:
+    def receive(
+        self, source: str, changes: Change | Iterable[Change], now: float | None = None
+    ) -> int:
         """Take changes from the source named ``source``; return how many keys they mapped to.
 
         Each key is added to the queue, which de-duplicates (and ignores adds after
-        shutdown); a key counts each time a change maps to it.
+        shutdown); a key counts each time a change maps to it. ``now`` (optional) times
+        how long the keys wait in the queue.
         """
         try:
             spec = self._sources[source]
@@ -398,13 +439,13 @@ class Controller:
             if spec.predicate is not None and not spec.predicate(change):
                 continue
             for key in spec.map(change):
-                self._queue.add(key)
+                self._queue.add(key, now)
                 added += 1
         return added
 
-    def enqueue(self, key: ObjectKey) -> None:
-        """Add ``key`` directly (a resync, an external trigger)."""
-        self._queue.add(key)
+    def enqueue(self, key: ObjectKey, now: float | None = None) -> None:
+        """Add ``key`` directly (a resync, an external trigger); ``now`` as for receive."""
+        self._queue.add(key, now)
 
     def next_work(self, now: float) -> WorkItem | None:
         """The next reconcile to run, or None (no free worker, nothing ready, shut down)."""
@@ -436,12 +477,13 @@ class Controller:
         else:
             raise LocalProtocolError(f"not a reconcile outcome: {outcome!r}")
         del self._running[item.reconcile_id]
-        queue.done(key)
+        queue.done(key, now)
         stats = self._stats
         stats.reconciles[outcome.result] += 1
         stats.count += 1
         stats.total += duration
         stats.longest = max(stats.longest, duration)
+        stats.reconcile_time.observe(duration)
         index = bisect.bisect_left(DURATION_BUCKETS, duration)
         if index < len(DURATION_BUCKETS):
             stats.buckets[index] += 1
@@ -487,4 +529,7 @@ class Controller:
             duration_buckets=tuple(cumulative),
             longest_running=max(ages, default=0.0),
             unfinished_work=sum(ages),
+            queue=self._queue.metrics(now),
+            reconcile_time=stats.reconcile_time.snapshot(),
+            max_concurrent_reconciles=self._workers,
         )

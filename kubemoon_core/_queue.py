@@ -16,6 +16,10 @@ Rules (client-go's workqueue semantics, without threads or clocks):
   still handed out, and ``is_drained`` tells when none is queued or processing.
 - Time comes in only as ``now`` (monotonic seconds). ``get(now)`` returns None when
   nothing is ready: the adapter then waits for ``next_deadline()`` or a new add.
+- Metrics (client-go's workqueue set, see :meth:`WorkQueue.metrics`): an ``add`` given
+  ``now`` stamps the key, and ``get`` observes the time it waited (a delayed key counts
+  from its deadline); ``get`` to a ``done`` given ``now`` is the work duration. Adds and
+  dones without ``now`` are simply not timed.
 
 add, get and done are O(1) (a deque and two sets); delayed adds are O(log n).
 """
@@ -27,17 +31,42 @@ import itertools
 import math
 from collections import deque
 from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from ._errors import LocalProtocolError
+from ._histogram import QUEUE_DURATION_BUCKETS, Histogram, _Recorder
 from ._ratelimit import RateLimiter, default_rate_limiter
 
-__all__ = ["WorkQueue"]
+__all__ = ["WorkQueue", "WorkQueueMetrics"]
 
 K = TypeVar("K", bound=Hashable)
 
+# Durations are buffered and folded into their histograms at this many, or at a snapshot.
+_FOLD_AT = 1024
+
 # Rebuild the deadline heap when it holds more than twice the live entries plus this.
 _COMPACT_SLACK = 64
+
+
+@dataclass(frozen=True, slots=True)
+class WorkQueueMetrics:
+    """A snapshot of a work queue's metrics, named after client-go's ``workqueue_*`` series.
+
+    ``queue_duration`` is the time keys waited between add and get, ``work_duration`` the
+    time between get and done; ``unfinished_work_seconds`` sums how long the keys being
+    processed have run so far and ``longest_running_processor_seconds`` is the longest.
+    """
+
+    depth: int
+    adds: int
+    retries: int
+    waiting: int
+    processing: int
+    queue_duration: Histogram
+    work_duration: Histogram
+    unfinished_work_seconds: float
+    longest_running_processor_seconds: float
 
 
 class WorkQueue(Generic[K]):
@@ -48,9 +77,12 @@ class WorkQueue(Generic[K]):
     """
 
     __slots__ = (
+        "_added_at",
         "_adds",
         "_dirty",
         "_heap",
+        "_latency",
+        "_latency_pending",
         "_limiter",
         "_processing",
         "_queue",
@@ -58,32 +90,44 @@ class WorkQueue(Generic[K]):
         "_sequence",
         "_shutting_down",
         "_waiting",
+        "_work",
+        "_work_pending",
     )
 
     def __init__(self, rate_limiter: RateLimiter | None = None) -> None:
         self._limiter = rate_limiter if rate_limiter is not None else default_rate_limiter()
         self._queue: deque[K] = deque()
         self._dirty: set[K] = set()
-        self._processing: set[K] = set()
+        self._processing: dict[K, float] = {}  # key -> when get handed it out
+        self._added_at: dict[K, float] = {}  # dirty key -> when it was added, if known
         self._waiting: dict[K, float] = {}  # key -> its one live deadline
         self._heap: list[tuple[float, int, K]] = []  # (deadline, sequence, key); may be stale
         self._sequence = itertools.count()  # tie-breaker: keys are never compared
         self._shutting_down = False
         self._adds = 0
         self._retries = 0
+        self._latency = _Recorder(QUEUE_DURATION_BUCKETS)
+        self._work = _Recorder(QUEUE_DURATION_BUCKETS)
+        self._latency_pending: list[float] = []
+        self._work_pending: list[float] = []
 
     @property
     def rate_limiter(self) -> RateLimiter:
         """The limiter behind :meth:`add_rate_limited`."""
         return self._limiter
 
-    def add(self, key: K) -> None:
-        """Queue ``key`` unless it is already queued; mark it dirty if it is processing."""
+    def add(self, key: K, now: float | None = None) -> None:
+        """Queue ``key`` unless it is already queued; mark it dirty if it is processing.
+
+        ``now`` (optional) starts the clock of the key's queue duration.
+        """
         dirty = self._dirty
         if key in dirty or self._shutting_down:
             return
         dirty.add(key)
         self._adds += 1
+        if now is not None:
+            self._added_at[key] = now
         if key not in self._processing:
             self._queue.append(key)
 
@@ -96,16 +140,32 @@ class WorkQueue(Generic[K]):
             key = self._queue.popleft()
         except IndexError:
             return None
-        self._processing.add(key)
+        self._processing[key] = now
         self._dirty.remove(key)
+        added_at = self._added_at
+        if added_at:  # untimed adds leave it empty and skip the lookup
+            added = added_at.pop(key, None)
+            if added is not None:
+                pending = self._latency_pending
+                pending.append(now - added)
+                if len(pending) >= _FOLD_AT:
+                    self._latency.fold(pending)
         return key
 
-    def done(self, key: K) -> None:
-        """Finish processing ``key``; re-queue it once if it was added meanwhile."""
+    def done(self, key: K, now: float | None = None) -> None:
+        """Finish processing ``key``; re-queue it once if it was added meanwhile.
+
+        ``now`` (optional) records the work duration since ``get`` handed the key out.
+        """
         try:
-            self._processing.remove(key)
+            started = self._processing.pop(key)
         except KeyError:
             raise LocalProtocolError(f"done({key!r}) for a key that is not processing") from None
+        if now is not None:
+            pending = self._work_pending
+            pending.append(now - started)
+            if len(pending) >= _FOLD_AT:
+                self._work.fold(pending)
         if key in self._dirty:
             self._queue.append(key)
 
@@ -119,7 +179,7 @@ class WorkQueue(Generic[K]):
         if heap and heap[0][0] <= now:
             self._promote(now)
         if delay <= 0:
-            self.add(key)
+            self.add(key, now)
             return
         deadline = now + delay
         current = self._waiting.get(key)
@@ -195,13 +255,30 @@ class WorkQueue(Generic[K]):
         """Calls of :meth:`add_rate_limited` accepted."""
         return self._retries
 
+    def metrics(self, now: float) -> WorkQueueMetrics:
+        """A snapshot of the metrics; ``now`` measures the keys being processed."""
+        ages = [now - started for started in self._processing.values()]
+        self._latency.fold(self._latency_pending)
+        self._work.fold(self._work_pending)
+        return WorkQueueMetrics(
+            depth=len(self._queue),
+            adds=self._adds,
+            retries=self._retries,
+            waiting=len(self._waiting),
+            processing=len(self._processing),
+            queue_duration=self._latency.snapshot(),
+            work_duration=self._work.snapshot(),
+            unfinished_work_seconds=sum(ages),
+            longest_running_processor_seconds=max(ages, default=0.0),
+        )
+
     def _promote(self, now: float) -> None:
         heap, waiting = self._heap, self._waiting
         while heap and heap[0][0] <= now:
             deadline, _, key = heapq.heappop(heap)
             if waiting.get(key) == deadline:
                 del waiting[key]
-                self.add(key)
+                self.add(key, deadline)  # it was due then, whenever the caller looked
 
     def __repr__(self) -> str:
         return (

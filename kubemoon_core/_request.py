@@ -300,6 +300,36 @@ def _object_name(obj: Mapping[str, Any] | bytes, name: str | None) -> str:
     return found
 
 
+def _write_namespace(
+    resource: Target, obj: Mapping[str, Any] | bytes, namespace: str | None
+) -> str | None:
+    """The namespace a write goes to: ``namespace=``, else the object's own.
+
+    The two must agree when both are given (the API server refuses a mismatch with 400).
+    A cluster-scoped resource ignores ``metadata.namespace`` (the server clears it); a
+    namespaced one needs a namespace from somewhere. A bytes body is not inspected.
+    """
+    found: str | None = None
+    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if isinstance(metadata, Mapping):
+        value = metadata.get("namespace")
+        if value is not None and not isinstance(value, str):
+            raise LocalProtocolError(f"metadata.namespace must be a string, got {value!r}")
+        found = value or None  # "" means no namespace, as in client-go
+    if isinstance(resource, APIResource) and not resource.namespaced:
+        return namespace
+    if namespace is not None and found is not None and namespace != found:
+        raise LocalProtocolError(
+            f"namespace={namespace!r} does not match metadata.namespace={found!r}"
+        )
+    chosen = namespace if namespace is not None else found
+    if chosen is None and isinstance(resource, APIResource):
+        raise LocalProtocolError(
+            f"{resource.gvr} is namespaced: give namespace= or metadata.namespace"
+        )
+    return chosen
+
+
 def get_request(
     resource: Target, name: str, *, namespace: str | None = None, subresource: str | None = None
 ) -> Request:
@@ -337,8 +367,13 @@ def create_request(
     namespace: str | None = None,
     options: WriteOptions | None = None,
 ) -> Request:
-    """POST a new object to its collection."""
+    """POST a new object to its collection.
+
+    Without ``namespace=`` the object's ``metadata.namespace`` is used; given both, they
+    must agree. A namespaced :class:`APIResource` with no namespace anywhere is refused.
+    """
     opts = options or WriteOptions()
+    namespace = _write_namespace(resource, obj, namespace)
     return Request(
         "POST",
         _path(resource, namespace, None, None, collection=False),
@@ -357,8 +392,13 @@ def replace_request(
     subresource: str | None = None,
     options: WriteOptions | None = None,
 ) -> Request:
-    """PUT a whole object; its ``metadata.resourceVersion`` makes the write conditional."""
+    """PUT a whole object; its ``metadata.resourceVersion`` makes the write conditional.
+
+    The namespace comes from ``namespace=`` or ``metadata.namespace``, as for
+    :func:`create_request`.
+    """
     opts = options or WriteOptions()
+    namespace = _write_namespace(resource, obj, namespace)
     path = _path(resource, namespace, _object_name(obj, name), subresource, collection=False)
     return Request("PUT", path, tuple(opts.query()), _headers(JSON), _body(obj))
 
@@ -403,13 +443,17 @@ def apply_request(
     subresource: str | None = None,
     dry_run: bool = False,
 ) -> Request:
-    """Server-side apply: PATCH with ``application/apply-patch+yaml`` as ``field_manager``."""
+    """Server-side apply: PATCH with ``application/apply-patch+yaml`` as ``field_manager``.
+
+    The namespace comes from ``namespace=`` or ``metadata.namespace``, as for
+    :func:`create_request`.
+    """
     return patch_request(
         resource,
         _object_name(obj, None),
         obj,
         patch_type=PatchType.APPLY,
-        namespace=namespace,
+        namespace=_write_namespace(resource, obj, namespace),
         subresource=subresource,
         options=WriteOptions(dry_run=dry_run, field_manager=field_manager, force=force),
     )

@@ -141,6 +141,57 @@ def test_replace_needs_a_name_and_bodies_must_be_mappings() -> None:
         create_request(CM, {"x": object()}, namespace="ns")
 
 
+NS_OBJ = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "x"}}
+
+
+@pytest.mark.parametrize("target", [CM, CM_RESOURCE])
+def test_writes_take_the_namespace_from_the_object(target: GroupVersionResource) -> None:
+    path = "/api/v1/namespaces/x/configmaps"
+    assert create_request(target, NS_OBJ).path == path
+    assert create_request(target, NS_OBJ, namespace="x").path == path
+    assert replace_request(target, NS_OBJ).path == f"{path}/a"
+    assert replace_request(target, NS_OBJ, subresource="status").path == f"{path}/a/status"
+    applied = apply_request(target, NS_OBJ, field_manager="m")
+    assert (applied.method, applied.path) == ("PATCH", f"{path}/a")
+    # An explicit namespace fills in for an object without one; "" counts as none.
+    blank = {"metadata": {"name": "a", "namespace": ""}}
+    assert create_request(target, blank, namespace="y").path == "/api/v1/namespaces/y/configmaps"
+
+
+def test_write_namespace_mismatch_is_refused() -> None:
+    for write in (
+        lambda: create_request(CM, NS_OBJ, namespace="y"),
+        lambda: replace_request(CM_RESOURCE, NS_OBJ, namespace="y"),
+        lambda: apply_request(CM, NS_OBJ, field_manager="m", namespace="y"),
+    ):
+        with pytest.raises(LocalProtocolError, match="does not match metadata.namespace='x'"):
+            write()
+    with pytest.raises(LocalProtocolError, match="metadata.namespace must be a string"):
+        create_request(CM, {"metadata": {"name": "a", "namespace": 3}})
+
+
+def test_namespaced_writes_need_a_namespace_somewhere() -> None:
+    message = r"configmaps.v1 is namespaced: give namespace= or metadata.namespace"
+    with pytest.raises(LocalProtocolError, match=message):
+        create_request(CM_RESOURCE, OBJ)
+    with pytest.raises(LocalProtocolError, match=message):
+        replace_request(CM_RESOURCE, OBJ)
+    with pytest.raises(LocalProtocolError, match=message):
+        apply_request(CM_RESOURCE, OBJ, field_manager="m")
+    # A bare GVR has no scope: the cluster path is built and the server judges.
+    assert create_request(CM, OBJ).path == "/api/v1/configmaps"
+    # A bytes body is not inspected.
+    assert replace_request(CM, b"{}", name="a").path == "/api/v1/configmaps/a"
+
+
+def test_cluster_scoped_writes_ignore_metadata_namespace() -> None:
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "namespace": "x"}}
+    assert create_request(NODES, node).path == "/api/v1/nodes"
+    assert replace_request(NODES, node).path == "/api/v1/nodes/n1"
+    with pytest.raises(LocalProtocolError, match="cluster-scoped"):
+        create_request(NODES, node, namespace="x")
+
+
 @pytest.mark.parametrize(
     ("patch_type", "patch", "content_type"),
     [
