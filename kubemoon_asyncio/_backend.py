@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import ssl
 import subprocess
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -25,13 +26,16 @@ __all__ = [
     "LOOP_NAME",
     "TASK_STATUS_IGNORED",
     "BodyReader",
+    "ByteStream",
     "Event",
     "Lock",
     "TaskGroup",
     "TaskStatus",
     "current_time",
     "fail_after",
+    "install_signal_handlers",
     "run_process",
+    "serve_tcp",
     "shielded",
     "sleep",
     "sleep_until",
@@ -280,3 +284,78 @@ class BodyReader:
             pass  # the read that was stopped already finished the body's generators
         finally:
             await self._response.aclose()
+
+
+# -- serving ------------------------------------------------------------------------------
+
+
+class ByteStream:
+    """One accepted connection: ``receive_some``, ``send_all``, ``aclose``."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+
+    async def receive_some(self, max_bytes: int = 65536, deadline: float | None = None) -> bytes:
+        """Up to ``max_bytes`` bytes; ``b""`` when the peer closed its side.
+
+        Raises ``TimeoutError`` when nothing arrives before ``deadline`` (``current_time``).
+        """
+        async with asyncio.timeout_at(deadline):
+            return await self._reader.read(max_bytes)
+
+    async def send_all(self, data: bytes) -> None:
+        """Send every byte of ``data``."""
+        self._writer.write(data)
+        await self._writer.drain()
+
+    async def aclose(self) -> None:
+        """Close the connection."""
+        self._writer.close()
+        with contextlib.suppress(OSError, asyncio.CancelledError):
+            await self._writer.wait_closed()
+
+
+async def serve_tcp(
+    handler: Callable[[ByteStream], Awaitable[object]],
+    host: str,
+    port: int,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    task_status: TaskStatus[int] = TASK_STATUS_IGNORED,
+) -> None:
+    """Accept connections on ``host:port`` (0: any free port) until cancelled.
+
+    Each connection runs ``handler`` in a task of its own and is closed after it. The port
+    actually bound is passed to ``task_status.started``. Running out of file descriptors
+    (EMFILE) is logged by asyncio, and accepting resumes shortly after.
+    """
+
+    async def serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connection = ByteStream(reader, writer)
+        try:
+            await handler(connection)
+        except ConnectionError:
+            pass  # the peer went away; nothing to answer
+        finally:
+            await connection.aclose()
+
+    server = await asyncio.start_server(serve_one, host, port, ssl=ssl_context)
+    async with server:
+        task_status.started(server.sockets[0].getsockname()[1])
+        await server.serve_forever()
+
+
+def install_signal_handlers(
+    signals: Sequence[int], callback: Callable[[], object]
+) -> Callable[[], None]:
+    """Call ``callback`` in the loop when one of ``signals`` arrives; return an undo function."""
+    loop = asyncio.get_running_loop()
+    for number in signals:
+        loop.add_signal_handler(number, callback)
+
+    def restore() -> None:
+        for number in signals:
+            loop.remove_signal_handler(number)
+
+    return restore

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import logging
 import math
+from collections.abc import Callable
 
 from kubemoon_core import KubeMoonError
 from kubemoon_core._leader import LeaderElector, LeaderEvent, StartedLeading, StoppedLeading
@@ -31,10 +32,18 @@ class LeaderElection:
     deadline. :meth:`release` gives the lease up (call it after stopping the guarded work).
     """
 
-    def __init__(self, client: Client, elector: LeaderElector, *, request_timeout: float = 5.0):
+    def __init__(
+        self,
+        client: Client,
+        elector: LeaderElector,
+        *,
+        request_timeout: float = 5.0,
+        on_result: Callable[[str, BaseException | None], object] | None = None,
+    ):
         self.client = client
         self.elector = elector
         self.request_timeout = request_timeout
+        self._on_result = on_result
         self._leading = _backend.Event()
         self._lost = _backend.Event()
 
@@ -42,6 +51,11 @@ class LeaderElection:
     def is_leader(self) -> bool:
         """True while this candidate holds the lease."""
         return self.elector.is_leader
+
+    @property
+    def leading_event(self) -> _backend.Event:
+        """Set once this candidate has become the leader."""
+        return self._leading
 
     async def wait_leading(self) -> None:
         """Return once this candidate has become the leader."""
@@ -75,9 +89,16 @@ class LeaderElection:
         except (KubeMoonError, TimeoutError) as exc:
             logger.info("lease request failed: %s", exc)
             self._handle(self.elector.request_failed(_backend.current_time()))
+            self._report(request.method, exc)
         else:
             self._handle(self.elector.receive_response(response, _backend.current_time()))
+            self._report(request.method, None if response.ok else self.elector.last_error)
         return True
+
+    def _report(self, method: str, error: BaseException | None) -> None:
+        if self._on_result is not None:
+            verb = {"GET": "get", "POST": "create", "PUT": "update"}.get(method, method.lower())
+            self._on_result(verb, error)
 
     async def run(self) -> None:
         """Campaign and renew until cancelled."""

@@ -145,6 +145,7 @@ from ._resources import (
     validate_namespace,
 )
 from ._restmapper import NoMatchError, RefreshNeeded, RESTMapper
+from ._runtime_errors import CacheSyncTimeout, LeaderElectionTimeout, LeadershipLost
 from ._status import (
     AlreadyExists,
     ApiError,
@@ -208,6 +209,9 @@ __all__ = [
     "LogLevel",
     "Problem",
     "ReportKind",
+    "CacheSyncTimeout",
+    "LeaderElectionTimeout",
+    "LeadershipLost",
     "AGGREGATED_DISCOVERY_ACCEPT",
     "APIGroup",
     "APIGroupDiscoveryList",

@@ -14,6 +14,7 @@ from ._config import (
     load_kubeconfig,
 )
 from ._credentials import PLUGIN_OUTPUT_LIMIT, PLUGIN_TIMEOUT, CredentialProvider, PluginRun
+from ._metrics import MetricsSource, RuntimeCollector
 from ._tls import InsecureTLSWarning, ssl_context
 from ._transport import (
     ResponseTooLarge,
@@ -29,8 +30,10 @@ __all__ = [
     "CredentialProvider",
     "FileToken",
     "InsecureTLSWarning",
+    "MetricsSource",
     "PluginRun",
     "ResponseTooLarge",
+    "RuntimeCollector",
     "TLSError",
     "TransportError",
     "TransportTimeout",

@@ -22,19 +22,35 @@ from kubemoon_io import (
     load_kubeconfig,
 )
 
+from ._builder import ControllerBuilder, ReconcileFunction, RuntimeController
+from ._cache import CacheReader, SharedInformers
 from ._client import Client, StreamResponse, Watch
+from ._context import ReconcileContext
 from ._controller import ControllerRunner, Reconcile
+from ._events import EventRecorder
 from ._informer import Informer
 from ._leader import LeaderElection
+from ._manager import LeaderElectionConfig, Manager
+from ._probes import ProbeServer
 
 __all__ = [
+    "CacheReader",
     "Client",
+    "ControllerBuilder",
     "ControllerRunner",
+    "EventRecorder",
     "Informer",
     "InsecureTLSWarning",
     "LeaderElection",
+    "LeaderElectionConfig",
+    "Manager",
+    "ProbeServer",
     "Reconcile",
+    "ReconcileContext",
+    "ReconcileFunction",
     "ResponseTooLarge",
+    "RuntimeController",
+    "SharedInformers",
     "StreamResponse",
     "TLSError",
     "TransportError",

@@ -11,8 +11,13 @@ A blocking read cannot stop at a deadline, so streams are opened with a read tim
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
+import math
 import os
+import signal
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -27,6 +32,7 @@ __all__ = [
     "LOOP_NAME",
     "TASK_STATUS_IGNORED",
     "BodyReader",
+    "ByteStream",
     "Cancelled",
     "Event",
     "Lock",
@@ -34,7 +40,9 @@ __all__ = [
     "TaskStatus",
     "current_time",
     "fail_after",
+    "install_signal_handlers",
     "run_process",
+    "serve_tcp",
     "shielded",
     "sleep",
     "sleep_until",
@@ -43,6 +51,8 @@ __all__ = [
 ]
 
 LOOP_NAME = "threads"
+
+logger = logging.getLogger("kubemoon.server")
 
 Lock = threading.Lock
 
@@ -209,6 +219,7 @@ class TaskGroup:
         name = f"kubemoon-{getattr(fn, '__name__', 'task')}"
         thread = threading.Thread(target=self._run, args=(fn, args, kwargs), name=name)
         thread.daemon = True
+        self._threads = [t for t in self._threads if t.is_alive()]
         self._threads.append(thread)
         thread.start()
 
@@ -268,9 +279,12 @@ def wall_time() -> float:
 def sleep(seconds: float) -> None:
     """Sleep for ``seconds``; raises :class:`Cancelled` if this thread's group is cancelled."""
     token = _token()
+    wait = None if math.isinf(seconds) else max(0.0, seconds)
     if token is None:
-        time.sleep(max(0.0, seconds))
-    elif token.event.wait(max(0.0, seconds)):
+        if wait is None:
+            threading.Event().wait()
+        time.sleep(wait or 0.0)
+    elif token.event.wait(wait):
         raise Cancelled
 
 
@@ -376,3 +390,112 @@ class BodyReader:
                 self._chunks.close()
             finally:
                 self._response.close()
+
+
+# -- serving ------------------------------------------------------------------------------
+
+
+class ByteStream:
+    """One accepted connection: ``receive_some``, ``send_all``, ``close``.
+
+    Reads wait in short slices so that a cancelled task group ends them.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        sock.settimeout(_POLL)
+
+    def receive_some(self, max_bytes: int = 65536, deadline: float | None = None) -> bytes:
+        """Up to ``max_bytes`` bytes; ``b""`` when the peer closed its side.
+
+        Raises ``TimeoutError`` when nothing arrives before ``deadline`` (``current_time``).
+        """
+        while True:
+            _check()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError("no data before the deadline")
+            try:
+                return self._sock.recv(max_bytes)
+            except TimeoutError:
+                continue
+            except ssl.SSLWantReadError:
+                continue
+
+    def send_all(self, data: bytes) -> None:
+        """Send every byte of ``data``."""
+        self._sock.settimeout(30.0)
+        try:
+            self._sock.sendall(data)
+        finally:
+            self._sock.settimeout(_POLL)
+
+    def close(self) -> None:
+        """Close the connection."""
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+
+
+def serve_tcp(
+    handler: Callable[[ByteStream], object],
+    host: str,
+    port: int,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    task_status: TaskStatus[int] = TASK_STATUS_IGNORED,
+) -> None:
+    """Accept connections on ``host:port`` (0: any free port) until cancelled.
+
+    Each connection runs ``handler`` on a thread of its own and is closed after it. The port
+    actually bound is passed to ``task_status.started``. Running out of file descriptors
+    (EMFILE) is logged, and accepting resumes shortly after.
+    """
+    listener = socket.create_server((host, port))
+    listener.settimeout(_POLL)
+
+    def serve_one(sock: socket.socket) -> None:
+        try:
+            if ssl_context is not None:
+                sock.settimeout(10.0)
+                sock = ssl_context.wrap_socket(sock, server_side=True)
+            connection = ByteStream(sock)
+        except (OSError, ssl.SSLError):
+            sock.close()
+            return
+        try:
+            handler(connection)
+        except ConnectionError:
+            pass  # the peer went away; nothing to answer
+        finally:
+            connection.close()
+
+    with listener, TaskGroup() as connections:
+        task_status.started(listener.getsockname()[1])
+        while True:
+            _check()
+            try:
+                sock, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    logger.error("cannot accept a connection: %s (out of file descriptors)", exc)
+                    sleep(0.1)
+                    continue
+                raise
+            connections.start_soon(serve_one, sock)
+
+
+def install_signal_handlers(
+    signals: Sequence[int], callback: Callable[[], object]
+) -> Callable[[], None]:
+    """Call ``callback`` when one of ``signals`` arrives (main thread only); return an undo."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {number: signal.signal(number, lambda *_: callback()) for number in signals}
+
+    def restore() -> None:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+    return restore

@@ -308,6 +308,9 @@ class Client:
         self._credentials = Credentials(config)
         self._pool = self._new_pool(max_connections=max_connections)
         self._streams: set[StreamResponse] = set()
+        # (code, method, host) -> requests answered: rest_client_requests_total.
+        self.request_counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        self._host = config.host_header
 
     def __repr__(self) -> str:
         context = f" context={self.config.context!r}" if self.config.context else ""
@@ -395,7 +398,9 @@ class Client:
             finally:
                 raw.close()
         except _NETWORK_ERRORS as exc:
+            self.request_counts["<error>", request.method, self._host] += 1
             raise transport_error(exc, self.config.origin, self.config.tls_server_name) from None
+        self.request_counts[str(raw.status), request.method, self._host] += 1
         return Response(raw.status, _decode_headers(raw.headers), body)
 
     def _read_body(self, raw: httpcore.Response) -> bytes:
@@ -475,10 +480,12 @@ class Client:
             with _backend.shielded():
                 pool.close()
             if isinstance(exc, _NETWORK_ERRORS):
+                self.request_counts["<error>", request.method, self._host] += 1
                 raise transport_error(
                     exc, self.config.origin, self.config.tls_server_name
                 ) from None
             raise
+        self.request_counts[str(raw.status), request.method, self._host] += 1
         stream = StreamResponse(pool, raw, self.config.origin, self.config.tls_server_name)
         self._streams = {s for s in self._streams if not s.closed}
         self._streams.add(stream)

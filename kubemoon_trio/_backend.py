@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import signal
+import ssl
 import subprocess
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -24,13 +26,16 @@ __all__ = [
     "LOOP_NAME",
     "TASK_STATUS_IGNORED",
     "BodyReader",
+    "ByteStream",
     "Event",
     "Lock",
     "TaskGroup",
     "TaskStatus",
     "current_time",
     "fail_after",
+    "install_signal_handlers",
     "run_process",
+    "serve_tcp",
     "shielded",
     "sleep",
     "sleep_until",
@@ -230,3 +235,92 @@ class BodyReader:
                 await self._chunks.aclose()
             finally:
                 await self._response.aclose()
+
+
+# -- serving ------------------------------------------------------------------------------
+
+
+class ByteStream:
+    """One accepted connection: ``receive_some``, ``send_all``, ``aclose``."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self._stream = stream
+
+    async def receive_some(self, max_bytes: int = 65536, deadline: float | None = None) -> bytes:
+        """Up to ``max_bytes`` bytes; ``b""`` when the peer closed its side.
+
+        Raises ``TimeoutError`` when nothing arrives before ``deadline`` (``current_time``).
+        """
+        try:
+            with trio.fail_at(math.inf if deadline is None else deadline):
+                return bytes(await self._stream.receive_some(max_bytes))
+        except trio.TooSlowError:
+            raise TimeoutError("no data before the deadline") from None
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise ConnectionError(str(exc) or type(exc).__name__) from exc
+
+    async def send_all(self, data: bytes) -> None:
+        """Send every byte of ``data``."""
+        try:
+            await self._stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise ConnectionError(str(exc) or type(exc).__name__) from exc
+
+    async def aclose(self) -> None:
+        """Close the connection."""
+        with trio.CancelScope(shield=True):
+            await self._stream.aclose()
+
+
+async def serve_tcp(
+    handler: Callable[[ByteStream], Awaitable[object]],
+    host: str,
+    port: int,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Accept connections on ``host:port`` (0: any free port) until cancelled.
+
+    Each connection runs ``handler`` in a task of its own and is closed after it. The port
+    actually bound is passed to ``task_status.started``. Running out of file descriptors
+    (EMFILE) is logged, and accepting resumes shortly after.
+    """
+    listeners: list[trio.abc.Listener[trio.abc.Stream]] = list(
+        await trio.open_tcp_listeners(port, host=host)
+    )
+    bound = listeners[0].socket.getsockname()[1]  # type: ignore[attr-defined]
+    if ssl_context is not None:
+        listeners = [
+            trio.SSLListener(listener, ssl_context, https_compatible=True) for listener in listeners
+        ]
+
+    async def serve_one(stream: trio.abc.Stream) -> None:
+        connection = ByteStream(stream)
+        try:
+            await handler(connection)
+        except ConnectionError:
+            pass  # the peer went away; nothing to answer
+        finally:
+            await connection.aclose()
+
+    task_status.started(bound)
+    await trio.serve_listeners(serve_one, listeners)
+
+
+def install_signal_handlers(
+    signals: Sequence[int], callback: Callable[[], object]
+) -> Callable[[], None]:
+    """Call ``callback`` in the loop when one of ``signals`` arrives; return an undo function."""
+    token = trio.lowlevel.current_trio_token()
+    previous = {}
+    for number in signals:
+        previous[number] = signal.signal(
+            number, lambda *_: token.run_sync_soon(callback, idempotent=True)
+        )
+
+    def restore() -> None:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+    return restore
