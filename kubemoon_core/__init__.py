@@ -37,6 +37,15 @@ from ._controller import (
     labels_changed,
     negate,
 )
+from ._desired import (
+    SERVER_SET_METADATA,
+    WriteAction,
+    WritePlan,
+    apply_object,
+    plan_status,
+    plan_write,
+    server_side_apply_request,
+)
 from ._discovery import (
     AGGREGATED_DISCOVERY_ACCEPT,
     APIGroup,
@@ -185,6 +194,13 @@ from ._watch import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "SERVER_SET_METADATA",
+    "WriteAction",
+    "WritePlan",
+    "apply_object",
+    "plan_status",
+    "plan_write",
+    "server_side_apply_request",
     "find_condition",
     "is_status_condition_false",
     "is_status_condition_true",
