@@ -34,6 +34,7 @@ __all__ = [
     "current_time",
     "fail_after",
     "install_signal_handlers",
+    "run_loop",
     "run_process",
     "serve_tcp",
     "shielded",
@@ -359,3 +360,12 @@ def install_signal_handlers(
             loop.remove_signal_handler(number)
 
     return restore
+
+
+def run_loop(fn: Callable[..., Awaitable[object]], **kwargs: object) -> None:
+    """Run ``fn(**kwargs)`` on a new asyncio loop, in this thread, until it returns."""
+
+    async def main() -> None:
+        await fn(**kwargs)
+
+    asyncio.run(main())

@@ -41,6 +41,7 @@ __all__ = [
     "current_time",
     "fail_after",
     "install_signal_handlers",
+    "run_loop",
     "run_process",
     "serve_tcp",
     "shielded",
@@ -499,3 +500,8 @@ def install_signal_handlers(
             signal.signal(number, handler)
 
     return restore
+
+
+def run_loop(fn: Callable[..., object], **kwargs: object) -> None:
+    """Call ``fn(**kwargs)`` in this thread (the blocking twin of running a loop)."""
+    fn(**kwargs)

@@ -9,11 +9,23 @@ and the reconcile id on every record.
 
 from __future__ import annotations
 
+import datetime
 import logging
 from collections.abc import Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from kubemoon_core import GroupVersionResource, LocalProtocolError, ObjectKey, WorkItem
+from kubemoon_core import (
+    GroupVersionKind,
+    GroupVersionResource,
+    LocalProtocolError,
+    NotFound,
+    ObjectKey,
+    WorkItem,
+    WriteAction,
+    plan_status,
+    plan_write,
+    set_condition,
+)
 
 from ._cache import CacheReader
 from ._client import Client
@@ -21,7 +33,10 @@ from ._client import Client
 if TYPE_CHECKING:
     from ._events import EventRecorder
 
-__all__ = ["ReconcileContext"]
+__all__ = ["CONTROLLER_UID_INDEX", "ReconcileContext"]
+
+CONTROLLER_UID_INDEX = "kubemoon.dev/controller-uid"
+"""The index of owned objects by the uid of their controller (set up by ``owns``)."""
 
 
 class _KeyLogger(logging.LoggerAdapter[logging.Logger]):
@@ -48,10 +63,15 @@ class ReconcileContext:
         item: WorkItem,
         client: Client,
         primary: CacheReader,
+        primary_resource: GroupVersionResource,
+        primary_kind: GroupVersionKind | None,
         caches: Mapping[GroupVersionResource, CacheReader],
         events: EventRecorder,
     ) -> None:
         self.controller = controller
+        self.primary_resource = primary_resource
+        self._kind = primary_kind
+        self.writes = 0
         self.key: ObjectKey = item.key
         self.reconcile_id = item.reconcile_id
         self.requeues = item.requeues
@@ -89,3 +109,100 @@ class ReconcileContext:
             known = ", ".join(sorted(str(r) for r in self._caches))
             raise LocalProtocolError(f"{resource} is not watched by {self.controller} ({known})")
         return reader
+
+    # -- helpers every operator needs ------------------------------------------------------
+
+    def owner_reference(self) -> dict[str, Any]:
+        """The ``ownerReferences`` entry making the primary the controller of an object."""
+        obj = self.obj
+        if obj is None or self._kind is None:
+            raise LocalProtocolError(f"{self.key}: no cached primary (or no kind) to own with")
+        uid = (obj.get("metadata") or {}).get("uid")
+        return {
+            "apiVersion": self._kind.api_version,
+            "kind": self._kind.kind,
+            "name": self.key.name,
+            "uid": uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+    def owned(self, resource: GroupVersionResource) -> list[Mapping[str, Any]]:
+        """The cached objects of ``resource`` that the primary controls (via ``owns``)."""
+        obj = self.obj
+        uid = (obj.get("metadata") or {}).get("uid") if obj is not None else None
+        if not isinstance(uid, str):
+            return []
+        return self.cache(resource).by_index(CONTROLLER_UID_INDEX, uid)
+
+    def ensure(
+        self, resource: GroupVersionResource, desired: Mapping[str, Any], *, owned: bool = True
+    ) -> bool:
+        """Create or patch an object so it looks as ``desired``; True if a write was made.
+
+        Compared with the cached object, so steady state makes no write. With ``owned``,
+        the primary becomes its controller and the namespace defaults to the key's.
+        """
+        wanted = dict(desired)
+        metadata = dict(wanted.get("metadata") or {})
+        if self.namespace:
+            metadata.setdefault("namespace", self.namespace)
+        if owned:
+            metadata["ownerReferences"] = [self.owner_reference()]
+        wanted["metadata"] = metadata
+        name = metadata.get("name")
+        if not isinstance(name, str):
+            raise LocalProtocolError("the desired object has no metadata.name")
+        existing = self.cache(resource).get(name, metadata.get("namespace") or "")
+        plan = plan_write(resource, wanted, existing)
+        if plan.action is WriteAction.NONE or plan.request is None:
+            return False
+        self.client.request(plan.request)
+        self.writes += 1
+        self.log.info("%s %s (%s)", plan.action.value, name, ", ".join(plan.changed))
+        return True
+
+    def delete(self, resource: GroupVersionResource, obj: Mapping[str, Any]) -> bool:
+        """Delete a cached object (gone already is fine); True if this call deleted it."""
+        metadata = obj.get("metadata") or {}
+        try:
+            self.client.delete(
+                resource, metadata["name"], namespace=metadata.get("namespace") or None
+            )
+        except NotFound:
+            return False
+        self.writes += 1
+        self.log.info("deleted %s", metadata["name"])
+        return True
+
+    def condition(
+        self, type: str, status: bool | str, reason: str, message: str = ""
+    ) -> list[dict[str, Any]]:
+        """The primary's ``status.conditions`` with ``type`` set (for :meth:`update_status`).
+
+        ``lastTransitionTime`` changes only when the status flips; ``observedGeneration``
+        is the primary's generation.
+        """
+        obj = self.obj or {}
+        value = status if isinstance(status, str) else ("True" if status else "False")
+        return set_condition(
+            (obj.get("status") or {}).get("conditions"),
+            type,
+            value,
+            reason,
+            message,
+            observed_generation=int((obj.get("metadata") or {}).get("generation") or 0),
+            wall=datetime.datetime.now(datetime.UTC),
+        )
+
+    def update_status(self, status: Mapping[str, Any]) -> bool:
+        """Patch the primary's status subresource if it differs; True if a write was made."""
+        obj = self.obj
+        if obj is None:
+            return False
+        plan = plan_status(self.primary_resource, status, obj)
+        if plan.action is WriteAction.NONE or plan.request is None:
+            return False
+        self.client.request(plan.request)
+        self.writes += 1
+        return True

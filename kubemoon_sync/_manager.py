@@ -306,6 +306,10 @@ class Manager:
             if restore is not None:
                 restore()
 
+    def run_forever(self) -> None:
+        """Run on a new event loop until SIGTERM or SIGINT (see :meth:`run`)."""
+        _backend.run_loop(self.run, handle_signals=True)
+
     def _run(self, task_status: _backend.TaskStatus[None]) -> None:
         with _backend.TaskGroup() as tasks:
             if self.probe_address is not None:

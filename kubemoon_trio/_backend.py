@@ -9,6 +9,7 @@ Same names, same signatures, on every side.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import signal
 import ssl
@@ -34,6 +35,7 @@ __all__ = [
     "current_time",
     "fail_after",
     "install_signal_handlers",
+    "run_loop",
     "run_process",
     "serve_tcp",
     "shielded",
@@ -324,3 +326,8 @@ def install_signal_handlers(
             signal.signal(number, handler)
 
     return restore
+
+
+def run_loop(fn: Callable[..., Awaitable[object]], **kwargs: object) -> None:
+    """Run ``fn(**kwargs)`` on a new trio loop, in this thread, until it returns."""
+    trio.run(functools.partial(fn, **kwargs))

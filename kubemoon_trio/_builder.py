@@ -9,12 +9,13 @@ counted by the informer, which keeps running.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from kubemoon_core import (
     APIResource,
     Change,
+    Conflict,
     Controller,
     GroupVersionKind,
     GroupVersionResource,
@@ -24,13 +25,15 @@ from kubemoon_core import (
     Outcome,
     Predicate,
     RateLimiter,
+    Requeue,
     Scope,
     Source,
     WorkItem,
+    controller_of,
 )
 
 from ._cache import CacheReader
-from ._context import ReconcileContext
+from ._context import CONTROLLER_UID_INDEX, ReconcileContext
 from ._controller import ControllerRunner
 from ._informer import Informer
 
@@ -43,6 +46,12 @@ ReconcileFunction = Callable[[ReconcileContext], Awaitable[Outcome]]
 """A reconcile: given the context of one key, returns the core's outcome."""
 
 
+def _controller_uid(obj: Mapping[str, Any]) -> tuple[str, ...]:
+    ref = controller_of(obj)
+    uid = ref.get("uid") if ref is not None else None
+    return (uid,) if isinstance(uid, str) else ()
+
+
 class RuntimeController:
     """A controller wired to shared informers and run by the manager."""
 
@@ -53,10 +62,12 @@ class RuntimeController:
         sources: list[tuple[Source, Informer]],
         reconcile: ReconcileFunction,
         *,
+        kind: GroupVersionKind | None,
         workers: int,
         rate_limiter: RateLimiter | None,
     ) -> None:
         self.name = name
+        self._kind = kind
         self.manager = manager
         self.controller = Controller(
             [source for source, _ in sources], workers=workers, rate_limiter=rate_limiter
@@ -106,10 +117,17 @@ class RuntimeController:
             item=item,
             client=self.manager.client,
             primary=self.primary,
+            primary_resource=self.primary_informer.resource,
+            primary_kind=self._kind,
             caches=self._caches,
             events=self.manager.events,
         )
-        return await self._reconcile(context)
+        try:
+            return await self._reconcile(context)
+        except Conflict as exc:
+            # A stale cache or a concurrent writer: look again with fresh data.
+            context.log.info("conflict, requeueing: %s", exc)
+            return Requeue()
 
 
 class ControllerBuilder:
@@ -180,7 +198,11 @@ class ControllerBuilder:
         source = Source.owned(
             self._source_name(gvr, "owns"), owner, owner_scope=self._scope, predicate=predicate
         )
-        informer = self._manager.informers.get(resource, namespace=namespace or self._namespace)
+        informer = self._manager.informers.get(
+            resource,
+            namespace=namespace or self._namespace,
+            indexers={CONTROLLER_UID_INDEX: _controller_uid},
+        )
         self._sources.append((source, informer))
         return self
 
@@ -223,6 +245,9 @@ class ControllerBuilder:
             self._name,
             self._sources,
             reconcile,
+            kind=None
+            if self._kind is None
+            else GroupVersionKind(self._gvr.group, self._gvr.version, self._kind),
             workers=self._workers,
             rate_limiter=self._rate_limiter,
         )
