@@ -238,11 +238,14 @@ def crd_manifest(*classes: type, conversion: ConversionWebhook | None = None) ->
                 f"{info.cls.__name__}: group, kind, names and scope differ from "
                 f"{first.cls.__name__}'s"
             )
-        if (info.short_names, info.categories) != (first.short_names, first.categories):
-            raise SchemaError(f"{info.cls.__name__}: short names or categories differ")
         if info.version in seen:
             raise SchemaError(f"{info.cls.__name__}: version {info.version} declared twice")
         seen.add(info.version)
+    # Short names and categories are the CRD's: versions that state them must agree.
+    short_names = {info.short_names for info in infos if info.short_names}
+    categories = {info.categories for info in infos if info.categories}
+    if len(short_names) > 1 or len(categories) > 1:
+        raise SchemaError(f"{first.kind}: the versions declare different short names or categories")
     storage = [info for info in infos if info.storage]
     if len(infos) == 1 and first.storage is not False:
         storage = infos
@@ -257,10 +260,10 @@ def crd_manifest(*classes: type, conversion: ConversionWebhook | None = None) ->
         "plural": first.plural,
         "singular": first.singular,
     }
-    if first.short_names:
-        names["shortNames"] = list(first.short_names)
-    if first.categories:
-        names["categories"] = list(first.categories)
+    if short_names:
+        names["shortNames"] = list(short_names.pop())
+    if categories:
+        names["categories"] = list(categories.pop())
     spec: dict[str, Any] = {
         "group": first.group,
         "names": names,

@@ -444,7 +444,8 @@ def _check_list_type(node: Node, marker: ListType, where: str) -> None:
         f = by_json.get(key)
         if f is None:
             raise SchemaError(f"{where}: map key {key!r} is not a field of the items")
-        if f.node.kind not in SCALARS or not (f.required or f.default is not _MISSING):
+        defaulted = not f.optional and f.default is not _MISSING
+        if f.node.kind not in SCALARS or not (f.required or defaulted):
             raise SchemaError(
                 f"{where}: map key {key!r} must be a scalar that is required or has a default"
             )
