@@ -48,6 +48,7 @@ from kubemoon_core._kubeconfig import ClientConfig
 from kubemoon_core._request import Target
 from kubemoon_core._watch import WatchDecoder, WatchEvent
 from kubemoon_io import (
+    PLUGIN_TIMEOUT,
     ResponseTooLarge,
     TransportTimeout,
     load_config,
@@ -69,6 +70,9 @@ DEFAULT_TOTAL_TIMEOUT = 60.0
 DEFAULT_PAGE_SIZE = 500
 ERROR_BODY_LIMIT = 64 * 1024
 DEFAULT_MAX_BODY_SIZE = 128 * 1024 * 1024
+# A watch silent for longer than the server would keep it open is a dead connection.
+WATCH_IDLE_MARGIN = 30.0
+MAX_SERVER_WATCH = 3600.0
 
 _NETWORK_ERRORS = (
     httpcore.ProtocolError,
@@ -283,7 +287,8 @@ class Client:
     context manager. ``timeout`` bounds connecting and each read of a CRUD request, and
     ``total_timeout`` the whole of it (each call may pass its own); ``max_body_size`` caps a
     response body (error bodies are cut at 64 KiB); ``max_retries`` bounds the retries of
-    429/5xx answers that carry ``Retry-After``.
+    429/5xx answers that carry ``Retry-After``; ``exec_timeout`` bounds an exec credential
+    plugin's run.
     """
 
     def __init__(
@@ -296,6 +301,7 @@ class Client:
         max_retries: int = 3,
         ssl_context: ssl.SSLContext | None = None,
         max_connections: int = 10,
+        exec_timeout: float = PLUGIN_TIMEOUT,
     ) -> None:
         self.config = config
         self._timeout = timeout
@@ -305,7 +311,7 @@ class Client:
         if ssl_context is None and config.scheme == "https":
             ssl_context = make_ssl_context(config)
         self._ssl_context = ssl_context
-        self._credentials = Credentials(config)
+        self._credentials = Credentials(config, plugin_timeout=exec_timeout)
         self._pool = self._new_pool(max_connections=max_connections)
         self._streams: set[StreamResponse] = set()
         # (code, method, host) -> requests answered: rest_client_requests_total.
@@ -390,13 +396,18 @@ class Client:
         )
 
     async def _exchange(
-        self, request: Request, url: str, authorization: str | None, read_timeout: float
+        self,
+        request: Request,
+        url: str,
+        authorization: str | None,
+        read_timeout: float,
+        deadline: float,
     ) -> Response:
         raw_request = self._raw_request(request, url, authorization, read_timeout)
         try:
             raw = await self._pool.handle_async_request(raw_request)
             try:
-                body = await self._read_body(raw)
+                body = await self._read_body(raw, deadline)
             finally:
                 await raw.aclose()
         except _NETWORK_ERRORS as exc:
@@ -405,21 +416,29 @@ class Client:
         self.request_counts[str(raw.status), request.method, self._host] += 1
         return Response(raw.status, _decode_headers(raw.headers), body)
 
-    async def _read_body(self, raw: httpcore.Response) -> bytes:
-        # Bounded: an error body is cut at 64 KiB, any other body over the cap is refused.
+    async def _read_body(self, raw: httpcore.Response, deadline: float) -> bytes:
+        # Bounded: an error body is cut at 64 KiB, any other body over the cap is refused,
+        # and a body that trickles in stops at the call's deadline (even where a blocking
+        # read cannot be interrupted, each chunk is checked).
         limit = self._max_body_size if 200 <= raw.status < 300 else ERROR_BODY_LIMIT
         chunks: list[bytes] = []
         size = 0
-        async for chunk in raw.aiter_stream():
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > limit:
-                if limit == ERROR_BODY_LIMIT:
-                    return b"".join(chunks)[:limit]
-                raise ResponseTooLarge(
-                    f"{self.config.origin}: the response body exceeds {limit} bytes "
-                    "(max_body_size); the connection was closed"
-                )
+        reader = _backend.BodyReader(raw)
+        try:
+            while chunk := await reader.receive():
+                if _backend.current_time() > deadline:
+                    raise TimeoutError("the response body is still arriving at the deadline")
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > limit:
+                    if limit == ERROR_BODY_LIMIT:
+                        return b"".join(chunks)[:limit]
+                    raise ResponseTooLarge(
+                        f"{self.config.origin}: the response body exceeds {limit} bytes "
+                        "(max_body_size); the connection was closed"
+                    )
+        finally:
+            await reader.aclose()
         return b"".join(chunks)
 
     async def send(self, request: Request, *, timeout: float | None = None) -> Response:
@@ -432,17 +451,15 @@ class Client:
         """
         total = self._total_timeout if timeout is None else timeout
         url = self.config.url(request.target)
+        deadline = _backend.current_time() + total
+        each = min(self._timeout, total)
         try:
             async with _backend.fail_after(total):
                 authorization, generation = await self._credentials.authorization()
-                response = await self._exchange(
-                    request, url, authorization, min(self._timeout, total)
-                )
+                response = await self._exchange(request, url, authorization, each, deadline)
                 if response.status_code == 401 and await self._credentials.refresh(generation):
                     authorization, _ = await self._credentials.authorization()
-                    response = await self._exchange(
-                        request, url, authorization, min(self._timeout, total)
-                    )
+                    response = await self._exchange(request, url, authorization, each, deadline)
         except TimeoutError:
             raise TransportTimeout(
                 f"{self.config.origin}: {request.method} {request.path} took longer than "
@@ -564,7 +581,18 @@ class Client:
         options: ListOptions | None = None,
         read_timeout: float | None = None,
     ) -> Watch:
-        """Watch a collection on a connection of its own (see :class:`Watch`)."""
+        """Watch a collection on a connection of its own (see :class:`Watch`).
+
+        ``read_timeout`` is how long the stream may stay silent before
+        :class:`TransportTimeout` (a half-open connection never answers again). By default
+        it is the server-side ``timeoutSeconds`` plus 30 s, or, without one, the longest a
+        server keeps a watch open (twice its one-hour-at-most request timeout) plus 30 s.
+        """
+        if read_timeout is None:
+            server_side = options.timeout_seconds if options is not None else None
+            read_timeout = WATCH_IDLE_MARGIN + (
+                server_side if server_side is not None else MAX_SERVER_WATCH
+            )
         return Watch(
             self, watch_request(resource, namespace=namespace, options=options), read_timeout
         )

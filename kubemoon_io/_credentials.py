@@ -131,12 +131,12 @@ class CredentialProvider:
         assert exec_config is not None, "no exec plugin is configured"
         self.plugin_runs += 1
         where = self._where(exec_config)
-        if returncode != 0:
-            raise ConfigError(f"the exec plugin exited with code {returncode}", **where)
-        if len(stdout) > PLUGIN_OUTPUT_LIMIT:
+        if len(stdout) > PLUGIN_OUTPUT_LIMIT:  # it was stopped for that: check it first
             raise ConfigError(
                 f"the exec plugin printed more than {PLUGIN_OUTPUT_LIMIT} bytes", **where
             )
+        if returncode != 0:
+            raise ConfigError(f"the exec plugin exited with code {returncode}", **where)
         credential = parse_exec_credential(stdout, exec_config)
         if credential.token is None and credential.client_certificate_data is None:
             raise ConfigError("the exec plugin returned no token and no certificate", **where)

@@ -22,8 +22,8 @@ logger = logging.getLogger("kubemoon.auth")
 class Credentials:
     """Produces the ``Authorization`` header of one :class:`ClientConfig`."""
 
-    def __init__(self, config: ClientConfig) -> None:
-        self.provider = CredentialProvider(config)
+    def __init__(self, config: ClientConfig, *, plugin_timeout: float) -> None:
+        self.provider = CredentialProvider(config, plugin_timeout=plugin_timeout)
         self._lock = _backend.Lock()
 
     def __repr__(self) -> str:

@@ -52,6 +52,7 @@ _UNASYNC: tuple[tuple[str, str], ...] = (
     (r"\bhandle_async_request\b", "handle_request"),
     (r"\baread\b", "read"),
     (r"\baiter_stream\b", "iter_stream"),
+    (r"\baclosing\b", "closing"),
     (r"\baclose\b", "close"),
     (r"\ban async iterator\b", "an iterator"),
     (r"\basync iterator\b", "iterator"),
