@@ -845,8 +845,9 @@ def parse_exec_credential(output: bytes, exec_config: ExecConfig) -> ExecCredent
     if not isinstance(document, Mapping) or document.get("kind") != "ExecCredential":
         raise ConfigError("the exec plugin did not print an ExecCredential", **where)
     if document.get("apiVersion") != exec_config.api_version:
+        answered = printable(str(document.get("apiVersion")), 80)
         raise ConfigError(
-            f"the exec plugin answered apiVersion {str(document.get('apiVersion'))[:80]!r}, "
+            f"the exec plugin answered apiVersion {answered!r}, "
             f"expected {exec_config.api_version!r}",
             **where,
         )

@@ -407,3 +407,15 @@ def test_credentials_over_plain_http_are_flagged(settings: dict[str, Any], expec
         assert "TOKEN-SECRET" not in warning and "PASSWORD-SECRET" not in warning
     else:
         assert warning is None
+
+
+def test_an_unexpected_exec_api_version_is_shown_sanitised() -> None:
+    output = json.dumps(
+        {"apiVersion": "\x1b]0;pwned\x07v9" + "x" * 500, "kind": "ExecCredential"}
+    ).encode()
+    with pytest.raises(ConfigError, match="answered apiVersion") as info:
+        parse_exec_credential(output, V1)
+    assert "\x1b" not in str(info.value)
+    assert "\x07" not in str(info.value)
+    assert "U+001B]0;pwned" in str(info.value)
+    assert len(str(info.value)) < 300
