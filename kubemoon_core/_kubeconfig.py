@@ -291,11 +291,15 @@ def _ascii_host(host: str, what: str, source: str) -> str:
     return encoded
 
 
-@functools.lru_cache(maxsize=64)
 def _split_server(server: object, source: str) -> tuple[str, str, int, str]:
-    # Cached: adapters read origin and host_header on every request.
     if not isinstance(server, str) or not server:
         raise ConfigError("the cluster has no server URL", file=source, key="server")
+    return _split_url(server, source)
+
+
+@functools.lru_cache(maxsize=64)
+def _split_url(server: str, source: str) -> tuple[str, str, int, str]:
+    # Cached: adapters read origin and host_header on every request.
     try:
         parts = urlsplit(server)
         port = parts.port

@@ -419,3 +419,9 @@ def test_an_unexpected_exec_api_version_is_shown_sanitised() -> None:
     assert "\x07" not in str(info.value)
     assert "U+001B]0;pwned" in str(info.value)
     assert len(str(info.value)) < 300
+
+
+@pytest.mark.parametrize("server", [["https://h"], {"url": "https://h"}, None, 5])
+def test_a_server_that_is_not_a_string_is_a_config_error(server: Any) -> None:
+    with pytest.raises(ConfigError, match="no server URL"):
+        ClientConfig(server=server)
