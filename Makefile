@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 PACKAGES := kubemoon_core kubemoon_io kubemoon_trio kubemoon_asyncio kubemoon_sync kubemoon_testing kubemoon_cli configmirror
 CORE_COVERAGE_MIN := 95
 
-.PHONY: all install lint typecheck test test-fast unit property fault integration docs fuzz bench testenv demo clean
+.PHONY: all install lint typecheck test test-fast test-matrix unit property fault integration docs fuzz bench testenv demo clean
 
 all: test
 
@@ -44,6 +44,11 @@ test: lint typecheck testenv
 test-fast: $(STAMP)
 	$(BIN)/pytest -q tests/unit tests/property
 
+# The pure tiers on every supported CPython found here (3.11, 3.12, 3.13), each in its own
+# .venv-3.X; a version that is not installed is skipped with a message.
+test-matrix:
+	$(PYTHON) scripts/test_matrix.py $(MATRIX)
+
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
@@ -72,4 +77,4 @@ demo: $(STAMP) testenv
 	$(BIN)/python examples/demo.py
 
 clean:
-	rm -rf $(VENV) .coverage docs/_build .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-3.* .coverage docs/_build .mypy_cache .ruff_cache .hypothesis

@@ -1,13 +1,21 @@
 """One replaceable JSON backend for everything the core decodes and encodes.
 
 The standard library is the default; ``use_fast_json()`` switches to orjson when it is
-installed (``pip install kubemoon[fast]``). Decoding errors become ``DecodeError``.
+installed (``pip install kubemoon[fast]``). Decoding errors become ``DecodeError``,
+encoding errors ``LocalProtocolError``.
+
+Both backends speak RFC 8259 and nothing more: ``NaN``, ``Infinity``, ``-Infinity`` and a
+number too large for a double (``1e999999``) are refused when decoding, and a NaN or an
+infinite float is refused when encoding (orjson would write it as ``null``). Too deep a
+nesting is an error of the same kinds, never a ``RecursionError``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
+from json.decoder import JSONDecoder
 from typing import Any
 
 from ._errors import DecodeError, LocalProtocolError
@@ -24,12 +32,63 @@ Loads = Callable[[bytes | str], Any]
 Dumps = Callable[[Any], bytes]
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (RFC 8259)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"number {text[:40]} is too large for a double")
+    return value
+
+
+# The standard library's decoder with the RFC 8259 number rules; the watch decoder's scanner
+# is made from this very object so both read documents alike. parse_float is only called
+# for numbers with a fraction or an exponent, so integers keep the C fast path.
+STRICT_DECODER = JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+_std_decode = STRICT_DECODER.decode
+
+
 def _std_loads(data: bytes | str) -> Any:
-    return json.loads(data)
+    # What json.loads does for bytes (UTF-8/16/32 sniffing), then the strict decoder.
+    if not isinstance(data, str):
+        data = data.decode(json.detect_encoding(data), "surrogatepass")
+    return _std_decode(data)
+
+
+_STD_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def _std_dumps(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    return _STD_ENCODER.encode(value).encode()
+
+
+def _non_finite(value: Any) -> bool:
+    """Whether a NaN or an infinite float is somewhere in ``value`` (iteratively: a value
+    orjson managed to encode is at most 255 levels deep, but no recursion is needed)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+    return False
+
+
+def _orjson_dumps(encode: Dumps) -> Dumps:
+    def dumps(value: Any) -> bytes:
+        data = encode(value)
+        # orjson writes a NaN or an infinity as null; only a document with a null can hide one.
+        if b"null" in data and _non_finite(value):
+            raise ValueError("NaN and infinite floats are not JSON numbers (RFC 8259)")
+        return data
+
+    return dumps
 
 
 _backend: tuple[str, Loads, Dumps] = ("json", _std_loads, _std_dumps)
@@ -48,7 +107,7 @@ def dumps(value: Any) -> bytes:
     """Encode a value as compact UTF-8 JSON."""
     try:
         return _backend[2](value)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise LocalProtocolError(f"value cannot be encoded as JSON: {exc}") from None
 
 
@@ -69,7 +128,7 @@ def use_fast_json() -> bool:
         import orjson  # noqa: PLC0415 - optional dependency
     except ImportError:
         return False
-    set_json_backend("orjson", orjson.loads, orjson.dumps)
+    set_json_backend("orjson", orjson.loads, _orjson_dumps(orjson.dumps))
     return True
 
 

@@ -4,10 +4,12 @@ Rules: this module reads no file, no environment and no clock; adapters hand it 
 parsed YAML) of each kubeconfig file with the file's path, the environment of an in-cluster
 pod, and wall-clock times. Merging follows kubectl: the first file to set a map key
 (a cluster, user or context name) wins and entries are never merged field by field; the
-first non-empty ``current-context`` wins. File references are resolved against the directory
-of the file that holds them. Every configuration error is a :class:`ConfigError` naming the
-file and the key. Secrets (tokens, passwords, keys, exec output) never appear in a ``repr``
-or an error message.
+first non-empty ``current-context`` wins; one file naming two entries alike is refused, as
+client-go refuses it. Relative file references are joined to the directory of the file that
+holds them and cleaned lexically, as Go's ``filepath.Join`` does; absolute ones are used as
+written. Every configuration error is a :class:`ConfigError` naming the file and the key.
+Secrets (tokens, passwords, keys, exec arguments, environment and output, user information
+in URLs) never appear in a ``repr`` or an error message.
 """
 
 from __future__ import annotations
@@ -15,9 +17,13 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime
+import functools
+import ntpath
+import posixpath
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import PurePath
+from dataclasses import dataclass, field, fields
+from pathlib import PurePath, PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,6 +31,7 @@ import yaml
 
 from . import _json
 from ._errors import DecodeError, KubeMoonError, LocalProtocolError
+from ._redact import REDACTED, printable, redact_url
 
 __all__ = [
     "ClientConfig",
@@ -44,6 +51,10 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 _INTERACTIVE_MODES = ("Never", "IfAvailable", "Always")
+# The proxy schemes client-go accepts in a cluster's proxy-url.
+PROXY_SCHEMES = ("http", "https", "socks5")
+# The longest install hint kept: it is printed to a person, never a dump.
+_INSTALL_HINT_LIMIT = 2000
 
 
 class ConfigError(KubeMoonError):
@@ -67,16 +78,34 @@ class ExecConfig:
 
     ``command`` is already resolved against the kubeconfig's directory when it is a
     relative path with a separator; a bare name is looked up on ``PATH`` when run.
+    ``install_hint`` is kept sanitised as client-go does: control and format characters
+    other than tab, newline and carriage return (a terminal escape, a bidi override) are
+    written as ``U+XXXX``, so printing it cannot drive the terminal. The ``repr`` redacts
+    ``args`` and ``env`` (they often carry secrets), as client-go does.
     """
 
     api_version: str
     command: str
     args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    env: tuple[tuple[str, str], ...] = ()
     interactive_mode: str = "IfAvailable"
     provide_cluster_info: bool = False
     install_hint: str = ""
     source: str = ""
+
+    def __post_init__(self) -> None:
+        hint = printable(self.install_hint, _INSTALL_HINT_LIMIT)
+        if hint != self.install_hint:
+            object.__setattr__(self, "install_hint", hint)
+
+    def __repr__(self) -> str:
+        return (
+            f"ExecConfig(api_version={self.api_version!r}, command={self.command!r}, "
+            f"args=[{len(self.args)} {REDACTED}], env=[{len(self.env)} {REDACTED}], "
+            f"interactive_mode={self.interactive_mode!r}, "
+            f"provide_cluster_info={self.provide_cluster_info!r}, "
+            f"install_hint={self.install_hint!r}, source={self.source!r})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +113,18 @@ class ClientConfig:
     """Everything an adapter needs to reach one API server as one identity.
 
     Produced by :meth:`Kubeconfig.select` or :func:`in_cluster_config`, or built directly.
-    ``*_data`` fields hold decoded bytes (PEM); ``*_file`` fields hold absolute paths when
-    they came from a kubeconfig. When both a file and data are set, the data wins (as in
-    client-go). A ``token_file`` is re-read by the adapters when it changes on disk and
-    wins over ``token``.
+    ``*_data`` fields hold decoded bytes (PEM); ``*_file`` fields hold the paths a kubeconfig
+    gave, joined to its directory when relative. A kubeconfig entry that sets both a file
+    and data for the same thing is refused (client-go's clientcmd validation refuses it
+    too); on a ClientConfig built directly both may be set and the data wins, as with
+    client-go's ``rest.Config``. A ``token_file`` is re-read by the adapters when it
+    changes on disk and wins over ``token``; a token (or token file) together with basic
+    auth is refused, as client-go refuses it. ``proxy_url`` is the cluster's
+    ``proxy-url`` (``http``, ``https`` or ``socks5``, as client-go accepts), checked here
+    and left to the adapters to use. A non-ASCII server host is encoded with IDNA
+    (:attr:`host`, :attr:`origin`, :attr:`host_header` are ASCII). The ``repr`` shows no
+    credential: tokens, passwords, keys and certificates, exec arguments and environment,
+    and the user information of the proxy URL are redacted.
     """
 
     server: str
@@ -107,9 +144,12 @@ class ClientConfig:
     namespace: str = "default"
     context: str | None = None
     source: str = ""
+    proxy_url: str | None = None
 
     def __post_init__(self) -> None:
         _split_server(self.server, self.source)
+        if self.proxy_url is not None:
+            _check_proxy(self.proxy_url, self.source, "")
         if (self.client_cert_file or self.client_cert_data) and not (
             self.client_key_file or self.client_key_data
         ):
@@ -120,11 +160,49 @@ class ClientConfig:
             raise ConfigError("a client key needs a client certificate", file=self.source)
         if (self.username is None) != (self.password is None):
             raise ConfigError("basic auth needs both username and password", file=self.source)
+        if (self.token or self.token_file) and self.username is not None:
+            raise ConfigError(_TWO_METHODS, file=self.source)
         if self.insecure_skip_tls_verify and (self.ca_file or self.ca_data):
             raise ConfigError(
                 "insecure-skip-tls-verify cannot be combined with a certificate authority",
                 file=self.source,
             )
+
+    def __repr__(self) -> str:
+        shown = []
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name in _SECRET_FIELDS and value is not None:
+                text = REDACTED
+            elif item.name == "proxy_url" and value is not None:
+                text = repr(redact_url(value))
+            else:
+                text = repr(value)
+            shown.append(f"{item.name}={text}")
+        return f"ClientConfig({', '.join(shown)})"
+
+    @property
+    def credentials_over_plain_http(self) -> bool:
+        """True when requests would carry credentials (a bearer token, basic auth, an exec
+        plugin's output) to an ``http://`` server, where anyone on the path can read them.
+
+        Adapters warn about it as they warn about ``insecure-skip-tls-verify``: see
+        :meth:`plain_http_warning`. (A client certificate is not a credential sent in the
+        clear: without TLS it is simply not used.)
+        """
+        if self.scheme != "http":
+            return False
+        return bool(self.token or self.token_file or self.username is not None or self.exec)
+
+    def plain_http_warning(self) -> str | None:
+        """The warning an adapter emits (and logs) when it builds a client for this
+        configuration, or None when there is nothing to warn about."""
+        if not self.credentials_over_plain_http:
+            return None
+        return (
+            f"credentials are sent to {self.origin} over plain http: anyone who can see the "
+            "traffic can read and reuse them; use an https:// server"
+        )
 
     @property
     def scheme(self) -> str:
@@ -179,30 +257,143 @@ class ClientConfig:
         return f"{self.origin}{self.base_path}{target}"
 
 
+_TWO_METHODS = (
+    "more than one authentication method found (a token and basic auth); only one is allowed"
+)
+_SECRET_FIELDS = frozenset({"ca_data", "client_cert_data", "client_key_data", "token", "password"})
+# A host name once IDNA-encoded: letters, digits, "-" and "_" in dot-separated labels.
+_HOST_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?")
+
+
 def _bracket(host: str) -> str:
     return f"[{host}]" if ":" in host else host
+
+
+def _shown(url: str) -> str:
+    """A URL as an error message may show it: no user information, no control characters."""
+    return repr(printable(redact_url(url)))
+
+
+def _ascii_host(host: str, what: str, source: str) -> str:
+    """``host`` as it goes on the wire: a name IDNA-encoded and checked; an IPv6 literal as
+    it is (``urlsplit`` has already checked the brackets' content)."""
+    if ":" in host:
+        return host
+    try:
+        encoded = host.encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        encoded = ""
+    if not _HOST_NAME.fullmatch(encoded):
+        raise ConfigError(
+            f"{what} has a host that is not a valid DNS name: {printable(host, 100)!r}",
+            file=source,
+        )
+    return encoded
 
 
 def _split_server(server: object, source: str) -> tuple[str, str, int, str]:
     if not isinstance(server, str) or not server:
         raise ConfigError("the cluster has no server URL", file=source, key="server")
+    return _split_url(server, source)
+
+
+@functools.lru_cache(maxsize=64)
+def _split_url(server: str, source: str) -> tuple[str, str, int, str]:
+    # Cached: adapters read origin and host_header on every request.
     try:
         parts = urlsplit(server)
         port = parts.port
     except ValueError as exc:
-        raise ConfigError(f"invalid server URL {server!r}: {exc}", file=source) from None
+        raise ConfigError(f"invalid server URL {_shown(server)}: {exc}", file=source) from None
     if parts.scheme not in ("https", "http"):
-        raise ConfigError(f"server URL must be https:// or http://, got {server!r}", file=source)
+        raise ConfigError(
+            f"server URL must be https:// or http://, got {_shown(server)}", file=source
+        )
     if not parts.hostname:
-        raise ConfigError(f"server URL has no host: {server!r}", file=source)
+        raise ConfigError(f"server URL has no host: {_shown(server)}", file=source)
+    host = _ascii_host(parts.hostname, "server URL", source)
     if parts.username is not None or parts.query or parts.fragment:
         raise ConfigError(
-            f"server URL must not carry credentials, a query or a fragment: {parts.hostname}",
+            f"server URL must not carry credentials, a query or a fragment: {host}",
             file=source,
         )
     if port is None:
         port = 443 if parts.scheme == "https" else 80
-    return parts.scheme, parts.hostname, port, parts.path.rstrip("/")
+    return parts.scheme, host, port, parts.path.rstrip("/")
+
+
+def _check_proxy(proxy: object, source: str, key: str) -> str:
+    """Check a ``proxy-url`` as client-go does; errors never show its user information."""
+    if not isinstance(proxy, str) or not proxy:
+        raise ConfigError("proxy-url must be a non-empty string", file=source, key=key)
+    try:
+        parts = urlsplit(proxy)
+        parts.port  # noqa: B018 - parsing the port is the check
+    except ValueError as exc:
+        raise ConfigError(
+            f"invalid proxy-url {_shown(proxy)}: {exc}", file=source, key=key
+        ) from None
+    if parts.scheme not in PROXY_SCHEMES:
+        raise ConfigError(
+            f"proxy-url must be http, https or socks5, got {_shown(proxy)}", file=source, key=key
+        )
+    if not parts.hostname:
+        raise ConfigError(f"proxy-url has no host: {_shown(proxy)}", file=source, key=key)
+    _ascii_host(parts.hostname, "proxy-url", source)
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ConfigError(
+            f"proxy-url must not carry a path, a query or a fragment: {_shown(proxy)}",
+            file=source,
+            key=key,
+        )
+    return proxy
+
+
+# Entry fields shown as written in a repr; every other field is redacted (deny by default:
+# an unknown field, an auth-provider's config or an extension may hold anything).
+_SHOWN_FIELDS = frozenset(
+    {
+        "certificate-authority",
+        "insecure-skip-tls-verify",
+        "tls-server-name",
+        "disable-compression",
+        "client-certificate",
+        "client-key",
+        "tokenFile",
+        "username",
+        "cluster",
+        "user",
+        "namespace",
+    }
+)
+_SHOWN_EXEC_FIELDS = frozenset(
+    {"apiVersion", "command", "interactiveMode", "provideClusterInfo", "installHint"}
+)
+
+
+def _redacted(body: Mapping[str, Any]) -> dict[str, Any]:
+    shown: dict[str, Any] = {}
+    for name, value in body.items():
+        if value is None or name in _SHOWN_FIELDS:
+            shown[name] = value
+        elif name in ("server", "proxy-url") and isinstance(value, str):
+            shown[name] = redact_url(value)
+        elif name == "exec" and isinstance(value, Mapping):
+            shown[name] = {k: v if k in _SHOWN_EXEC_FIELDS else REDACTED for k, v in value.items()}
+        else:
+            shown[name] = REDACTED
+    return shown
+
+
+class _Body(dict[str, Any]):
+    """The fields of a kubeconfig entry, whose repr redacts every secret."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return repr(_redacted(self))
+
+    __str__ = __repr__
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +408,11 @@ class _Entry:
 
 @dataclass(frozen=True, slots=True)
 class Kubeconfig:
-    """Kubeconfig documents merged by kubectl's rules; :meth:`select` makes a ClientConfig."""
+    """Kubeconfig documents merged by kubectl's rules; :meth:`select` makes a ClientConfig.
+
+    Its ``repr`` (and that of every entry) shows names, files and harmless fields only:
+    tokens, passwords, keys, exec arguments and environment are redacted.
+    """
 
     clusters: Mapping[str, _Entry]
     users: Mapping[str, _Entry]
@@ -309,11 +504,21 @@ def _path(body: Mapping[str, Any], name: str, file: str, key: str) -> str | None
     return _resolve(value, file)
 
 
+# Lexical cleaning as Go's filepath.Clean does it, in this platform's path flavour.
+_PATHS: Any = posixpath if isinstance(PurePath(), PurePosixPath) else ntpath
+
+
 def _resolve(value: str, file: str) -> str:
+    """Join a relative ``value`` to the directory of ``file`` and clean the result, as
+    client-go's ``filepath.Join`` does; an absolute path is returned as written."""
     path = PurePath(value)
     if path.is_absolute() or not file:
         return value
-    return str(PurePath(file).parent / path)
+    joined: str = _PATHS.normpath(str(PurePath(file).parent / path))
+    # POSIX keeps a leading "//"; Go's Clean does not.
+    if joined.startswith("//") and not joined.startswith("///"):
+        joined = joined[1:]
+    return joined
 
 
 _CLUSTER_KEYS = frozenset(
@@ -335,19 +540,28 @@ def _cluster_settings(entry: _Entry) -> dict[str, Any]:
     server = _string(body, "server", file, key)
     if not server:
         raise ConfigError("the cluster has no server", file=file, key=f"{key}.server")
-    if _string(body, "proxy-url", file, key):
-        raise ConfigError("proxy-url is not supported", file=file, key=f"{key}.proxy-url")
+    proxy = _string(body, "proxy-url", file, key) or None
+    if proxy is not None:
+        _check_proxy(proxy, file, f"{key}.proxy-url")
     try:
         _split_server(server, file)
     except ConfigError as exc:
         raise ConfigError(exc.reason, file=file, key=f"{key}.server") from None
+    _one_of(body, "certificate-authority", file, key)
     return {
         "server": server,
         "ca_file": _path(body, "certificate-authority", file, key),
         "ca_data": _data(body, "certificate-authority-data", file, key),
         "insecure_skip_tls_verify": _bool(body, "insecure-skip-tls-verify", file, key),
         "tls_server_name": _string(body, "tls-server-name", file, key) or None,
+        "proxy_url": proxy,
     }
+
+
+def _one_of(body: Mapping[str, Any], name: str, file: str, key: str) -> None:
+    """client-go's validation refuses a file and data for the same thing."""
+    if body.get(name) and body.get(f"{name}-data"):
+        raise ConfigError(f"{name}-data and {name} are both set; set one", file=file, key=key)
 
 
 def _user_settings(entry: _Entry, cluster: _Entry) -> dict[str, Any]:
@@ -359,6 +573,10 @@ def _user_settings(entry: _Entry, cluster: _Entry) -> dict[str, Any]:
     password = _string(body, "password", file, key) or None
     if (username is None) != (password is None):
         raise ConfigError("basic auth needs both username and password", file=file, key=key)
+    if username is not None and (body.get("token") or body.get("tokenFile")):
+        raise ConfigError(_TWO_METHODS, file=file, key=key)
+    _one_of(body, "client-certificate", file, key)
+    _one_of(body, "client-key", file, key)
     settings: dict[str, Any] = {
         "client_cert_file": _path(body, "client-certificate", file, key),
         "client_cert_data": _data(body, "client-certificate-data", file, key),
@@ -460,6 +678,7 @@ def _entries(doc: Mapping[str, Any], section: str, inner: str, path: str) -> lis
     if not isinstance(raw, list):
         raise ConfigError("must be a list", file=path, key=section)
     out = []
+    names: set[str] = set()
     for i, item in enumerate(raw):
         key = f"{section}[{i}]"
         if not isinstance(item, Mapping):
@@ -467,12 +686,20 @@ def _entries(doc: Mapping[str, Any], section: str, inner: str, path: str) -> lis
         name = item.get("name")
         if not isinstance(name, str) or not name:
             raise ConfigError("has no name", file=path, key=f"{key}.name")
+        if name in names:
+            # client-go refuses the file rather than pick one of the two.
+            raise ConfigError(
+                f"duplicate name {printable(name, 100)!r} in {section}",
+                file=path,
+                key=f"{key}.name",
+            )
+        names.add(name)
         body = item.get(inner)
         if body is None:
             body = {}
         if not isinstance(body, Mapping):
             raise ConfigError("must be a mapping", file=path, key=f"{key}.{inner}")
-        out.append(_Entry(name, body, path, f"{key}.{inner}"))
+        out.append(_Entry(name, _Body(body), path, f"{key}.{inner}"))
     return out
 
 
@@ -483,8 +710,9 @@ def merge_kubeconfigs(
 
     As kubectl does with ``KUBECONFIG``: the first document to define a cluster, user or
     context name wins (later definitions of that name are ignored whole), and the first
-    non-empty ``current-context`` wins. Relative file paths are resolved against each
-    document's own directory. Pass only files that exist; an empty document is empty.
+    non-empty ``current-context`` wins; a name defined twice in one document is refused.
+    Relative file paths are resolved against each document's own directory. Pass only
+    files that exist; an empty document is empty.
     """
     clusters: dict[str, _Entry] = {}
     users: dict[str, _Entry] = {}
@@ -581,11 +809,37 @@ def _timestamp(value: str) -> float:
     return moment.timestamp()
 
 
+# A PEM block: a BEGIN line, base64 lines, the END line with the same label (RFC 7468).
+_PEM_BLOCK = re.compile(
+    r"-----BEGIN ([A-Z0-9 ]+)-----\r?\n([A-Za-z0-9+/=\s]*?)-----END \1-----", re.ASCII
+)
+_CERTIFICATE_LABEL = re.compile(r"CERTIFICATE")
+_PRIVATE_KEY_LABEL = re.compile(r"(?:RSA |EC |ENCRYPTED )?PRIVATE KEY")
+
+
+def _is_pem(text: str, label: re.Pattern[str]) -> bool:
+    """Whether ``text`` holds a PEM block with a matching label and a base64 body.
+
+    The core cannot load the certificate (no ssl here); the adapter's TLS context does,
+    and a non-PEM value is refused early with a message that never quotes it.
+    """
+    found = False
+    for block in _PEM_BLOCK.finditer(text):
+        try:
+            base64.b64decode("".join(block.group(2).split()), validate=True)
+        except (binascii.Error, ValueError):
+            return False
+        found = found or label.fullmatch(block.group(1)) is not None
+    return found
+
+
 def parse_exec_credential(output: bytes, exec_config: ExecConfig) -> ExecCredential:
     """Decode the standard output of an exec plugin into an :class:`ExecCredential`.
 
-    The output must be an ``ExecCredential`` of the configured apiVersion with a token or a
-    client certificate and key. Errors never quote the output (it holds the secret).
+    The output must be an ``ExecCredential`` of the configured apiVersion with a token, a
+    client certificate and key (PEM, as ``clientCertificateData`` and ``clientKeyData``
+    hold them), or both; the certificate and key are carried as PEM bytes for the adapter's
+    TLS context. Errors never quote the output (it holds the secret).
     """
     where = {"file": exec_config.source, "key": f"exec {exec_config.command}"}
     try:
@@ -595,8 +849,9 @@ def parse_exec_credential(output: bytes, exec_config: ExecConfig) -> ExecCredent
     if not isinstance(document, Mapping) or document.get("kind") != "ExecCredential":
         raise ConfigError("the exec plugin did not print an ExecCredential", **where)
     if document.get("apiVersion") != exec_config.api_version:
+        answered = printable(str(document.get("apiVersion")), 80)
         raise ConfigError(
-            f"the exec plugin answered apiVersion {str(document.get('apiVersion'))[:80]!r}, "
+            f"the exec plugin answered apiVersion {answered!r}, "
             f"expected {exec_config.api_version!r}",
             **where,
         )
@@ -614,6 +869,10 @@ def parse_exec_credential(output: bytes, exec_config: ExecConfig) -> ExecCredent
         raise ConfigError("status needs both clientCertificateData and clientKeyData", **where)
     if not token and not cert:
         raise ConfigError("status has neither a token nor a client certificate", **where)
+    if cert and not _is_pem(cert, _CERTIFICATE_LABEL):
+        raise ConfigError("status.clientCertificateData is not a PEM certificate", **where)
+    if key and not _is_pem(key, _PRIVATE_KEY_LABEL):
+        raise ConfigError("status.clientKeyData is not a PEM private key", **where)
     expiration: float | None = None
     raw_expiry = status.get("expirationTimestamp")
     if raw_expiry is not None:

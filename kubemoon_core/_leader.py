@@ -24,7 +24,14 @@ Rules (client-go's leaderelection, made explicit):
   still its own, and stops leading otherwise.
 - ``release(now)`` stops leading at once (the caller must have stopped the work the lease
   guards) and then writes the lease with no holder and ``leaseDurationSeconds: 1``, as
-  client-go's ReleaseOnCancel does; a release that fails is not retried.
+  client-go's ReleaseOnCancel does, conditional on the resourceVersion last observed. A
+  release asked while a request is in flight waits for its outcome, whatever it is: a
+  successful write or a GET naming this candidate is released at once; a failed request
+  or a conflicting write (a lost renew may have landed, changing the resourceVersion) is
+  followed by one GET, and the lease is released if it still names this candidate; if
+  that GET fails too, the release is written blind with the last observed
+  resourceVersion (a 409 if the lease changed meanwhile). A release is only ever written
+  over a record that names this candidate, and one that fails is not retried.
 - Deadlines are applied before any input at the same ``now``; ``next_request`` never
   changes the role, so call ``tick(now)`` when ``next_deadline()`` passes.
 
@@ -79,6 +86,7 @@ class LeaderState(enum.Enum):
     CONFIRMING = "confirming"  # leader whose renew conflicted; next: GET to see why
     DEPOSED = "deposed"  # stopped leading with a request in flight; its answer only informs
     RELEASE_PENDING = "release_pending"  # release asked while a request is in flight
+    RELEASE_CHECKING = "release_checking"  # next: GET to see whether the lease is still ours
     RELEASING = "releasing"  # next: the UPDATE that clears the holder
     STOPPED = "stopped"  # released or shut down: nothing more to do
 
@@ -162,9 +170,17 @@ _TRANSITIONS: dict[tuple[LeaderState, _Input], tuple[LeaderState, _Wait]] = {
     (_S.RELEASE_PENDING, _I.ABSENT): (_S.STOPPED, _W.NOW),
     (_S.RELEASE_PENDING, _I.FREE): (_S.STOPPED, _W.NOW),
     (_S.RELEASE_PENDING, _I.HELD): (_S.STOPPED, _W.NOW),
-    (_S.RELEASE_PENDING, _I.CONFLICT): (_S.STOPPED, _W.NOW),
-    (_S.RELEASE_PENDING, _I.FAILED): (_S.STOPPED, _W.NOW),
+    (_S.RELEASE_PENDING, _I.CONFLICT): (_S.RELEASE_CHECKING, _W.NOW),
+    (_S.RELEASE_PENDING, _I.FAILED): (_S.RELEASE_CHECKING, _W.NOW),
     (_S.RELEASE_PENDING, _I.RELEASE_BUSY): (_S.RELEASE_PENDING, _W.NOW),
+    (_S.RELEASE_CHECKING, _I.MINE): (_S.RELEASING, _W.NOW),
+    (_S.RELEASE_CHECKING, _I.ABSENT): (_S.STOPPED, _W.NOW),
+    (_S.RELEASE_CHECKING, _I.FREE): (_S.STOPPED, _W.NOW),
+    (_S.RELEASE_CHECKING, _I.HELD): (_S.STOPPED, _W.NOW),
+    # The GET failed too: write the release blind; the resourceVersion guards it.
+    (_S.RELEASE_CHECKING, _I.FAILED): (_S.RELEASING, _W.NOW),
+    (_S.RELEASE_CHECKING, _I.RELEASE): (_S.RELEASE_CHECKING, _W.NOW),
+    (_S.RELEASE_CHECKING, _I.RELEASE_BUSY): (_S.RELEASE_CHECKING, _W.NOW),
     (_S.RELEASING, _I.WRITTEN): (_S.STOPPED, _W.NOW),
     (_S.RELEASING, _I.CONFLICT): (_S.STOPPED, _W.NOW),
     (_S.RELEASING, _I.FAILED): (_S.STOPPED, _W.NOW),
@@ -180,6 +196,7 @@ _REQUESTS: dict[LeaderState, _Op] = {
     _S.ACQUIRING: _Op.UPDATE,
     _S.LEADING: _Op.UPDATE,
     _S.CONFIRMING: _Op.GET,
+    _S.RELEASE_CHECKING: _Op.GET,
     _S.RELEASING: _Op.UPDATE,
 }
 
@@ -466,6 +483,9 @@ class LeaderElector:
         if transition is None:
             raise AssertionError("unreachable: a missing transition", self._state, event)
         target, wait = transition
+        if target is LeaderState.RELEASING and not self._observed_mine():
+            # Never clear a holder that is not this candidate (or a lease never seen).
+            target = LeaderState.STOPPED
         was_leader, is_leader = self._state in _LEADING_STATES, target in _LEADING_STATES
         if was_leader and not is_leader:
             events.insert(0, StoppedLeading(_STOP_REASONS[event]))
@@ -480,6 +500,9 @@ class LeaderElector:
             self._due = now + self._retry_period * (1.0 + self._rng.random() * JITTER_FACTOR)
         if is_leader and not was_leader:
             events.append(StartedLeading())
+
+    def _observed_mine(self) -> bool:
+        return self._observed is not None and self._observed.holder_identity == self._identity
 
     def _classify(
         self, op: _Op, response: Response, now: float, events: list[LeaderEvent]

@@ -16,6 +16,7 @@ from typing import Any
 
 from . import _json
 from ._errors import DecodeError, KubeMoonError
+from ._redact import printable, redact_url
 
 __all__ = [
     "AlreadyExists",
@@ -30,6 +31,7 @@ __all__ = [
     "Invalid",
     "MethodNotAllowed",
     "NotFound",
+    "RedirectRefused",
     "ServerTimeout",
     "ServiceUnavailable",
     "Status",
@@ -145,6 +147,32 @@ class ApiError(KubeMoonError):
     def causes(self) -> tuple[StatusCause, ...]:
         """Field-level causes, for ``Invalid`` errors in particular."""
         return self.status.causes
+
+
+class RedirectRefused(ApiError):
+    """3xx: the server answered with a redirect, which is never followed.
+
+    A request and its credentials only ever go to the configured API server, so a redirect
+    is an error. :attr:`location` is the raw ``Location`` header (None when absent); the
+    message shows it without user information or control characters, cut short.
+    """
+
+    def __init__(
+        self,
+        status: Status,
+        *,
+        retry_after: float | None = None,
+        body: bytes = b"",
+        location: str | None = None,
+    ):
+        super().__init__(status, retry_after=retry_after, body=body)
+        self.location = location
+        where = (
+            f"the server redirected to {printable(redact_url(location))!r}"
+            if location is not None
+            else "the server gave no Location"
+        )
+        self.args = (f"{status.code} redirect refused: {where}; redirects are not followed",)
 
 
 class BadRequest(ApiError):
@@ -281,9 +309,13 @@ def error_from_response(
     else:
         # The HTTP code is authoritative; a Status claiming another code is a server quirk.
         status = dataclasses.replace(status, code=status_code)
+    headers = tuple(headers)
     retry_after = _retry_after_header(headers)
     if retry_after is None and status.retry_after_seconds is not None:
         retry_after = float(status.retry_after_seconds)
+    if 300 <= status_code < 400:
+        location = next((v for k, v in headers if k.lower() == "location"), None)
+        return RedirectRefused(status, retry_after=retry_after, body=body, location=location)
     return _error_class(status)(status, retry_after=retry_after, body=body)
 
 

@@ -21,9 +21,9 @@ Rules:
 - Lines are UTF-8 JSON (RFC 8259). With the standard-library backend the complete lines of
   a chunk are decoded to text in one step (no per-line encoding sniffing: a BOM or UTF-16
   is an error) and each document is read where it stands in that text by the scanner
-  ``json.loads`` itself runs, with its settings; a line that is not exactly one document
-  followed by blanks goes through ``_json.loads`` alone, so results and errors are those
-  of decoding line by line. Any other backend gets each line's bytes through
+  ``json.loads`` itself runs, with the backend's settings; a line that is not exactly one
+  document followed by blanks goes through ``_json.loads`` alone, so results and errors
+  are those of decoding line by line. Any other backend gets each line's bytes through
   ``_json.loads``.
 """
 
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from json.decoder import JSONDecoder
 from json.scanner import make_scanner
 from typing import Any, Literal, cast
 
@@ -57,9 +56,12 @@ _BLANK = b" \t\r"
 _BLANK_TEXT = " \t\r"
 # Event types delivered without further checks; ERROR needs its object decoded as a Status.
 _PLAIN_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK"})
-# The scanner json.loads itself runs (the C one where there is one), with json.loads's
-# settings: it decodes one document at an index of a longer text and says where it ended.
-_SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(cast("Any", JSONDecoder()))
+# The scanner json.loads itself runs (the C one where there is one), made from the standard
+# backend's own decoder so it refuses what that backend refuses (NaN, Infinity, a number
+# that overflows a double: RFC 8259): it decodes one document at an index of a longer text
+# and says where it ended. Those rules cost nothing per line: the C scanner calls back into
+# Python only for a constant (always refused) or a number with a fraction or exponent.
+_SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(cast("Any", _json.STRICT_DECODER))
 # A chunk completing at least this many bytes of lines is large: it is not copied after
 # the start of a line left from before, but scanned in two pieces.
 _LARGE = 64 * 1024

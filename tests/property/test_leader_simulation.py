@@ -45,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -141,6 +142,8 @@ class Simulation:
         self.rng = random.Random(seed)
         self.server = LeaseServer()
         self.loss, self.max_delay, self.lose = loss, max_delay, lose
+        # Like lose, for the response: the server acts on the request, the answer is lost.
+        self.lose_response: Callable[[Candidate, float], bool] | None = None
         self.lossy_until = float("inf")
         self.time = 0.0
         self.events: list[tuple[float, int, str, int, Any]] = []
@@ -195,7 +198,9 @@ class Simulation:
         lossy = t < self.lossy_until
         forced = c.partitioned or (self.lose is not None and self.lose(c, t))
         lost_request = forced or (lossy and self.rng.random() < self.loss)
-        lost_response = lossy and self.rng.random() < self.loss
+        lost_response = (lossy and self.rng.random() < self.loss) or (
+            self.lose_response is not None and self.lose_response(c, t)
+        )
         if lost_request:
             self.schedule(t + TIMEOUT, "failed", who)
             return
@@ -380,6 +385,42 @@ def test_a_released_lease_is_taken_over_without_waiting_for_expiry() -> None:
     assert other.windows
     # The follower takes the released lease at its next poll: well before 15 s expiry.
     assert other.windows[0][0] <= 30.0 + 2.2 * RETRY + 2 * MAX_DELAY
+    assert sim.overlap() <= 0.0
+
+
+@pytest.mark.parametrize("lost", ["request", "response"])
+def test_a_release_asked_during_a_lost_renew_is_still_written(lost: str) -> None:
+    """The leader's renew is lost (before the server, or after it applied the write) and
+    release() is asked while it is in flight: once the renew times out the release is
+    still written, so the follower need not wait out the 15 s lease."""
+    sim = Simulation([(0.0, 1.0, 0.0), (0.0, 1.0, 0.0)], seed=3, loss=0)
+    sim.run(30.0)
+    leader = next(i for i, c in enumerate(sim.candidates) if c.leading)
+    sent: list[float] = []
+
+    def lose_first_renew_after_30(c: Candidate, t: float) -> bool:
+        if c is sim.candidates[leader] and t >= 30.0 and not sent:
+            sent.append(t)
+            sim.schedule(t + 0.1, "release", leader)
+            return True
+        return False
+
+    if lost == "request":
+        sim.lose = lose_first_renew_after_30
+    else:
+        sim.lose_response = lose_first_renew_after_30
+    sim.run(60.0)
+    renew = sent[0]
+    other = sim.candidates[1 - leader]
+    assert sim.candidates[leader].windows[-1][1] == renew + 0.1
+    lease = sim.server.lease
+    assert lease is not None
+    assert other.windows
+    # The renew times out, one GET and the release go and come back, and the follower takes
+    # the lease at its next poll: far sooner than the 15 s the lease would take to expire.
+    released = renew + TIMEOUT + 4 * MAX_DELAY
+    assert other.windows[0][0] <= released + 2.2 * RETRY + 2 * MAX_DELAY < renew + LEASE
+    assert lease["spec"]["holderIdentity"] == other.name
     assert sim.overlap() <= 0.0
 
 

@@ -140,6 +140,13 @@ def test_documents_must_be_json_objects() -> None:
     assert info.value.path == "versions[1]"
 
 
+@pytest.mark.parametrize("number", [b"NaN", b"Infinity", b"-Infinity", b"1e999999"])
+def test_discovery_documents_with_non_finite_numbers_are_refused(number: bytes) -> None:
+    # The standard-library backend: json.loads alone would accept these.
+    with pytest.raises(DecodeError, match="invalid JSON"):
+        decode_api_versions(b'{"kind": "APIVersions", "versions": ["v1"], "x": ' + number + b"}")
+
+
 def test_aggregated_discovery() -> None:
     doc = decode_aggregated_discovery(body(AGGREGATED_APIS))
     assert [g.name for g in doc.groups] == ["apps", "kubemoon.dev"]

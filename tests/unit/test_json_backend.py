@@ -64,3 +64,80 @@ def test_missing_fast_backend_is_reported(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setitem(sys.modules, "orjson", None)
     assert kubemoon_core.use_fast_json() is False
     assert kubemoon_core.json_backend() == "json"
+
+
+# --- RFC 8259 on every backend (issue 15) ------------------------------------------------
+
+NON_FINITE_DOCUMENTS = [
+    b"NaN",
+    b"Infinity",
+    b"-Infinity",
+    b"1e999999",
+    b"-1e999999",
+    b'{"a": [1, NaN]}',
+    b'{"spec": {"replicas": Infinity}}',
+    b'{"n": 1.5e400}',
+]
+
+
+@pytest.fixture(params=["json", "orjson"])
+def backend(request: pytest.FixtureRequest) -> str:
+    if request.param == "orjson":
+        assert kubemoon_core.use_fast_json() is True
+    return str(request.param)
+
+
+@pytest.mark.parametrize("document", NON_FINITE_DOCUMENTS)
+def test_non_finite_numbers_are_not_json(backend: str, document: bytes) -> None:
+    with pytest.raises(DecodeError, match="invalid JSON"):
+        _json.loads(document)
+    with pytest.raises(DecodeError, match="invalid JSON"):
+        _json.loads(document.decode())
+
+
+def test_finite_extremes_still_decode(backend: str) -> None:
+    assert _json.loads(b"[1e308, -0.0, 5e-324, 12345678901234567890]") == [
+        1e308,
+        -0.0,
+        5e-324,
+        12345678901234567890,
+    ]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_numbers_cannot_be_encoded(backend: str, value: float) -> None:
+    with pytest.raises(LocalProtocolError, match="cannot be encoded"):
+        _json.dumps({"spec": {"ratio": value}})
+    with pytest.raises(LocalProtocolError, match="cannot be encoded"):
+        _json.dumps([None, {"deep": [1, (2, value)]}])
+    # A real null next to a finite float is fine.
+    assert _json.loads(_json.dumps({"a": None, "b": 1.5})) == {"a": None, "b": 1.5}
+
+
+def _nested(depth: int) -> object:
+    value: object = {}
+    for _ in range(depth):
+        value = {"a": [value]}
+    return value
+
+
+def test_encoding_a_deeply_nested_object_is_a_local_error(backend: str) -> None:
+    with pytest.raises(LocalProtocolError, match="cannot be encoded"):
+        _json.dumps(_nested(100_000))
+
+
+def test_a_request_body_too_deep_to_encode_is_a_local_error(backend: str) -> None:
+    from kubemoon_core import GroupVersionResource, create_request
+
+    configmaps = GroupVersionResource("", "v1", "configmaps")
+    body = {"metadata": {"name": "x"}, "data": _nested(100_000)}
+    with pytest.raises(LocalProtocolError, match="cannot be encoded"):
+        create_request(configmaps, body, namespace="ns")
+
+
+def test_decoding_a_deeply_nested_response_is_a_decode_error(backend: str) -> None:
+    from kubemoon_core import Response, decode_response
+
+    deep = b'{"a":' * 100_000 + b"1" + b"}" * 100_000
+    with pytest.raises(DecodeError):
+        decode_response(Response(200, (), deep))

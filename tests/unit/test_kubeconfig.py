@@ -151,7 +151,7 @@ def test_relative_paths_resolve_against_their_own_file() -> None:
     assert config.ca_file == "/a/certs/ca.pem"
     assert config.client_cert_file == "/b/sub/me.crt"
     assert config.client_key_file == "/abs/me.key"
-    assert config.token_file == "/b/sub/../tok"
+    assert config.token_file == "/b/tok"  # joined and cleaned, as filepath.Join does
     assert config.exec is not None
     assert config.exec.command == "/b/sub/bin/plugin"
 
@@ -202,13 +202,12 @@ def test_secrets_never_appear_in_repr() -> None:
         token="SECRET-TOKEN",
         client_cert_data=b"CERT",
         client_key_data=b"SECRET-KEY",
-        username="admin",
-        password="SECRET-PASSWORD",
         exec=ExecConfig(
             "client.authentication.k8s.io/v1", "plugin", env=(("API_KEY", "SECRET-ENV"),)
         ),
     )
-    text = repr(config)
+    basic = ClientConfig(server="https://h", username="admin", password="SECRET-PASSWORD")
+    text = repr(config) + repr(basic)
     for secret in ("SECRET-TOKEN", "SECRET-KEY", "SECRET-PASSWORD", "SECRET-ENV"):
         assert secret not in text
     assert "https://h" in text
@@ -265,10 +264,10 @@ def _select(
         ({"server": "https://u:p@h"}, None, "clusters[0].cluster.server", "credentials"),
         ({"server": 5}, None, "clusters[0].cluster.server", "must be a string"),
         (
-            {"server": "https://h", "proxy-url": "http://p"},
+            {"server": "https://h", "proxy-url": "ftp://p"},
             None,
             "clusters[0].cluster.proxy-url",
-            "not supported",
+            "must be http, https or socks5",
         ),
         (
             {"server": "https://h", "certificate-authority-data": "***"},
@@ -602,11 +601,16 @@ def test_parse_exec_credential_with_expiry() -> None:
 
 
 def test_parse_exec_credential_without_expiry_and_with_certificates() -> None:
+    cert = "-----BEGIN CERTIFICATE-----\nQ0VSVA==\n-----END CERTIFICATE-----\n"
+    key = "-----BEGIN PRIVATE KEY-----\nS0VZ\n-----END PRIVATE KEY-----\n"
     parsed = parse_exec_credential(
-        credential({"clientCertificateData": "CERT", "clientKeyData": "KEY"}), V1
+        credential({"clientCertificateData": cert, "clientKeyData": key}), V1
     )
     assert parsed.token is None
-    assert (parsed.client_certificate_data, parsed.client_key_data) == (b"CERT", b"KEY")
+    assert (parsed.client_certificate_data, parsed.client_key_data) == (
+        cert.encode(),
+        key.encode(),
+    )
     assert parsed.expiration is None
     assert not parsed.expired(1e12)
 

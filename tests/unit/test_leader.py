@@ -528,6 +528,106 @@ def test_release_with_a_renew_in_flight_waits_for_its_answer() -> None:
     assert state(e) is LeaderState.STOPPED
 
 
+def _released(request: Request, rv: str) -> None:
+    """Assert ``request`` is the release write, conditional on resourceVersion ``rv``."""
+    assert request.method == "PUT"
+    assert body(request)["metadata"]["resourceVersion"] == rv
+    assert body(request)["spec"]["holderIdentity"] == ""
+    assert body(request)["spec"]["leaseDurationSeconds"] == 1
+
+
+def test_release_with_a_renew_in_flight_that_fails_is_still_written() -> None:
+    e = acquired()
+    send(e, 2.0, "PUT")
+    assert e.release(2.1) == [StoppedLeading("released")]
+    assert e.request_failed(3.0) == []  # the renew was lost: it may or may not have landed
+    assert state(e) is LeaderState.RELEASE_CHECKING
+    assert e.release(3.0) == []
+    send(e, 3.0, "GET")  # so look before releasing
+    assert e.release(3.05) == []  # asking again changes nothing
+    assert answer(e, 3.1, 200, lease(ME, "2")) == []  # it landed: still ours, at rv 2
+    assert state(e) is LeaderState.RELEASING
+    _released(send(e, 3.1, "PUT"), "2")
+    answer(e, 3.2, 200, lease("", "3", duration=1))
+    assert state(e) is LeaderState.STOPPED
+
+
+def test_release_with_a_renew_in_flight_that_conflicts_is_still_written() -> None:
+    e = acquired()
+    send(e, 2.0, "PUT")
+    e.release(2.1)
+    assert answer(e, 2.2, 409, {"kind": "Status", "code": 409}) == []
+    assert state(e) is LeaderState.RELEASE_CHECKING
+    send(e, 2.2, "GET")
+    answer(e, 2.3, 200, lease(ME, "5"))  # an earlier renew had landed
+    _released(send(e, 2.3, "PUT"), "5")
+
+
+@pytest.mark.parametrize(
+    ("found", "status"),
+    [(lease("other", "6"), 200), (lease("", "6"), 200), ({"kind": "Status", "code": 404}, 404)],
+)
+def test_no_release_is_written_over_a_lease_that_is_no_longer_ours(
+    found: dict[str, Any], status: int
+) -> None:
+    e = acquired()
+    send(e, 2.0, "PUT")
+    e.release(2.1)
+    e.request_failed(3.0)
+    send(e, 3.0, "GET")
+    answer(e, 3.1, status, found)
+    assert state(e) is LeaderState.STOPPED
+    assert e.next_request(3.1, wall(3.1)) is None
+
+
+def test_when_the_check_fails_too_the_release_is_written_with_the_last_version() -> None:
+    # The resourceVersion guards it: if the lost renew landed, this write gets a 409.
+    e = acquired()
+    send(e, 2.0, "PUT")
+    e.release(2.1)
+    e.request_failed(3.0)
+    send(e, 3.0, "GET")
+    assert e.request_failed(4.0) == []
+    assert state(e) is LeaderState.RELEASING
+    _released(send(e, 4.0, "PUT"), "1")
+    assert e.request_failed(5.0) == []  # a failed release is not retried
+    assert state(e) is LeaderState.STOPPED
+
+
+def test_a_follower_whose_poll_fails_during_release_writes_nothing() -> None:
+    e = new_elector()
+    send(e, 0.0, "GET")
+    e.release(0.1)
+    e.request_failed(1.0)
+    send(e, 1.0, "GET")
+    e.request_failed(2.0)  # never saw the lease: nothing of ours to release
+    assert state(e) is LeaderState.STOPPED
+    assert e.next_request(2.0, wall(2.0)) is None
+
+    e = new_elector()
+    send(e, 0.0, "GET")
+    answer(e, 0.0, 200, lease("other", "4"))
+    send(e, 5.0, "GET")
+    e.release(5.1)
+    e.request_failed(6.0)
+    send(e, 6.0, "GET")
+    e.request_failed(7.0)  # last seen held by another: never written over
+    assert state(e) is LeaderState.STOPPED
+
+
+def test_an_acquire_in_flight_that_fails_during_release_is_checked() -> None:
+    # The lost write may have taken the lease: look, and give it back if it did.
+    e = new_elector()
+    send(e, 0.0, "GET")
+    answer(e, 0.0, 200, lease("", "4"))
+    send(e, 0.0, "PUT")
+    e.release(0.1)
+    e.request_failed(1.0)
+    send(e, 1.0, "GET")
+    answer(e, 1.1, 200, lease(ME, "5"))
+    _released(send(e, 1.1, "PUT"), "5")
+
+
 def test_release_of_a_follower() -> None:
     e = new_elector()
     assert e.release(0.0) == []
@@ -576,7 +676,10 @@ def test_release_while_deposed_or_confirming() -> None:
     assert e.release(10.5) == []
     assert state(e) is LeaderState.RELEASE_PENDING
     e.request_failed(11.0)
-    assert state(e) is LeaderState.STOPPED
+    assert state(e) is LeaderState.RELEASE_CHECKING  # the lease may still be ours
+    send(e, 11.0, "GET")
+    answer(e, 11.1, 200, lease(ME, "1"))
+    _released(send(e, 11.1, "PUT"), "1")
 
     e = acquired()
     send(e, 2.0, "PUT")
@@ -676,6 +779,7 @@ def test_the_transition_table_covers_every_input_each_state_can_receive() -> Non
         S.CONFIRMING: answers_to_get | leader_timers | release,
         S.DEPOSED: answers_to_get | answers_to_write | {_Input.RELEASE_BUSY},
         S.RELEASE_PENDING: answers_to_get | answers_to_write | {_Input.RELEASE_BUSY},
+        S.RELEASE_CHECKING: answers_to_get | release,
         S.RELEASING: answers_to_write | release,
         S.STOPPED: {_Input.RELEASE},
     }

@@ -291,3 +291,11 @@ def test_request_is_frozen_and_hashable() -> None:
     assert hash(r) == hash(Request("GET", "/api"))
     with pytest.raises(AttributeError):
         r.method = "POST"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("number", [b"NaN", b"Infinity", b"-Infinity", b"1e999999"])
+def test_a_response_with_non_finite_numbers_is_a_decode_error(number: bytes) -> None:
+    from kubemoon_core import DecodeError, Response, decode_response
+
+    with pytest.raises(DecodeError, match="invalid JSON"):
+        decode_response(Response(200, (), b'{"kind": "ConfigMap", "n": ' + number + b"}"))

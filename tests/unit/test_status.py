@@ -165,3 +165,42 @@ def test_retry_delay_retries_only_throttling_and_server_errors_with_retry_after(
     assert retry_delay(no_header, 0, max_retries=3) is None
     conflict = error_from_response(409, [("Retry-After", "1")], status(409, "Conflict"))
     assert retry_delay(conflict, 0, max_retries=3) is None
+
+
+@pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
+def test_a_redirect_is_refused_naming_where_it_pointed(code: int) -> None:
+    from kubemoon_core import RedirectRefused
+
+    err = error_from_response(code, [("Location", "https://elsewhere.example/api/v1")], b"")
+    assert isinstance(err, RedirectRefused)
+    assert isinstance(err, ApiError)
+    assert err.code == code
+    assert err.location == "https://elsewhere.example/api/v1"
+    assert err.disposition is Disposition.CALLER
+    assert "no message" not in str(err)
+    assert str(err) == (
+        f"{code} redirect refused: the server redirected to "
+        "'https://elsewhere.example/api/v1'; redirects are not followed"
+    )
+
+
+def test_a_redirect_without_location_and_a_hostile_location() -> None:
+    from kubemoon_core import RedirectRefused
+
+    bare = error_from_response(302, [], b"<html>moved</html>")
+    assert isinstance(bare, RedirectRefused)
+    assert bare.location is None
+    assert (
+        str(bare) == "302 redirect refused: the server gave no Location; redirects are not followed"
+    )
+    # A Location with credentials, control characters and a huge length is shown bounded,
+    # without the password and with the controls escaped.
+    hostile = "https://user:s3cret@evil.example/\x1b[31m" + "x" * 5000
+    err = error_from_response(301, [("location", hostile)], b"")
+    assert isinstance(err, RedirectRefused)
+    assert "s3cret" not in str(err)
+    assert "\x1b" not in str(err)
+    assert len(str(err)) < 400
+    assert err.location == hostile  # the raw value stays available to the caller
+    # A Status body in a 3xx does not change the class.
+    assert isinstance(error_from_response(300, [], status(300, "MultipleChoices")), RedirectRefused)

@@ -201,6 +201,33 @@ def test_malformed_lines_name_their_offset(
     assert info.value.path == path
 
 
+@pytest.fixture(params=["json", "orjson"])
+def shipped_backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The backends KubeMoon ships (a custom backend decides for itself)."""
+    if request.param == "orjson":
+        assert use_fast_json()
+    try:
+        yield request.param
+    finally:
+        use_standard_json()
+
+
+@pytest.mark.parametrize(
+    "number", [b"NaN", b"Infinity", b"-Infinity", b"1e999999", b"-1e999999", b"[1, NaN]"]
+)
+@pytest.mark.parametrize("size", ["small", "large"])
+def test_non_finite_numbers_are_refused_on_every_backend(
+    shipped_backend: str, number: bytes, size: str
+) -> None:
+    good = line("ADDED", cm("a", "1"))
+    filler = good * (1 if size == "small" else 70_000 // len(good))
+    bad = b'{"type": "MODIFIED", "object": {"kind": "X", "spec": {"n": ' + number + b"}}}\n"
+    decoder = WatchDecoder()
+    with pytest.raises(DecodeError, match="invalid JSON") as info:
+        decoder.receive_data(filler + bad + good)
+    assert info.value.offset == len(filler)
+
+
 def test_the_offset_of_a_later_line_counts_multibyte_text() -> None:
     obj = {"metadata": {"name": "é漢", "resourceVersion": "1"}}
     good = json.dumps({"type": "ADDED", "object": obj}, ensure_ascii=False).encode() + b"\n"
@@ -298,7 +325,8 @@ def test_only_kubemoon_errors_escape(backend: str) -> None:
 TRICKY_LINES = [
     b'  {"type": "ADDED", "object": {}}',  # leading blanks
     b'{"type": "ADDED", "object": {}} \t\r',  # trailing blanks
-    b'{"type": "ADDED", "object": {"x": NaN}}',  # what json.loads accepts, the scan accepts
+    b'{"type": "ADDED", "object": {"x": NaN}}',  # not RFC 8259: refused by scan and loads
+    b'{"type": "ADDED", "object": {"x": 1e999999}}',  # overflows a double: refused alike
     b'{"type": "ADDED", "object": {}} x',  # trailing garbage
     b'{"type": "ADDED", "object": {}}{"type": "ADDED", "object": {}}',  # two documents
     b'{"type": "ADDED",',  # a document continued on the next line
