@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import base64
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from configmirror._api import ConfigMirror
-from kubemoon_core import crd_manifest, decode, encode, resource_info
+from kubemoon_core import (
+    ConversionWebhook,
+    crd_manifest,
+    custom_resource,
+    decode,
+    encode,
+    resource_info,
+)
 from kubemoon_testing import ApiServer
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "widgets"))
@@ -21,9 +30,11 @@ pytestmark = pytest.mark.integration
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
-def install(server: ApiServer, cls: type) -> dict[str, Any]:
+def install(
+    server: ApiServer, cls: type, *more: type, conversion: ConversionWebhook | None = None
+) -> dict[str, Any]:
     """Create (or replace) the generated CRD of ``cls`` and wait until it is served."""
-    manifest = crd_manifest(cls)
+    manifest = crd_manifest(cls, *more, conversion=conversion)
     info = resource_info(cls)
     response = server.request("POST", CRDS, body=manifest)
     if response.status == 409:  # installed earlier in this session: replace it
@@ -207,3 +218,40 @@ def test_a_configmirror_with_status_decodes(typed_api: ApiServer, kube_namespace
     response = typed_api.request("PUT", f"{url}/m/status", body=created)
     assert response.status == 422
     assert "status.targets[0].state: Unsupported value" in response.json()["message"]
+
+
+@dataclass
+class GizmoSpec:
+    size: int = 1
+
+
+@custom_resource(group="typed.kubemoon.dev", version="v1", kind="Gizmo", storage=True)
+@dataclass
+class GizmoV1:
+    spec: GizmoSpec = field(default_factory=GizmoSpec)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@custom_resource(group="typed.kubemoon.dev", version="v1beta1", kind="Gizmo", served=False)
+@dataclass
+class GizmoV1beta1:
+    spec: GizmoSpec = field(default_factory=GizmoSpec)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def test_a_multi_version_crd_with_a_conversion_webhook_is_accepted(
+    kube_apiserver: ApiServer,
+) -> None:
+    webhook = ConversionWebhook(
+        url="https://127.0.0.1:9443/convert",
+        ca_bundle=base64.b64encode(kube_apiserver.ca_pem.encode()).decode(),
+    )
+    stored = install(kube_apiserver, GizmoV1, GizmoV1beta1, conversion=webhook)
+    assert [(v["name"], v["served"], v["storage"]) for v in stored["spec"]["versions"]] == [
+        ("v1", True, True),
+        ("v1beta1", False, False),
+    ]
+    conversion = stored["spec"]["conversion"]
+    assert conversion["strategy"] == "Webhook"
+    assert conversion["webhook"]["clientConfig"]["url"] == "https://127.0.0.1:9443/convert"
+    assert stored["status"]["storedVersions"] == ["v1"]

@@ -4,7 +4,7 @@ import importlib
 
 import pytest
 
-PACKAGES = ["kubemoon_core", "kubemoon_testing"]
+PACKAGES = ["kubemoon_core", "kubemoon_testing", "kubemoon_cli"]
 
 
 @pytest.mark.parametrize("package", PACKAGES)

@@ -393,3 +393,24 @@ def test_an_optional_field_without_a_default_is_none_when_absent() -> None:
 
     assert decode(Bare, {}) == Bare(None)
     assert encode(Bare(None)) == {}
+
+
+def test_any_items_and_keyword_only_fields() -> None:
+    @dataclass(kw_only=True)
+    class Loose:
+        free: dict[str, Any]
+        items: list[Any]
+        name: str = "n"
+
+    @dataclass
+    class Mixed:
+        first: int
+        loose: Loose
+        later: str = field(default="l", kw_only=True)
+
+    data = {"first": 1, "loose": {"free": {"a": [None]}, "items": [1, "x", None]}, "later": "z"}
+    obj = decode(Mixed, data)
+    assert obj == Mixed(1, Loose(free={"a": [None]}, items=[1, "x", None]), later="z")
+    assert encode(obj) == {**data, "loose": {**data["loose"], "name": "n"}}
+    with pytest.raises(TypedDecodeError, match=r"^\.loose\.items: expected list, got object"):
+        decode(Mixed, {"first": 1, "loose": {"free": {}, "items": {}}})
