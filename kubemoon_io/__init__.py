@@ -15,7 +15,7 @@ from ._config import (
 )
 from ._credentials import PLUGIN_OUTPUT_LIMIT, PLUGIN_TIMEOUT, CredentialProvider, PluginRun
 from ._metrics import MetricsSource, RuntimeCollector
-from ._tls import InsecureTLSWarning, ssl_context
+from ._tls import InsecureTLSWarning, check_transport, ssl_context
 from ._transport import (
     ResponseTooLarge,
     TLSError,
@@ -37,6 +37,7 @@ __all__ = [
     "TLSError",
     "TransportError",
     "TransportTimeout",
+    "check_transport",
     "kubeconfig_paths",
     "load_config",
     "load_in_cluster_config",

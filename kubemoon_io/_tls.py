@@ -18,13 +18,28 @@ from collections.abc import Iterator
 
 from kubemoon_core._kubeconfig import ClientConfig, ConfigError
 
-__all__ = ["InsecureTLSWarning", "ssl_context"]
+__all__ = ["InsecureTLSWarning", "check_transport", "ssl_context"]
 
 logger = logging.getLogger("kubemoon.tls")
 
 
 class InsecureTLSWarning(UserWarning):
-    """The configuration turned TLS verification off (``insecure-skip-tls-verify``)."""
+    """The configuration turned TLS verification off (``insecure-skip-tls-verify``), or
+    sends credentials over plain ``http://``."""
+
+
+def check_transport(config: ClientConfig) -> None:
+    """Refuse what no adapter supports yet, and warn (and log) about plain-http credentials."""
+    if config.proxy_url is not None:
+        raise ConfigError(
+            "proxy-url is not supported yet: unset it, or reach the server directly",
+            file=config.source,
+            key="proxy-url",
+        )
+    message = config.plain_http_warning()
+    if message is not None:
+        warnings.warn(message, InsecureTLSWarning, stacklevel=3)
+        logger.warning("%s", message)
 
 
 @contextlib.contextmanager

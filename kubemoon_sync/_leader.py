@@ -44,6 +44,7 @@ class LeaderElection:
         self.elector = elector
         self.request_timeout = request_timeout
         self._on_result = on_result
+        self._releasing = False
         self._leading = _backend.Event()
         self._lost = _backend.Event()
 
@@ -71,7 +72,8 @@ class LeaderElection:
                 logger.info("started leading as %s", self.elector.identity)
                 self._leading.set()
             elif isinstance(event, StoppedLeading):
-                logger.warning("stopped leading as %s", self.elector.identity)
+                level = logging.INFO if self._releasing else logging.WARNING
+                logger.log(level, "stopped leading as %s", self.elector.identity)
                 self._lost.set()
             else:
                 logger.info("leader is now %s", getattr(event, "identity", event))
@@ -90,6 +92,10 @@ class LeaderElection:
             logger.info("lease request failed: %s", exc)
             self._handle(self.elector.request_failed(_backend.current_time()))
             self._report(request.method, exc)
+        except BaseException:
+            # Cancelled mid-request: the elector must not wait for an answer forever.
+            self._handle(self.elector.request_failed(_backend.current_time()))
+            raise
         else:
             self._handle(self.elector.receive_response(response, _backend.current_time()))
             self._report(request.method, None if response.ok else self.elector.last_error)
@@ -110,7 +116,13 @@ class LeaderElection:
             _backend.sleep_until(math.inf if deadline is None else deadline)
 
     def release(self) -> None:
-        """Stop leading and write the lease free, so a successor need not wait it out."""
+        """Stop leading and write the lease free, so a successor need not wait it out.
+
+        The release is written whatever a request in flight did (the elector may check
+        the Lease first); each request is bounded by ``request_timeout``.
+        """
+        self._releasing = True
         self._handle(self.elector.release(_backend.current_time()))
         with _backend.shielded():
-            self._perform()
+            while self._perform():
+                pass

@@ -49,6 +49,7 @@ from kubemoon_io import (
     PLUGIN_TIMEOUT,
     ResponseTooLarge,
     TransportTimeout,
+    check_transport,
     load_config,
     load_in_cluster_config,
     load_kubeconfig,
@@ -306,9 +307,13 @@ class Client:
         self._total_timeout = total_timeout
         self._max_body_size = max_body_size
         self._max_retries = max_retries
-        if ssl_context is None and config.scheme == "https":
+        check_transport(config)
+        self._own_tls = ssl_context is None and config.scheme == "https"
+        if self._own_tls:
             ssl_context = make_ssl_context(config)
         self._ssl_context = ssl_context
+        self._max_connections = max_connections
+        self._pool_certificate: tuple[bytes, bytes] | None = None
         self._credentials = Credentials(config, plugin_timeout=exec_timeout)
         self._pool = self._new_pool(max_connections=max_connections)
         self._streams: set[StreamResponse] = set()
@@ -439,6 +444,21 @@ class Client:
             await reader.aclose()
         return b"".join(chunks)
 
+    async def _authorize(self) -> tuple[str | None, int]:
+        """The Authorization header; a client certificate from an exec plugin is loaded."""
+        authorization = await self._credentials.authorization()
+        certificate = self._credentials.provider.client_certificate
+        if certificate != self._pool_certificate and self._own_tls and certificate is not None:
+            # New connections present the plugin's certificate; old ones are closed.
+            self._ssl_context = make_ssl_context(
+                self.config, client_cert_data=certificate[0], client_key_data=certificate[1]
+            )
+            old, self._pool = self._pool, self._new_pool(max_connections=self._max_connections)
+            self._pool_certificate = certificate
+            with _backend.shielded():
+                await old.aclose()
+        return authorization
+
     async def send(self, request: Request, *, timeout: float | None = None) -> Response:
         """Perform ``request`` and return the whole response, whatever its status.
 
@@ -453,10 +473,10 @@ class Client:
         each = min(self._timeout, total)
         try:
             async with _backend.fail_after(total):
-                authorization, generation = await self._credentials.authorization()
+                authorization, generation = await self._authorize()
                 response = await self._exchange(request, url, authorization, each, deadline)
                 if response.status_code == 401 and await self._credentials.refresh(generation):
-                    authorization, _ = await self._credentials.authorization()
+                    authorization, _ = await self._authorize()
                     response = await self._exchange(request, url, authorization, each, deadline)
         except TimeoutError:
             raise TransportTimeout(
@@ -475,11 +495,11 @@ class Client:
         credentials and retries once, as :meth:`send` does.
         """
         url = self.config.url(request.target)
-        authorization, generation = await self._credentials.authorization()
+        authorization, generation = await self._authorize()
         stream = await self._start(request, url, authorization, read_timeout)
         if stream.status_code == 401 and await self._credentials.refresh(generation):
             await stream.aclose()
-            authorization, _ = await self._credentials.authorization()
+            authorization, _ = await self._authorize()
             stream = await self._start(request, url, authorization, read_timeout)
         if check and not 200 <= stream.status_code < 300:
             try:

@@ -147,3 +147,25 @@ async def test_idle_connections_cannot_starve_the_probes_port(adapter: Adapter) 
                 call_soon(adapter, manager.stop)
                 await run.wait()
         await adapter.close(client)
+
+
+def test_credentials_over_plain_http_warn_and_log(
+    adapter: Adapter, caplog: pytest.LogCaptureFixture
+) -> None:
+    from kubemoon_core import ClientConfig
+    from kubemoon_io import InsecureTLSWarning
+
+    config = ClientConfig(server="http://127.0.0.1:1", token="t0ken")
+    with pytest.warns(InsecureTLSWarning, match="http"):
+        client = adapter.module.Client(config)
+    assert any("http" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
+    assert "t0ken" not in caplog.text
+    del client
+
+
+def test_a_proxy_url_is_refused_until_supported(adapter: Adapter) -> None:
+    from kubemoon_core import ClientConfig
+
+    config = ClientConfig(server="https://127.0.0.1:1", proxy_url="http://proxy.local:3128")
+    with pytest.raises(ConfigError, match="proxy-url is not supported"):
+        adapter.module.Client(config)

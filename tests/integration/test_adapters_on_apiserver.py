@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from kubemoon_testing import ApiServer
 pytestmark = pytest.mark.integration
 
 CM = GroupVersionResource("", "v1", "configmaps")
+NAMESPACES = GroupVersionResource("", "v1", "namespaces")
 MANY = 1000
 
 
@@ -189,3 +191,42 @@ async def test_leader_election_between_two_candidates(
     finally:
         for c in clients:
             await adapter.close(c)
+
+
+async def test_an_exec_plugin_may_authenticate_with_a_client_certificate(
+    adapter: Adapter, kube_apiserver: ApiServer, tmp_path: Path
+) -> None:
+    import base64
+    import json
+    import sys
+
+    from kubemoon_core import ClientConfig, ExecConfig
+
+    credential = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "kind": "ExecCredential",
+        "status": {
+            "clientCertificateData": kube_apiserver.client_cert_file.read_text(),
+            "clientKeyData": kube_apiserver.client_key_file.read_text(),
+        },
+    }
+    script = tmp_path / "plugin.py"
+    encoded = base64.b64encode(json.dumps(credential).encode()).decode()
+    script.write_text(f"import base64\nprint(base64.b64decode('{encoded}').decode())\n")
+    config = ClientConfig(
+        server=kube_apiserver.url,
+        ca_file=str(kube_apiserver.ca_file),
+        exec=ExecConfig(
+            api_version="client.authentication.k8s.io/v1",
+            command=sys.executable,
+            args=(str(script),),
+            interactive_mode="Never",
+        ),
+    )
+    client = adapter.module.Client(config)
+    try:
+        # The admin certificate (O=system:masters) may read anything: no token is sent.
+        namespace = await adapter.call(client.get, NAMESPACES, "default")
+        assert namespace["metadata"]["name"] == "default"
+    finally:
+        await adapter.close(client)
