@@ -28,6 +28,7 @@ from kubemoon_core import (
     DeleteOptions,
     ListOptions,
     LocalProtocolError,
+    MethodNotAllowed,
     PatchType,
     Request,
     Response,
@@ -621,10 +622,21 @@ class Client:
         namespace: str | None = None,
         options: WriteOptions | None = None,
     ) -> dict[str, Any]:
-        """POST a new object; return it as stored."""
-        result: dict[str, Any] = self.request(
-            create_request(resource, obj, namespace=namespace, options=options)
-        )
+        """POST a new object; return it as stored.
+
+        The namespace is ``namespace=`` or else ``obj.metadata.namespace``; a namespaced
+        resource given neither is a ``LocalProtocolError``, never the server's 405.
+        """
+        request = create_request(resource, obj, namespace=namespace, options=options)
+        try:
+            result: dict[str, Any] = self.request(request)
+        except MethodNotAllowed as exc:
+            if namespace is None and "/namespaces/" not in request.path:
+                raise LocalProtocolError(
+                    f"{request.path} refused a create without a namespace: the resource is "
+                    "namespaced; give namespace= or metadata.namespace"
+                ) from exc
+            raise
         return result
 
     def replace(

@@ -13,7 +13,13 @@ import pytest
 import trio
 from adapter_driver import ADAPTERS, Adapter, call_soon, start_background
 
-from kubemoon_core import Conflict, GroupVersionResource, ListOptions, NotFound
+from kubemoon_core import (
+    Conflict,
+    GroupVersionResource,
+    ListOptions,
+    LocalProtocolError,
+    NotFound,
+)
 from kubemoon_testing import ApiServer
 
 pytestmark = pytest.mark.integration
@@ -55,6 +61,12 @@ async def test_crud_apply_conflict_and_pagination(
     try:
         created = await adapter.call(client.create, CM, cm("a", k="1"), namespace=ns)
         assert created["metadata"]["namespace"] == ns
+        # Without namespace=, the object's own namespace is used.
+        placed = {**cm("b"), "metadata": {"name": "b", "namespace": ns}}
+        assert (await adapter.call(client.create, CM, placed))["metadata"]["namespace"] == ns
+        # A namespaced resource with no namespace anywhere is a clear local error.
+        with pytest.raises(LocalProtocolError, match="namespaced; give namespace="):
+            await adapter.call(client.create, CM, cm("nowhere"))
         got = await adapter.call(client.get, CM, "a", namespace=ns)
         assert got["data"] == {"k": "1"}
         patched = await adapter.call(client.patch, CM, "a", {"data": {"k": "2"}}, namespace=ns)
@@ -80,7 +92,7 @@ async def test_crud_apply_conflict_and_pagination(
             await adapter.call(client.create, CM, cm(f"p{i}"), namespace=ns)
         pages = client.list(CM, namespace=ns, options=ListOptions(limit=2))
         names = [item["metadata"]["name"] for item in await adapter.collect(pages)]
-        assert names == ["a", "p0", "p1", "p2", "p3", "p4", "s"]
+        assert names == ["a", "b", "p0", "p1", "p2", "p3", "p4", "s"]
         await adapter.call(client.delete, CM, "a", namespace=ns)
         with pytest.raises(NotFound):
             await adapter.call(client.get, CM, "a", namespace=ns)
