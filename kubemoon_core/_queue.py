@@ -21,7 +21,7 @@ Rules (client-go's workqueue semantics, without threads or clocks):
   from its deadline); ``get`` to a ``done`` given ``now`` is the work duration. Adds and
   dones without ``now`` are simply not timed.
 
-add, get and done are O(1) (a deque and two sets); delayed adds are O(log n).
+add, get and done are O(1) (a deque and two dicts); delayed adds are O(log n).
 """
 
 from __future__ import annotations
