@@ -112,6 +112,24 @@ class Store:
         # unchanged. None when no epoch is open.
         self._epoch: dict[_Key, Obj | None] | None = None
 
+    def add_indexers(self, indexers: Mapping[str, IndexFunc]) -> None:
+        """Add index functions; objects already stored are indexed at once.
+
+        All or nothing: a name already in use is refused, and a failing function adds none.
+        """
+        for name in indexers:
+            if name in self._indexers:
+                raise LocalProtocolError(f"an index is already named {name!r}")
+        computed = {
+            key: {name: list(function(obj)) for name, function in indexers.items()}
+            for key, obj in self._objects.items()
+        }
+        self._indexers.update(indexers)
+        for name in indexers:
+            self._indices[name] = {}
+        for key, values in computed.items():
+            self._reindex(key, values)
+
     # -- reading ---------------------------------------------------------------------------
 
     def __len__(self) -> int:

@@ -1,36 +1,265 @@
-"""The few blocking primitives the generated adapter code needs (twin of the trio backend).
+"""The few blocking primitives the adapter code needs; one of three hand-written backends.
 
-Rules: same names and signatures as ``kubemoon_trio/_backend.py``; nothing here starts a
-thread or an event loop. A blocking read cannot be interrupted at a deadline, so streams
-are opened with a read timeout instead and a read past it raises ``TimeoutError``.
+Rules: same names and signatures as ``kubemoon_trio/_backend.py``. A plain blocking call
+(a :class:`~kubemoon_sync.Client` request, a watch) starts no thread and no event loop. Only
+a :class:`TaskGroup` starts threads, one per child, for the runtime (manager, informers,
+workers). Cancelling a group is cooperative: every sleep and wait of its threads raises
+:class:`Cancelled`, and a watch being read in one of them has its socket shut down.
+A blocking read cannot stop at a deadline, so streams are opened with a read timeout.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
+import math
+import os
+import signal
+import socket
+import ssl
 import subprocess
 import threading
 import time
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import cast
+from types import TracebackType
+from typing import Any, Generic, TypeVar, cast
 
 import httpcore
 
 __all__ = [
+    "LOOP_NAME",
+    "TASK_STATUS_IGNORED",
     "BodyReader",
+    "ByteStream",
+    "Cancelled",
     "Event",
     "Lock",
+    "TaskGroup",
+    "TaskStatus",
     "current_time",
+    "fail_after",
+    "install_signal_handlers",
+    "run_loop",
     "run_process",
+    "serve_tcp",
     "shielded",
     "sleep",
     "sleep_until",
+    "wait_event",
     "wall_time",
 ]
 
+LOOP_NAME = "threads"
+
+logger = logging.getLogger("kubemoon.server")
+
 Lock = threading.Lock
-Event = threading.Event
+
+T = TypeVar("T")
+
+# How often a wait on an Event looks at its thread's cancellation.
+_POLL = 0.05
+
+
+class Cancelled(BaseException):
+    """The task group this thread runs in was cancelled."""
+
+
+class _Token:
+    """The cancellation state of one task group, inherited by nested groups."""
+
+    def __init__(self, parent: _Token | None) -> None:
+        self.event = threading.Event()
+        self._lock = threading.Lock()
+        self._children: list[_Token] = []
+        self._callbacks: dict[int, Callable[[], None]] = {}
+        self._next = 0
+        if parent is not None:
+            with parent._lock:
+                parent._children.append(self)
+            if parent.event.is_set():
+                self.event.set()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.event.set()
+            children, callbacks = list(self._children), list(self._callbacks.values())
+        for child in children:
+            child.cancel()
+        for callback in callbacks:
+            with contextlib.suppress(Exception):
+                callback()
+
+    def on_cancel(self, callback: Callable[[], None]) -> int:
+        with self._lock:
+            self._next += 1
+            self._callbacks[self._next] = callback
+            handle = self._next
+        if self.event.is_set():
+            callback()
+        return handle
+
+    def forget(self, handle: int) -> None:
+        with self._lock:
+            self._callbacks.pop(handle, None)
+
+
+_local = threading.local()
+
+
+def _token() -> _Token | None:
+    return cast(_Token | None, getattr(_local, "token", None))
+
+
+def _check() -> None:
+    token = _token()
+    if token is not None and token.event.is_set():
+        raise Cancelled
+
+
+class Event(threading.Event):
+    """A ``threading.Event`` whose :meth:`wait` raises :class:`Cancelled` when cancelled."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until set (True) or ``timeout`` passes (False)."""
+        token = _token()
+        if token is None:
+            return super().wait(timeout)
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            _check()
+            left = _POLL if end is None else min(_POLL, end - time.monotonic())
+            if super().wait(max(left, 0.0)):
+                return True
+            if end is not None and time.monotonic() >= end:
+                return False
+
+
+class TaskStatus(Generic[T]):
+    """Handed to a task started with :meth:`TaskGroup.start`; it calls :meth:`started`."""
+
+    def __init__(self) -> None:
+        self.value: Any = None
+        self.ready = threading.Event()
+
+    def started(self, value: T | None = None) -> None:
+        """Say the task is ready; :meth:`TaskGroup.start` returns ``value``."""
+        self.value = value
+        self.ready.set()
+
+
+TASK_STATUS_IGNORED: TaskStatus[Any] = TaskStatus()
+
+
+class TaskGroup:
+    """Children run concurrently, each on a thread; leaving waits for them.
+
+    An error in a child or in the body cancels the group; errors are raised together as an
+    ``ExceptionGroup`` when leaving. :meth:`cancel` cancels the children and the body; that
+    cancellation ends at the group.
+    """
+
+    def __init__(self) -> None:
+        self._token: _Token | None = None
+        self._outer: _Token | None = None
+        self._threads: list[threading.Thread] = []
+        self._errors: list[BaseException] = []
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> TaskGroup:
+        self._outer = _token()
+        self._token = _Token(self._outer)
+        _local.token = self._token
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._token is not None
+        if exc is not None and not isinstance(exc, Cancelled):
+            self._token.cancel()
+        try:
+            for thread in self._threads:
+                while thread.is_alive():
+                    thread.join(_POLL)
+                    if self._outer is not None and self._outer.event.is_set():
+                        self._token.cancel()
+        finally:
+            _local.token = self._outer
+        errors = [e for e in self._errors if not isinstance(e, Cancelled)]
+        if exc is not None and not isinstance(exc, Cancelled):
+            errors.insert(0, exc)
+        if errors:
+            if all(isinstance(e, Exception) for e in errors):
+                raise ExceptionGroup("errors in a task group", cast(list[Exception], errors))
+            raise BaseExceptionGroup("errors in a task group", errors)
+        outer_cancelled = self._outer is not None and self._outer.event.is_set()
+        return isinstance(exc, Cancelled) and not outer_cancelled
+
+    def _run(self, fn: Callable[..., object], args: tuple[object, ...], kwargs: Any) -> None:
+        _local.token = self._token
+        try:
+            fn(*args, **kwargs)
+        except BaseException as exc:  # every failure is reported when the group is left
+            if not isinstance(exc, Cancelled):
+                with self._lock:
+                    self._errors.append(exc)
+                assert self._token is not None
+                self._token.cancel()
+
+    def start_soon(self, fn: Callable[..., object], *args: object) -> None:
+        """Run ``fn(*args)`` as a child, on a thread of its own."""
+        self._spawn(fn, args, {})
+
+    def _spawn(self, fn: Callable[..., object], args: tuple[object, ...], kwargs: Any) -> None:
+        name = f"kubemoon-{getattr(fn, '__name__', 'task')}"
+        thread = threading.Thread(target=self._run, args=(fn, args, kwargs), name=name)
+        thread.daemon = True
+        self._threads = [t for t in self._threads if t.is_alive()]
+        self._threads.append(thread)
+        thread.start()
+
+    def start(self, fn: Callable[..., object], *args: object) -> Any:
+        """Run ``fn(*args, task_status=...)`` as a child; return what it passes to started()."""
+        status: TaskStatus[Any] = TaskStatus()
+        self._spawn(fn, args, {"task_status": status})
+        thread = self._threads[-1]
+        while not status.ready.wait(_POLL):
+            if not thread.is_alive():
+                with self._lock:
+                    if self._errors:
+                        raise self._errors[-1]
+                raise RuntimeError("the task ended without calling started()")
+            _check()
+        return status.value
+
+    def cancel(self) -> None:
+        """Cancel every child and the body."""
+        assert self._token is not None, "the task group is not open"
+        self._token.cancel()
+
+
+def wait_event(event: threading.Event, deadline: float | None) -> bool:
+    """Wait until ``event`` is set (True) or ``deadline`` passes (False)."""
+    timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+    return event.wait(timeout)
+
+
+@contextlib.contextmanager
+def fail_after(seconds: float | None) -> Iterator[None]:
+    """A total deadline, as far as a blocking call allows: checked when the body returns.
+
+    Each read is bounded by the client's timeout; the body is not interrupted midway.
+    """
+    start = time.monotonic()
+    yield
+    if seconds is not None and time.monotonic() - start > seconds:
+        raise TimeoutError(f"no result within {seconds:g} s")
 
 
 def shielded() -> AbstractContextManager[object]:
@@ -49,21 +278,63 @@ def wall_time() -> float:
 
 
 def sleep(seconds: float) -> None:
-    """Sleep for ``seconds``."""
-    time.sleep(max(0.0, seconds))
+    """Sleep for ``seconds``; raises :class:`Cancelled` if this thread's group is cancelled."""
+    token = _token()
+    wait = None if math.isinf(seconds) else max(0.0, seconds)
+    if token is None:
+        if wait is None:
+            threading.Event().wait()
+        time.sleep(wait or 0.0)
+    elif token.event.wait(wait):
+        raise Cancelled
 
 
 def sleep_until(deadline: float) -> None:
     """Sleep until ``current_time()`` reaches ``deadline``."""
-    time.sleep(max(0.0, deadline - time.monotonic()))
+    sleep(deadline - time.monotonic())
 
 
-def run_process(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, bytes]:
-    """Run a credential plugin: no stdin, stdout captured, stderr inherited."""
-    result = subprocess.run(  # noqa: PLW1510 - the caller checks the code
+def run_process(
+    argv: Sequence[str], env: Mapping[str, str], *, timeout: float, output_limit: int
+) -> tuple[int, bytes]:
+    """Run a credential plugin: no stdin, stdout captured, stderr inherited.
+
+    Raises ``TimeoutError`` (the process killed) after ``timeout`` seconds; stops reading at
+    ``output_limit`` + 1 bytes, so the caller can refuse an oversized answer.
+    """
+    process = subprocess.Popen(
         list(argv), env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
     )
-    return result.returncode, result.stdout
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        process.kill()
+
+    # A timer bounds the run without a reader thread: killing the process ends the read.
+    timer = threading.Timer(timeout, expire)
+    timer.start()
+    output = bytearray()
+    try:
+        assert process.stdout is not None
+        while len(output) <= output_limit:
+            chunk = os.read(process.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            output += chunk
+        if len(output) > output_limit:
+            process.kill()
+        code = process.wait()
+    finally:
+        timer.cancel()
+        if process.returncode is None:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+    if expired.is_set():
+        raise TimeoutError(f"no answer within {timeout:g} s")
+    return code, bytes(output[: output_limit + 1])
 
 
 class BodyReader:
@@ -71,7 +342,8 @@ class BodyReader:
 
     ``receive`` returns ``b""`` at the end of the body. The deadline is advisory: the read
     timeout the stream was opened with bounds each read, and a read past it raises
-    ``TimeoutError`` (through httpcore's ``ReadTimeout``).
+    ``TimeoutError`` (through httpcore's ``ReadTimeout``). When the reading thread's task
+    group is cancelled, the connection's socket is shut down, which ends the read.
     """
 
     def __init__(self, response: httpcore.Response) -> None:
@@ -79,21 +351,157 @@ class BodyReader:
         stream = response.stream
         assert hasattr(stream, "__iter__"), "a blocking response stream"
         self._chunks = cast(Generator[bytes, None, None], stream.__iter__())
+        self._token = _token()
+        self._handle = self._token.on_cancel(self._interrupt) if self._token else None
+        self._closing = False
+
+    def _interrupt(self) -> None:
+        network = self._response.extensions.get("network_stream")
+        sock = network.get_extra_info("socket") if network is not None else None
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def receive(self, deadline: float | None = None) -> bytes:
         """The next chunk of the body, ``b""`` at its end."""
         del deadline
+        if self._closing:
+            return b""
         try:
             return self._chunks.__next__()
         except StopIteration:
             return b""
         except httpcore.ReadTimeout as exc:
             raise TimeoutError("no data before the read timeout") from exc
+        except (httpcore.NetworkError, httpcore.ProtocolError):
+            _check()  # a shutdown by cancellation is a cancellation, not a broken stream
+            raise
+
+    def closing(self) -> bool:
+        """True once :meth:`close` has begun."""
+        return self._closing
 
     def close(self) -> None:
         """Close the body, and with it the connection it came on."""
+        self._closing = True
+        if self._token is not None and self._handle is not None:
+            self._token.forget(self._handle)
         with shielded():
             try:
                 self._chunks.close()
             finally:
                 self._response.close()
+
+
+# -- serving ------------------------------------------------------------------------------
+
+
+class ByteStream:
+    """One accepted connection: ``receive_some``, ``send_all``, ``close``.
+
+    Reads wait in short slices so that a cancelled task group ends them.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        sock.settimeout(_POLL)
+
+    def receive_some(self, max_bytes: int = 65536, deadline: float | None = None) -> bytes:
+        """Up to ``max_bytes`` bytes; ``b""`` when the peer closed its side.
+
+        Raises ``TimeoutError`` when nothing arrives before ``deadline`` (``current_time``).
+        """
+        while True:
+            _check()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError("no data before the deadline")
+            try:
+                return self._sock.recv(max_bytes)
+            except TimeoutError:
+                continue
+            except ssl.SSLWantReadError:
+                continue
+
+    def send_all(self, data: bytes) -> None:
+        """Send every byte of ``data``."""
+        self._sock.settimeout(30.0)
+        try:
+            self._sock.sendall(data)
+        finally:
+            self._sock.settimeout(_POLL)
+
+    def close(self) -> None:
+        """Close the connection."""
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+
+
+def serve_tcp(
+    handler: Callable[[ByteStream], object],
+    host: str,
+    port: int,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    task_status: TaskStatus[int] = TASK_STATUS_IGNORED,
+) -> None:
+    """Accept connections on ``host:port`` (0: any free port) until cancelled.
+
+    Each connection runs ``handler`` on a thread of its own and is closed after it. The port
+    actually bound is passed to ``task_status.started``. Running out of file descriptors
+    (EMFILE) is logged, and accepting resumes shortly after.
+    """
+    listener = socket.create_server((host, port))
+    listener.settimeout(_POLL)
+
+    def serve_one(sock: socket.socket) -> None:
+        try:
+            if ssl_context is not None:
+                sock.settimeout(10.0)
+                sock = ssl_context.wrap_socket(sock, server_side=True)
+            connection = ByteStream(sock)
+        except (OSError, ssl.SSLError):
+            sock.close()
+            return
+        try:
+            handler(connection)
+        except ConnectionError:
+            pass  # the peer went away; nothing to answer
+        finally:
+            connection.close()
+
+    with listener, TaskGroup() as connections:
+        task_status.started(listener.getsockname()[1])
+        while True:
+            _check()
+            try:
+                sock, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    logger.error("cannot accept a connection: %s (out of file descriptors)", exc)
+                    sleep(0.1)
+                    continue
+                raise
+            connections.start_soon(serve_one, sock)
+
+
+def install_signal_handlers(
+    signals: Sequence[int], callback: Callable[[], object]
+) -> Callable[[], None]:
+    """Call ``callback`` when one of ``signals`` arrives (main thread only); return an undo."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {number: signal.signal(number, lambda *_: callback()) for number in signals}
+
+    def restore() -> None:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+    return restore
+
+
+def run_loop(fn: Callable[..., object], **kwargs: object) -> None:
+    """Call ``fn(**kwargs)`` in this thread (the blocking twin of running a loop)."""
+    fn(**kwargs)

@@ -16,12 +16,12 @@ import logging
 import random
 from collections.abc import Callable
 
-from kubemoon_core import APIResource, GroupVersionResource, Request
+from kubemoon_core import APIResource, CacheSyncTimeout, GroupVersionResource, Request
 from kubemoon_core._backoff import Backoff
 from kubemoon_core._changes import Change
 from kubemoon_core._reflector import MAX_WATCH_TIMEOUT, MIN_WATCH_TIMEOUT, Reflector
 from kubemoon_core._store import Store
-from kubemoon_sync._transport import TransportError, TransportTimeout
+from kubemoon_io import TransportError, TransportTimeout
 
 from . import _backend
 from ._client import Client
@@ -31,6 +31,8 @@ __all__ = ["Informer"]
 logger = logging.getLogger("kubemoon.informer")
 
 ChangeHandler = Callable[[Change], object]
+FailureHandler = Callable[[str, BaseException | None], object]
+"""Told ``(verb, error)`` after each LIST or WATCH attempt; ``error`` None on success."""
 
 
 class Informer:
@@ -38,8 +40,11 @@ class Informer:
 
     Run it with ``informer.run()`` (until cancelled, or until ``until()`` holds);
     read :attr:`store`; ``informer.wait_synced()`` for the first complete list.
-    ``on_change`` is called with every change the reflector applies, in order (bookmarks
-    never produce one). The reflector's options (``stall_margin``, ``watch_timeout``, ``backoff``,
+    ``on_change`` (and every handler added with :meth:`add_handler`) is called with every
+    change the reflector applies, in order (bookmarks never produce one); a handler that
+    raises is logged and counted (:attr:`handler_errors`) and the informer keeps running.
+    ``on_failure`` hears how each LIST and WATCH attempt went. The reflector's options
+    (``stall_margin``, ``watch_timeout``, ``backoff``,
     ``streaming_list``...) are passed through, or a configured ``reflector`` is given.
     """
 
@@ -52,6 +57,7 @@ class Informer:
         label_selector: str | None = None,
         field_selector: str | None = None,
         on_change: ChangeHandler | None = None,
+        on_failure: FailureHandler | None = None,
         store: Store | None = None,
         page_size: int = 500,
         streaming_list: bool = False,
@@ -62,6 +68,12 @@ class Informer:
         reflector: Reflector | None = None,
     ) -> None:
         self._client = client
+        gvr = resource.gvr if isinstance(resource, APIResource) else resource
+        self.resource = gvr
+        self.namespace = namespace
+        self._name = f"{gvr.resource}.{gvr.group}" if gvr.group else gvr.resource
+        if namespace:
+            self._name += f" in {namespace}"
         if reflector is None:
             reflector = Reflector(
                 resource,
@@ -77,8 +89,10 @@ class Informer:
                 watch_timeout=watch_timeout,
             )
         self.reflector = reflector
-        self._on_change = on_change
+        self._handlers: list[ChangeHandler] = [on_change] if on_change is not None else []
+        self._on_failure = on_failure
         self._synced = _backend.Event()
+        self.handler_errors = 0
 
     def __repr__(self) -> str:
         return f"<Informer {self.reflector.state.name} rv={self.reflector.resource_version!r}>"
@@ -93,9 +107,33 @@ class Informer:
         """True once the first complete list has been applied."""
         return self.reflector.has_synced
 
-    def wait_synced(self) -> None:
-        """Wait until the first complete list has been applied (the informer must run)."""
-        self._synced.wait()
+    @property
+    def name(self) -> str:
+        """The resource (``plural.group``) and, if any, the namespace, for logs and metrics."""
+        return self._name
+
+    def set_failure_handler(self, handler: FailureHandler | None) -> None:
+        """Tell ``handler`` how each LIST and WATCH attempt went (replaces ``on_failure``)."""
+        self._on_failure = handler
+
+    def add_handler(self, handler: ChangeHandler) -> None:
+        """Call ``handler`` with every change from now on (after those already added)."""
+        self._handlers.append(handler)
+
+    def wait_synced(self, timeout: float | None = None) -> None:
+        """Wait until the first complete list has been applied (the informer must run).
+
+        With ``timeout``, raise :class:`~kubemoon_core.CacheSyncTimeout` carrying the last
+        error (a 403, a 404...) if the list has not completed by then.
+        """
+        if timeout is None:
+            self._synced.wait()
+            return
+        if not _backend.wait_event(self._synced, _backend.current_time() + timeout):
+            raise CacheSyncTimeout(
+                f"{self.name}: not synced after {timeout:g} s",
+                last_error=self.reflector.last_error,
+            )
 
     def run(self, *, until: Callable[[], bool] | None = None) -> None:
         """Drive the reflector until cancelled, or until ``until()`` returns True.
@@ -118,9 +156,17 @@ class Informer:
     def _publish(self, changes: list[Change]) -> None:
         if self.reflector.has_synced and not self._synced.is_set():
             self._synced.set()
-        if self._on_change is not None:
+        for handler in self._handlers:
             for change in changes:
-                self._on_change(change)
+                try:
+                    handler(change)
+                except Exception:  # user code must not stop the informer
+                    self.handler_errors += 1
+                    logger.exception("a change handler of %s failed on %s", self.name, change.key)
+
+    def _report(self, verb: str, error: BaseException | None) -> None:
+        if self._on_failure is not None:
+            self._on_failure(verb, error)
 
     def _list_page(self, request: Request) -> None:
         reflector = self.reflector
@@ -129,11 +175,13 @@ class Informer:
         except TransportError as exc:
             logger.info("LIST %s failed: %s", request.path, exc)
             reflector.request_failed(_backend.current_time(), exc)
+            self._report("list", exc)
             return
         except BaseException as exc:  # cancelled: leave the reflector consistent
             reflector.request_failed(_backend.current_time(), exc)
             raise
         self._publish(reflector.receive_response(response, _backend.current_time()))
+        self._report("list", None if response.ok else reflector.last_error)
 
     def _watch(self, request: Request, until: Callable[[], bool] | None) -> None:
         reflector = self.reflector
@@ -147,6 +195,7 @@ class Informer:
             reflector.watch_ended(_backend.current_time(), exc)
             if isinstance(exc, TransportError):
                 logger.info("WATCH %s failed to start: %s", request.path, exc)
+                self._report("watch", exc)
                 return
             raise
         error: BaseException | None = None
@@ -154,6 +203,8 @@ class Informer:
             reflector.receive_watch_head(
                 stream.status_code, stream.headers, _backend.current_time()
             )
+            ok = 200 <= stream.status_code < 300
+            self._report("watch", None if ok else reflector.last_error)
             while not reflector.poll(_backend.current_time()):
                 deadline = reflector.next_deadline()
                 try:

@@ -1,32 +1,54 @@
 """kubemoon_trio: the trio adapter of KubeMoon.
 
-Performs the core's requests over real TLS with ``httpcore`` on trio: a :class:`Client`
-with CRUD, paginated LIST and WATCH (each watch on a connection of its own), and the
-configuration loaders (kubeconfig, in-cluster). ``kubemoon_sync`` is generated from this
-package and offers the same surface, blocking.
+Performs the core's requests over real TLS with ``httpcore``: a :class:`Client` with CRUD,
+paginated LIST and WATCH (each watch on a connection of its own), informers, leader
+election and the controller runner. The three adapters (trio, asyncio, blocking) offer the
+same surface: the asyncio and blocking packages are generated from the trio source by
+``scripts/unasync.py``, and only ``_backend.py`` is written by hand for each loop.
+Configuration loading, TLS and the transport errors come from ``kubemoon_io``, which every
+adapter shares.
 """
 
-from kubemoon_sync._config import load_config, load_in_cluster_config, load_kubeconfig
-from kubemoon_sync._tls import InsecureTLSWarning
-from kubemoon_sync._transport import TLSError, TransportError, TransportTimeout
+from kubemoon_io import (
+    InsecureTLSWarning,
+    ResponseTooLarge,
+    TLSError,
+    TransportError,
+    TransportTimeout,
+    load_config,
+    load_in_cluster_config,
+    load_kubeconfig,
+)
 
+from ._builder import ControllerBuilder, ReconcileFunction, RuntimeController
+from ._cache import CacheReader, SharedInformers
 from ._client import Client, StreamResponse, Watch
-from ._controller import (
-    ControllerRunner,
-    Reconcile,
-)
+from ._context import ReconcileContext
+from ._controller import ControllerRunner, Reconcile
+from ._events import EventRecorder
 from ._informer import Informer
-from ._leader import (
-    LeaderElection,
-)
+from ._leader import LeaderElection
+from ._manager import LeaderElectionConfig, Manager
+from ._probes import ProbeServer
 
 __all__ = [
+    "CacheReader",
     "Client",
+    "ControllerBuilder",
     "ControllerRunner",
+    "EventRecorder",
     "Informer",
     "InsecureTLSWarning",
     "LeaderElection",
+    "LeaderElectionConfig",
+    "Manager",
+    "ProbeServer",
     "Reconcile",
+    "ReconcileContext",
+    "ReconcileFunction",
+    "ResponseTooLarge",
+    "RuntimeController",
+    "SharedInformers",
     "StreamResponse",
     "TLSError",
     "TransportError",

@@ -1,36 +1,114 @@
-"""The few trio primitives the generated-in-step adapter code needs.
+"""The few trio primitives the adapter code needs; one of three hand-written backends.
 
-Rules: this module (and its blocking twin ``kubemoon_sync/_backend.py``) is the only place
-where the two adapters differ; everything else in ``kubemoon_sync`` is generated from
-``kubemoon_trio`` by ``scripts/unasync.py``. Same names, same signatures, both sides.
+Rules: this module and its twins ``kubemoon_asyncio/_backend.py`` and
+``kubemoon_sync/_backend.py`` are the only places where the adapters differ; everything
+else in those packages is generated from ``kubemoon_trio`` by ``scripts/unasync.py``.
+Same names, same signatures, on every side.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
+import signal
+import ssl
 import subprocess
 import time
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import cast
+from types import TracebackType
+from typing import Any, cast
 
 import httpcore
 import trio
 
 __all__ = [
+    "LOOP_NAME",
+    "TASK_STATUS_IGNORED",
     "BodyReader",
+    "ByteStream",
     "Event",
     "Lock",
+    "TaskGroup",
+    "TaskStatus",
     "current_time",
+    "fail_after",
+    "install_signal_handlers",
+    "run_loop",
     "run_process",
+    "serve_tcp",
     "shielded",
     "sleep",
     "sleep_until",
+    "wait_event",
     "wall_time",
 ]
 
+LOOP_NAME = "trio"
+
 Lock = trio.Lock
 Event = trio.Event
+TaskStatus = trio.TaskStatus
+TASK_STATUS_IGNORED = trio.TASK_STATUS_IGNORED
+
+
+class TaskGroup:
+    """A nursery: children run concurrently; leaving waits for them; an error cancels all.
+
+    :meth:`cancel` cancels the children and the body; that cancellation ends at the group.
+    """
+
+    def __init__(self) -> None:
+        self._manager = trio.open_nursery()
+        self._nursery: trio.Nursery | None = None
+
+    async def __aenter__(self) -> TaskGroup:
+        self._nursery = await self._manager.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        return await self._manager.__aexit__(exc_type, exc, tb)
+
+    def start_soon(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
+        """Run ``fn(*args)`` as a child."""
+        assert self._nursery is not None, "the task group is not open"
+        self._nursery.start_soon(fn, *args)
+
+    async def start(self, fn: Callable[..., Awaitable[object]], *args: object) -> Any:
+        """Run ``fn(*args, task_status=...)`` as a child; return what it passes to started()."""
+        assert self._nursery is not None, "the task group is not open"
+        return await self._nursery.start(fn, *args)
+
+    def cancel(self) -> None:
+        """Cancel every child and the body."""
+        assert self._nursery is not None, "the task group is not open"
+        self._nursery.cancel_scope.cancel()
+
+
+async def wait_event(event: trio.Event, deadline: float | None) -> bool:
+    """Wait until ``event`` is set (True) or ``deadline`` passes (False)."""
+    with trio.move_on_at(math.inf if deadline is None else deadline):
+        await event.wait()
+    return event.is_set()
+
+
+@contextlib.asynccontextmanager
+async def fail_after(seconds: float | None) -> AsyncIterator[None]:
+    """Raise ``TimeoutError`` if the body takes longer than ``seconds`` (None: no limit)."""
+    if seconds is None:
+        yield
+        return
+    try:
+        with trio.fail_after(max(seconds, 0.0)):
+            yield
+    except trio.TooSlowError:
+        raise TimeoutError(f"no result within {seconds:g} s") from None
 
 
 def shielded() -> AbstractContextManager[object]:
@@ -58,16 +136,39 @@ async def sleep_until(deadline: float) -> None:
     await trio.sleep_until(deadline)
 
 
-async def run_process(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, bytes]:
-    """Run a credential plugin: no stdin, stdout captured, stderr inherited."""
-    result = await trio.run_process(
-        list(argv),
-        env=dict(env),
-        stdin=subprocess.DEVNULL,
-        capture_stdout=True,
-        check=False,
-    )
-    return result.returncode, result.stdout
+async def run_process(
+    argv: Sequence[str], env: Mapping[str, str], *, timeout: float, output_limit: int
+) -> tuple[int, bytes]:
+    """Run a credential plugin: no stdin, stdout captured, stderr inherited.
+
+    Raises ``TimeoutError`` (the process killed) after ``timeout`` seconds; stops reading at
+    ``output_limit`` + 1 bytes, so the caller can refuse an oversized answer.
+    """
+    output = bytearray()
+    with trio.move_on_after(timeout) as scope:
+        process = await trio.lowlevel.open_process(
+            list(argv), env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
+        )
+        try:
+            assert process.stdout is not None
+            while len(output) <= output_limit:
+                chunk = await process.stdout.receive_some(65536)
+                if not chunk:
+                    break
+                output += chunk
+            if len(output) > output_limit:
+                process.kill()
+            code = await process.wait()
+        finally:
+            if process.returncode is None:
+                process.kill()
+                with trio.CancelScope(shield=True):
+                    await process.wait()
+            assert process.stdout is not None
+            await process.stdout.aclose()
+    if scope.cancelled_caught:
+        raise TimeoutError(f"no answer within {timeout:g} s")
+    return code, bytes(output[: output_limit + 1])
 
 
 class BodyReader:
@@ -136,3 +237,97 @@ class BodyReader:
                 await self._chunks.aclose()
             finally:
                 await self._response.aclose()
+
+
+# -- serving ------------------------------------------------------------------------------
+
+
+class ByteStream:
+    """One accepted connection: ``receive_some``, ``send_all``, ``aclose``."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self._stream = stream
+
+    async def receive_some(self, max_bytes: int = 65536, deadline: float | None = None) -> bytes:
+        """Up to ``max_bytes`` bytes; ``b""`` when the peer closed its side.
+
+        Raises ``TimeoutError`` when nothing arrives before ``deadline`` (``current_time``).
+        """
+        try:
+            with trio.fail_at(math.inf if deadline is None else deadline):
+                return bytes(await self._stream.receive_some(max_bytes))
+        except trio.TooSlowError:
+            raise TimeoutError("no data before the deadline") from None
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise ConnectionError(str(exc) or type(exc).__name__) from exc
+
+    async def send_all(self, data: bytes) -> None:
+        """Send every byte of ``data``."""
+        try:
+            await self._stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise ConnectionError(str(exc) or type(exc).__name__) from exc
+
+    async def aclose(self) -> None:
+        """Close the connection."""
+        with trio.CancelScope(shield=True):
+            await self._stream.aclose()
+
+
+async def serve_tcp(
+    handler: Callable[[ByteStream], Awaitable[object]],
+    host: str,
+    port: int,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Accept connections on ``host:port`` (0: any free port) until cancelled.
+
+    Each connection runs ``handler`` in a task of its own and is closed after it. The port
+    actually bound is passed to ``task_status.started``. Running out of file descriptors
+    (EMFILE) is logged, and accepting resumes shortly after.
+    """
+    listeners: list[trio.abc.Listener[trio.abc.Stream]] = list(
+        await trio.open_tcp_listeners(port, host=host)
+    )
+    bound = listeners[0].socket.getsockname()[1]  # type: ignore[attr-defined]
+    if ssl_context is not None:
+        listeners = [
+            trio.SSLListener(listener, ssl_context, https_compatible=True) for listener in listeners
+        ]
+
+    async def serve_one(stream: trio.abc.Stream) -> None:
+        connection = ByteStream(stream)
+        try:
+            await handler(connection)
+        except ConnectionError:
+            pass  # the peer went away; nothing to answer
+        finally:
+            await connection.aclose()
+
+    task_status.started(bound)
+    await trio.serve_listeners(serve_one, listeners)
+
+
+def install_signal_handlers(
+    signals: Sequence[int], callback: Callable[[], object]
+) -> Callable[[], None]:
+    """Call ``callback`` in the loop when one of ``signals`` arrives; return an undo function."""
+    token = trio.lowlevel.current_trio_token()
+    previous = {}
+    for number in signals:
+        previous[number] = signal.signal(
+            number, lambda *_: token.run_sync_soon(callback, idempotent=True)
+        )
+
+    def restore() -> None:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+    return restore
+
+
+def run_loop(fn: Callable[..., Awaitable[object]], **kwargs: object) -> None:
+    """Run ``fn(**kwargs)`` on a new trio loop, in this thread, until it returns."""
+    trio.run(functools.partial(fn, **kwargs))

@@ -6,7 +6,7 @@ nowhere else, and never logged. CRUD shares one connection pool; every stream (W
 a pool of its own with one connection, closed when the stream is closed or cancelled.
 Non-2xx answers become the core's typed ``ApiError``; network failures ``TransportError``.
 A 429 or 5xx that carries ``Retry-After`` is retried after that delay, a bounded number of
-times. This module is the source of ``kubemoon_sync/_client.py`` (scripts/unasync.py).
+times.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from kubemoon_core import (
     DecodeError,
     DeleteOptions,
     ListOptions,
+    LocalProtocolError,
     PatchType,
     Request,
     Response,
@@ -44,9 +45,15 @@ from kubemoon_core import (
 from kubemoon_core._kubeconfig import ClientConfig
 from kubemoon_core._request import Target
 from kubemoon_core._watch import WatchDecoder, WatchEvent
-from kubemoon_sync._config import load_config, load_in_cluster_config, load_kubeconfig
-from kubemoon_sync._tls import ssl_context as make_ssl_context
-from kubemoon_sync._transport import TransportTimeout, transport_error
+from kubemoon_io import (
+    ResponseTooLarge,
+    TransportTimeout,
+    load_config,
+    load_in_cluster_config,
+    load_kubeconfig,
+    transport_error,
+)
+from kubemoon_io import ssl_context as make_ssl_context
 
 from . import _backend
 from ._auth import Credentials
@@ -56,8 +63,10 @@ __all__ = ["Client", "StreamResponse", "Watch"]
 logger = logging.getLogger("kubemoon.client")
 
 DEFAULT_TIMEOUT = 30.0
+DEFAULT_TOTAL_TIMEOUT = 60.0
 DEFAULT_PAGE_SIZE = 500
 ERROR_BODY_LIMIT = 64 * 1024
+DEFAULT_MAX_BODY_SIZE = 128 * 1024 * 1024
 
 _NETWORK_ERRORS = (
     httpcore.ProtocolError,
@@ -144,8 +153,10 @@ class StreamResponse:
 class Watch:
     """The events of one WATCH request, on a connection of its own.
 
-    Use it as ``async with client.watch(...) as events: async for event in events: ...``.
-    Leaving the block, breaking out, an error or a cancellation closes the connection. The
+    Use it as ``async with client.watch(...) as events: async for event in events: ...``;
+    iterating it outside its block raises ``LocalProtocolError``, so that no connection is
+    ever left open by a ``break`` or a dropped iterator. Leaving the block, an error or a
+    cancellation closes the connection. The
     iteration ends when the server ends the stream cleanly (``timeoutSeconds``); a cut
     stream raises :class:`TransportError` (a partial event is never dropped silently); a
     malformed line raises the core's ``DecodeError``; an ``ERROR`` event raises its
@@ -160,11 +171,13 @@ class Watch:
         self._decoder = WatchDecoder()
         self._pending: collections.deque[WatchEvent] = collections.deque()
         self._done = False
+        self._entered = False
 
     def __repr__(self) -> str:
         return f"<Watch {self._request.path}>"
 
     async def __aenter__(self) -> Watch:
+        self._entered = True
         await self._open()
         return self
 
@@ -172,7 +185,15 @@ class Watch:
         await self.aclose()
 
     def __aiter__(self) -> Watch:
+        self._check_entered()
         return self
+
+    def _check_entered(self) -> None:
+        if not self._entered:
+            raise LocalProtocolError(
+                "a Watch is iterated inside its block: "
+                "`async with client.watch(...) as events: async for event in events: ...`"
+            )
 
     async def _open(self) -> StreamResponse:
         if self._stream is None:
@@ -182,6 +203,7 @@ class Watch:
         return self._stream
 
     async def __anext__(self) -> WatchEvent:
+        self._check_entered()
         if self._done:
             raise StopAsyncIteration
         try:
@@ -256,8 +278,10 @@ class Client:
 
     Build it from a :class:`~kubemoon_core.ClientConfig` (or :meth:`from_kubeconfig`,
     :meth:`in_cluster`, :meth:`from_environment`); close it with ``aclose()`` or use it as a
-    context manager. ``timeout`` bounds connecting and each read of a CRUD request;
-    ``max_retries`` bounds the retries of 429/5xx answers that carry ``Retry-After``.
+    context manager. ``timeout`` bounds connecting and each read of a CRUD request, and
+    ``total_timeout`` the whole of it (each call may pass its own); ``max_body_size`` caps a
+    response body (error bodies are cut at 64 KiB); ``max_retries`` bounds the retries of
+    429/5xx answers that carry ``Retry-After``.
     """
 
     def __init__(
@@ -265,12 +289,16 @@ class Client:
         config: ClientConfig,
         *,
         timeout: float = DEFAULT_TIMEOUT,
+        total_timeout: float = DEFAULT_TOTAL_TIMEOUT,
+        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
         max_retries: int = 3,
         ssl_context: ssl.SSLContext | None = None,
         max_connections: int = 10,
     ) -> None:
         self.config = config
         self._timeout = timeout
+        self._total_timeout = total_timeout
+        self._max_body_size = max_body_size
         self._max_retries = max_retries
         if ssl_context is None and config.scheme == "https":
             ssl_context = make_ssl_context(config)
@@ -278,6 +306,9 @@ class Client:
         self._credentials = Credentials(config)
         self._pool = self._new_pool(max_connections=max_connections)
         self._streams: set[StreamResponse] = set()
+        # (code, method, host) -> requests answered: rest_client_requests_total.
+        self.request_counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        self._host = config.host_header
 
     def __repr__(self) -> str:
         context = f" context={self.config.context!r}" if self.config.context else ""
@@ -356,30 +387,65 @@ class Client:
             request.method, url, headers=headers, content=request.body, extensions=extensions
         )
 
-    async def _exchange(self, request: Request, url: str, authorization: str | None) -> Response:
-        raw_request = self._raw_request(request, url, authorization, self._timeout)
+    async def _exchange(
+        self, request: Request, url: str, authorization: str | None, read_timeout: float
+    ) -> Response:
+        raw_request = self._raw_request(request, url, authorization, read_timeout)
         try:
             raw = await self._pool.handle_async_request(raw_request)
             try:
-                body = await raw.aread()
+                body = await self._read_body(raw)
             finally:
                 await raw.aclose()
         except _NETWORK_ERRORS as exc:
+            self.request_counts["<error>", request.method, self._host] += 1
             raise transport_error(exc, self.config.origin, self.config.tls_server_name) from None
+        self.request_counts[str(raw.status), request.method, self._host] += 1
         return Response(raw.status, _decode_headers(raw.headers), body)
 
-    async def send(self, request: Request) -> Response:
+    async def _read_body(self, raw: httpcore.Response) -> bytes:
+        # Bounded: an error body is cut at 64 KiB, any other body over the cap is refused.
+        limit = self._max_body_size if 200 <= raw.status < 300 else ERROR_BODY_LIMIT
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in raw.aiter_stream():
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                if limit == ERROR_BODY_LIMIT:
+                    return b"".join(chunks)[:limit]
+                raise ResponseTooLarge(
+                    f"{self.config.origin}: the response body exceeds {limit} bytes "
+                    "(max_body_size); the connection was closed"
+                )
+        return b"".join(chunks)
+
+    async def send(self, request: Request, *, timeout: float | None = None) -> Response:
         """Perform ``request`` and return the whole response, whatever its status.
 
-        After a 401 the credentials are refreshed once (exec plugin, rotated token file) and
-        the request is retried once. Network failures raise :class:`TransportError`.
+        ``timeout`` bounds the whole call (default: the client's ``total_timeout``); past it
+        :class:`TransportTimeout` is raised. After a 401 the credentials are refreshed once
+        (exec plugin, rotated token file) and the request is retried once. Network failures
+        raise :class:`TransportError`.
         """
+        total = self._total_timeout if timeout is None else timeout
         url = self.config.url(request.target)
-        authorization, generation = await self._credentials.authorization()
-        response = await self._exchange(request, url, authorization)
-        if response.status_code == 401 and await self._credentials.refresh(generation):
-            authorization, _ = await self._credentials.authorization()
-            response = await self._exchange(request, url, authorization)
+        try:
+            async with _backend.fail_after(total):
+                authorization, generation = await self._credentials.authorization()
+                response = await self._exchange(
+                    request, url, authorization, min(self._timeout, total)
+                )
+                if response.status_code == 401 and await self._credentials.refresh(generation):
+                    authorization, _ = await self._credentials.authorization()
+                    response = await self._exchange(
+                        request, url, authorization, min(self._timeout, total)
+                    )
+        except TimeoutError:
+            raise TransportTimeout(
+                f"{self.config.origin}: {request.method} {request.path} took longer than "
+                f"{total:g} s"
+            ) from None
         return response
 
     async def open_stream(
@@ -418,10 +484,12 @@ class Client:
             with _backend.shielded():
                 await pool.aclose()
             if isinstance(exc, _NETWORK_ERRORS):
+                self.request_counts["<error>", request.method, self._host] += 1
                 raise transport_error(
                     exc, self.config.origin, self.config.tls_server_name
                 ) from None
             raise
+        self.request_counts[str(raw.status), request.method, self._host] += 1
         stream = StreamResponse(pool, raw, self.config.origin, self.config.tls_server_name)
         self._streams = {s for s in self._streams if not s.closed}
         self._streams.add(stream)

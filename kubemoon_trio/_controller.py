@@ -1,7 +1,7 @@
-"""Run a core :class:`~kubemoon_core.Controller` with trio tasks as its workers.
+"""Run a core :class:`~kubemoon_core.Controller` with tasks as its workers.
 
 Rules: the controller decides everything (which key, when, what an outcome means); this
-loop hands each work item to a task, reports the outcome with trio's clock, and sleeps
+loop hands each work item to a task, reports the outcome with the loop's clock, and sleeps
 until a key is added (:meth:`ControllerRunner.wake`) or the controller's next deadline.
 An exception escaping the user's reconcile is a ``Failed`` outcome, never a crash.
 """
@@ -9,12 +9,11 @@ An exception escaping the user's reconcile is a ``Failed`` outcome, never a cras
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Awaitable, Callable
 
-import trio
-
 from kubemoon_core._controller import Controller, Failed, Outcome, WorkItem
+
+from . import _backend
 
 __all__ = ["ControllerRunner", "Reconcile"]
 
@@ -33,7 +32,7 @@ class ControllerRunner:
     def __init__(self, controller: Controller, reconcile: Reconcile) -> None:
         self.controller = controller
         self._reconcile = reconcile
-        self._wakeup = trio.Event()
+        self._wakeup = _backend.Event()
 
     def wake(self) -> None:
         """Tell the loop that keys may be ready."""
@@ -55,20 +54,19 @@ class ControllerRunner:
                 exc_info=not isinstance(exc, OSError),
             )
             outcome = Failed(exc)
-        self.controller.report(item, outcome, trio.current_time())
+        self.controller.report(item, outcome, _backend.current_time())
         self.wake()
 
     async def run(self) -> None:
         """Run workers until :meth:`stop` and the last running reconcile has reported."""
-        async with trio.open_nursery() as nursery:
+        async with _backend.TaskGroup() as workers:
             while True:
-                item = self.controller.next_work(trio.current_time())
+                item = self.controller.next_work(_backend.current_time())
                 if item is not None:
-                    nursery.start_soon(self._run_one, item)
+                    workers.start_soon(self._run_one, item)
                     continue
                 if self.controller.is_drained:
                     return
                 deadline = self.controller.next_deadline()
-                self._wakeup = trio.Event()
-                with trio.move_on_at(math.inf if deadline is None else deadline):
-                    await self._wakeup.wait()
+                self._wakeup = _backend.Event()
+                await _backend.wait_event(self._wakeup, deadline)

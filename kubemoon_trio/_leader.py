@@ -1,4 +1,4 @@
-"""Run a core :class:`~kubemoon_core.LeaderElector` against the API server with trio.
+"""Run a core :class:`~kubemoon_core.LeaderElector` against the API server.
 
 Rules: the elector decides what to request and what every answer or failure means; this
 loop performs its requests with a bounded timeout, passes the wall clock only for the
@@ -10,12 +10,12 @@ from __future__ import annotations
 import datetime
 import logging
 import math
-
-import trio
+from collections.abc import Callable
 
 from kubemoon_core import KubeMoonError
 from kubemoon_core._leader import LeaderElector, LeaderEvent, StartedLeading, StoppedLeading
 
+from . import _backend
 from ._client import Client
 
 __all__ = ["LeaderElection"]
@@ -30,17 +30,30 @@ class LeaderElection:
     deadline. :meth:`release` gives the lease up (call it after stopping the guarded work).
     """
 
-    def __init__(self, client: Client, elector: LeaderElector, *, request_timeout: float = 5.0):
+    def __init__(
+        self,
+        client: Client,
+        elector: LeaderElector,
+        *,
+        request_timeout: float = 5.0,
+        on_result: Callable[[str, BaseException | None], object] | None = None,
+    ):
         self.client = client
         self.elector = elector
         self.request_timeout = request_timeout
-        self._leading = trio.Event()
-        self._lost = trio.Event()
+        self._on_result = on_result
+        self._leading = _backend.Event()
+        self._lost = _backend.Event()
 
     @property
     def is_leader(self) -> bool:
         """True while this candidate holds the lease."""
         return self.elector.is_leader
+
+    @property
+    def leading_event(self) -> _backend.Event:
+        """Set once this candidate has become the leader."""
+        return self._leading
 
     async def wait_leading(self) -> None:
         """Return once this candidate has become the leader."""
@@ -62,33 +75,40 @@ class LeaderElection:
                 logger.info("leader is now %s", getattr(event, "identity", event))
 
     async def _perform(self) -> bool:
-        now = trio.current_time()
+        now = _backend.current_time()
         request = self.elector.next_request(now, datetime.datetime.now(datetime.UTC))
         if request is None:
             return False
         # A leader's renew deadline must fire on time even while a renew hangs.
         limit = min(now + self.request_timeout, self.elector.next_deadline() or math.inf)
         try:
-            with trio.fail_at(limit):
-                response = await self.client.send(request)
-        except (KubeMoonError, trio.TooSlowError) as exc:
+            async with _backend.fail_after(limit - now):
+                response = await self.client.send(request, timeout=limit - now)
+        except (KubeMoonError, TimeoutError) as exc:
             logger.info("lease request failed: %s", exc)
-            self._handle(self.elector.request_failed(trio.current_time()))
+            self._handle(self.elector.request_failed(_backend.current_time()))
+            self._report(request.method, exc)
         else:
-            self._handle(self.elector.receive_response(response, trio.current_time()))
+            self._handle(self.elector.receive_response(response, _backend.current_time()))
+            self._report(request.method, None if response.ok else self.elector.last_error)
         return True
+
+    def _report(self, method: str, error: BaseException | None) -> None:
+        if self._on_result is not None:
+            verb = {"GET": "get", "POST": "create", "PUT": "update"}.get(method, method.lower())
+            self._on_result(verb, error)
 
     async def run(self) -> None:
         """Campaign and renew until cancelled."""
         while True:
-            self._handle(self.elector.tick(trio.current_time()))
+            self._handle(self.elector.tick(_backend.current_time()))
             if await self._perform():
                 continue
             deadline = self.elector.next_deadline()
-            await trio.sleep_until(math.inf if deadline is None else deadline)
+            await _backend.sleep_until(math.inf if deadline is None else deadline)
 
     async def release(self) -> None:
         """Stop leading and write the lease free, so a successor need not wait it out."""
-        self._handle(self.elector.release(trio.current_time()))
-        with trio.move_on_after(self.request_timeout):
+        self._handle(self.elector.release(_backend.current_time()))
+        with _backend.shielded():
             await self._perform()

@@ -1,10 +1,12 @@
-"""Generate the blocking adapter from the trio adapter (httpcore's unasync approach).
+"""Generate the asyncio and blocking adapters from the trio adapter (httpcore's unasync).
 
-``python scripts/unasync.py`` rewrites each source module of ``kubemoon_trio`` into
-``kubemoon_sync`` with token substitutions (``async def`` -> ``def``, ``await`` removed,
-``AsyncConnectionPool`` -> ``ConnectionPool``...) and formats the result with ruff.
-``--check`` writes nothing and exits 1 when a committed output differs from what would be
-generated. Only ``_backend.py`` is written by hand on both sides.
+``python scripts/unasync.py`` rewrites each module of ``kubemoon_trio`` (all but the
+hand-written ``_backend.py``) into ``kubemoon_asyncio`` and ``kubemoon_sync`` with token
+substitutions and formats the result with ruff. The asyncio twin keeps ``async``/``await``
+and changes only names; the blocking twin drops them (``async def`` -> ``def``,
+``AsyncConnectionPool`` -> ``ConnectionPool``...). ``--check`` writes nothing and exits 1
+when a committed output differs from what would be generated, or when a generated module is
+left over whose source is gone.
 """
 
 from __future__ import annotations
@@ -16,14 +18,23 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "kubemoon_trio"
-TARGET = ROOT / "kubemoon_sync"
-MODULES = ("_client.py", "_auth.py", "_informer.py")
+HAND_WRITTEN = frozenset({"_backend.py"})
 
 # Applied in order, each as a regular expression over the whole text.
-SUBSTITUTIONS: tuple[tuple[str, str], ...] = (
+_COMMON: tuple[tuple[str, str], ...] = (
+    (r"\bkubemoon_trio\b", "{package}"),
+    (r"\bthe trio adapter\b", "the {loop} adapter"),
+    (r"\btrio adapter\b", "{loop} adapter"),
+    (r"\bthe trio clock\b", "{clock}"),
+    (r"\bon trio\b", "on {loop}"),
+    (r"\ba trio task\b", "{task}"),
+)
+
+_UNASYNC: tuple[tuple[str, str], ...] = (
     (r"\basync def\b", "def"),
     (r"\basync with\b", "with"),
     (r"\basync for\b", "for"),
@@ -32,6 +43,7 @@ SUBSTITUTIONS: tuple[tuple[str, str], ...] = (
     (r"\bAsyncIterator\b", "Iterator"),
     (r"\bAsyncIterable\b", "Iterable"),
     (r"\bAsyncGenerator\b", "Generator"),
+    (r"\bAwaitable\[(\w+)\]", r"\1"),
     (r"\bStopAsyncIteration\b", "StopIteration"),
     (r"\b__aenter__\b", "__enter__"),
     (r"\b__aexit__\b", "__exit__"),
@@ -39,15 +51,52 @@ SUBSTITUTIONS: tuple[tuple[str, str], ...] = (
     (r"\b__anext__\b", "__next__"),
     (r"\bhandle_async_request\b", "handle_request"),
     (r"\baread\b", "read"),
+    (r"\baiter_stream\b", "iter_stream"),
     (r"\baclose\b", "close"),
-    (r"\bkubemoon_trio\b", "kubemoon_sync"),
-    (r"\btrio\.current_time\(\)", "time.monotonic()"),
-    (r"\btrio adapter\b", "blocking adapter"),
-    (r"\bthe trio clock\b", "the monotonic clock"),
     (r"\ban async iterator\b", "an iterator"),
     (r"\basync iterator\b", "iterator"),
+    (r"\ban async context manager\b", "a context manager"),
     (r"\basync context manager\b", "context manager"),
-    (r"\ba trio task\b", "the calling thread"),
+)
+
+
+@dataclass(frozen=True)
+class Twin:
+    """One generated package: where it goes and how the source is rewritten for it."""
+
+    package: str
+    loop: str
+    clock: str
+    task: str
+    unasync: bool
+    skip: frozenset[str] = frozenset()
+
+    @property
+    def target(self) -> pathlib.Path:
+        return ROOT / self.package
+
+    def substitutions(self) -> list[tuple[str, str]]:
+        values = {"package": self.package, "loop": self.loop, "clock": self.clock}
+        values["task"] = self.task
+        common = [(pattern, repl.format(**values)) for pattern, repl in _COMMON]
+        return common + list(_UNASYNC if self.unasync else ())
+
+
+TWINS = (
+    Twin(
+        "kubemoon_asyncio",
+        loop="asyncio",
+        clock="the loop's clock",
+        task="an asyncio task",
+        unasync=False,
+    ),
+    Twin(
+        "kubemoon_sync",
+        loop="blocking",
+        clock="the monotonic clock",
+        task="the calling thread",
+        unasync=True,
+    ),
 )
 
 HEADER = (
@@ -56,15 +105,14 @@ HEADER = (
 )
 
 _DOCSTRING_SOURCE_NOTE = re.compile(
-    r"\s+This module is the source of\s+``kubemoon_sync/[A-Za-z_]+\.py``"
-    r"\s+\(scripts/unasync\.py\)\."
+    r"\s+This module is the source of\s+the generated twins\s+\(scripts/unasync\.py\)\."
 )
 
 
-def transform(text: str) -> str:
-    """The blocking twin of one trio module's text (before formatting)."""
+def transform(text: str, twin: Twin) -> str:
+    """The twin of one trio module's text for ``twin`` (before formatting)."""
     text = _DOCSTRING_SOURCE_NOTE.sub("", text)
-    for pattern, replacement in SUBSTITUTIONS:
+    for pattern, replacement in twin.substitutions():
         text = re.sub(pattern, replacement, text)
     return text
 
@@ -97,39 +145,55 @@ def _format(text: str, target: pathlib.Path) -> str:
     ).stdout.decode()
 
 
-def generate(name: str) -> str:
-    """The full text of ``kubemoon_sync/<name>`` generated from ``kubemoon_trio/<name>``."""
+def sources() -> list[str]:
+    """The trio modules that have twins."""
+    return sorted(path.name for path in SOURCE.glob("*.py") if path.name not in HAND_WRITTEN)
+
+
+def generate(name: str, twin: Twin) -> str:
+    """The full text of ``<twin>/<name>`` generated from ``kubemoon_trio/<name>``."""
     source = (SOURCE / name).read_text(encoding="utf-8")
-    return _format(HEADER.format(name=name) + transform(source), TARGET / name)
+    return _format(HEADER.format(name=name) + transform(source, twin), twin.target / name)
+
+
+def _is_generated(path: pathlib.Path) -> bool:
+    with path.open(encoding="utf-8") as handle:
+        return handle.readline().startswith("# Generated by scripts/unasync.py")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Generate (or with ``--check`` verify) every blocking module."""
+    """Generate (or with ``--check`` verify) every twin module."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if an output is stale")
     args = parser.parse_args(argv)
-    stale = []
-    for name in MODULES:
-        if not (SOURCE / name).exists():
-            continue
-        expected = generate(name)
-        target = TARGET / name
-        current = target.read_text(encoding="utf-8") if target.exists() else ""
-        if current == expected:
-            continue
-        if args.check:
-            stale.append(name)
-            diff = difflib.unified_diff(
-                current.splitlines(keepends=True),
-                expected.splitlines(keepends=True),
-                f"kubemoon_sync/{name} (committed)",
-                f"kubemoon_sync/{name} (generated)",
-            )
-            sys.stdout.writelines(list(diff)[:60])
-        else:
-            target.write_text(expected, encoding="utf-8")
-            print(f"unasync: wrote kubemoon_sync/{name}")
-    if stale:
+    stale: list[str] = []
+    names = sources()
+    for twin in TWINS:
+        wanted = [name for name in names if name not in twin.skip]
+        for leftover in sorted(twin.target.glob("*.py")):
+            if leftover.name not in wanted and _is_generated(leftover):
+                stale.append(f"{twin.package}/{leftover.name} (its source is gone)")
+                if not args.check:
+                    leftover.unlink()
+        for name in wanted:
+            expected = generate(name, twin)
+            target = twin.target / name
+            current = target.read_text(encoding="utf-8") if target.exists() else ""
+            if current == expected:
+                continue
+            if args.check:
+                stale.append(f"{twin.package}/{name}")
+                diff = difflib.unified_diff(
+                    current.splitlines(keepends=True),
+                    expected.splitlines(keepends=True),
+                    f"{twin.package}/{name} (committed)",
+                    f"{twin.package}/{name} (generated)",
+                )
+                sys.stdout.writelines(list(diff)[:60])
+            else:
+                target.write_text(expected, encoding="utf-8")
+                print(f"unasync: wrote {twin.package}/{name}")
+    if stale and args.check:
         print(f"unasync: stale generated modules: {', '.join(stale)}; run scripts/unasync.py")
         return 1
     return 0

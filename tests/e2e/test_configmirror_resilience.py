@@ -140,7 +140,7 @@ async def test_in_cluster_configuration(
         "KUBERNETES_SERVICE_HOST": "127.0.0.1",
         "KUBERNETES_SERVICE_PORT": str(configmirror_api.port),
     }
-    from kubemoon_sync._config import load_in_cluster_config
+    from kubemoon_io import load_in_cluster_config
 
     config = load_in_cluster_config(base_dir=str(account), env=env)
     assert config.namespace == s.home

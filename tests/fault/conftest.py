@@ -1,9 +1,9 @@
-"""Fault-tier fixtures: every scenario runs against both adapters."""
+"""Fault-tier fixtures: every scenario runs against every adapter."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -12,10 +12,12 @@ from fault_support import PLUGIN, Adapter
 from kubemoon_core._kubeconfig import ExecConfig
 
 
-@pytest.fixture(params=["trio", "sync"])
-def adapter(request: pytest.FixtureRequest) -> Adapter:
+@pytest.fixture(params=["trio", "asyncio", "sync"])
+def adapter(request: pytest.FixtureRequest) -> Iterator[Adapter]:
     """Each fault scenario runs once per adapter."""
-    return Adapter(request.param)
+    driver = Adapter(request.param)
+    yield driver
+    driver.shutdown()
 
 
 @pytest.fixture

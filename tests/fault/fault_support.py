@@ -1,88 +1,24 @@
 """Shared pieces of the fault tier: an adapter driver and an exec credential plugin.
 
 The scripted server runs in the test's trio loop. The trio adapter is awaited directly;
-the blocking adapter runs in a worker thread (``trio.to_thread``): those threads belong to
-the test harness, never to the adapter.
+the blocking adapter runs in a worker thread (``trio.to_thread``), and the asyncio adapter
+in an asyncio loop that runs on a thread of its own for the whole test: those threads
+belong to the test harness, never to the adapter.
 """
 
 from __future__ import annotations
 
-import functools
 import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import trio
+from adapter_driver import PODS, Adapter
 
-import kubemoon_sync
-import kubemoon_trio
-from kubemoon_core import GroupVersionResource
 from kubemoon_testing._scripted import RecordedRequest, Reply
 
-PODS = GroupVersionResource("", "v1", "pods")
-
-
-class Adapter:
-    """One adapter, driven from a trio test."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.module: Any = kubemoon_trio if name == "trio" else kubemoon_sync
-
-    def __repr__(self) -> str:
-        return self.name
-
-    def informer(self, client: Any, **kwargs: Any) -> Any:
-        """An informer of pods in ``ns`` for this adapter."""
-        return self.module.Informer(client, PODS, namespace="ns", **kwargs)
-
-    def client(self, config: Any, **kwargs: Any) -> Any:
-        """A client of this adapter (short timeouts: tests must not hang)."""
-        kwargs.setdefault("timeout", 5.0)
-        return self.module.Client(config, **kwargs)
-
-    async def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Call a client method: awaited for trio, in a worker thread for sync."""
-        if self.name == "trio":
-            return await function(*args, **kwargs)
-        return await trio.to_thread.run_sync(functools.partial(function, *args, **kwargs))
-
-    async def close(self, client: Any) -> None:
-        """Close a client."""
-        if self.name == "trio":
-            await client.aclose()
-        else:
-            await trio.to_thread.run_sync(client.close)
-
-    async def watch_all(self, client: Any, **kwargs: Any) -> list[Any]:
-        """Every event of one watch of pods, until the stream ends (or raises)."""
-        if self.name == "trio":
-            async with client.watch(PODS, namespace="ns", **kwargs) as events:
-                return [event async for event in events]
-
-        def run() -> list[Any]:
-            with client.watch(PODS, namespace="ns", **kwargs) as events:
-                return list(events)
-
-        return await trio.to_thread.run_sync(run)
-
-    async def watch_collect(self, client: Any, into: list[Any], **kwargs: Any) -> None:
-        """Like :meth:`watch_all`, appending to ``into`` as events arrive (so a failure
-        still shows what was delivered)."""
-        if self.name == "trio":
-            async with client.watch(PODS, namespace="ns", **kwargs) as events:
-                async for event in events:
-                    into.append(event)
-            return
-
-        def run() -> None:
-            with client.watch(PODS, namespace="ns", **kwargs) as events:
-                for event in events:
-                    into.append(event)
-
-        await trio.to_thread.run_sync(run)
+__all__ = ["PODS", "Adapter"]
 
 
 PLUGIN = textwrap.dedent(

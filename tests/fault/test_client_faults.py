@@ -28,8 +28,7 @@ from kubemoon_core import (
     Unauthorized,
 )
 from kubemoon_core._kubeconfig import ClientConfig, ExecConfig
-from kubemoon_sync._tls import InsecureTLSWarning
-from kubemoon_sync._transport import TLSError, TransportError
+from kubemoon_io import InsecureTLSWarning, TLSError, TransportError
 from kubemoon_testing._scripted import RecordedRequest, Reply, ScriptedServer
 
 pytestmark = pytest.mark.fault
@@ -59,12 +58,7 @@ async def test_crud_verbs_and_pagination(adapter: Adapter) -> None:
                 "name"
             ] == "a"
             items = client.list(PODS, namespace="ns")
-            if adapter.name == "trio":
-                names = [item["metadata"]["name"] async for item in items]
-            else:
-                names = await trio.to_thread.run_sync(
-                    lambda: [item["metadata"]["name"] for item in items]
-                )
+            names = [item["metadata"]["name"] for item in await adapter.collect(items)]
             assert names == ["a", "b", "c"]
             assert items.resource_version == "9"
             await adapter.call(client.create, PODS, pod("n", ""), namespace="ns")
@@ -470,8 +464,20 @@ async def test_a_watch_has_its_own_connection_and_never_blocks_crud(adapter: Ada
                     assert (await client.get(PODS, "b", namespace="ns"))["kind"] == "Pod"
                     assert client.connection_count == 2
                     nursery.cancel_scope.cancel()
+                elif adapter.name == "asyncio":
+                    watch = await adapter.call(client.watch(PODS, namespace="ns").__aenter__)
+                    first = await adapter.call(watch.__anext__)
+                    server.add(Reply.json(pod("b", "2")))
+                    assert (await adapter.call(client.get, PODS, "b", namespace="ns"))[
+                        "kind"
+                    ] == "Pod"
+                    assert client.connection_count == 2
+                    assert first.type == "ADDED"
+                    await adapter.call(watch.aclose)
                 else:
-                    watch = client.watch(PODS, namespace="ns")
+                    watch = await trio.to_thread.run_sync(
+                        client.watch(PODS, namespace="ns").__enter__
+                    )
                     first = await trio.to_thread.run_sync(lambda: next(iter(watch)))
                     server.add(Reply.json(pod("b", "2")))
                     assert (await adapter.call(client.get, PODS, "b", namespace="ns"))[
@@ -498,8 +504,9 @@ async def test_cancelling_a_trio_watch_leaks_no_connection() -> None:
             got: list[Any] = []
 
             async def consume() -> None:
-                async for event in client.watch(PODS, namespace="ns"):
-                    got.append(event)
+                async with client.watch(PODS, namespace="ns") as events:
+                    async for event in events:
+                        got.append(event)
 
             with trio.move_on_after(0.3):
                 await consume()
@@ -596,9 +603,10 @@ async def test_closing_the_trio_client_ends_a_watch_read_by_another_task() -> No
 
         async def consume() -> None:
             try:
-                async for event in client.watch(PODS, namespace="ns"):
-                    got.append(event)
-                    first.set()
+                async with client.watch(PODS, namespace="ns") as events:
+                    async for event in events:
+                        got.append(event)
+                        first.set()
             except kubemoon_trio.TransportError as exc:
                 ended.append(exc)
             else:
@@ -614,3 +622,22 @@ async def test_closing_the_trio_client_ends_a_watch_read_by_another_task() -> No
         assert len(ended) == 1
         assert client.connection_count == 0
         await server.wait(lambda: server.open_connections == 0)
+
+
+async def test_watches_left_by_break_leak_no_connection(adapter: Adapter) -> None:
+    async with ScriptedServer() as server:
+        for _ in range(20):
+            server.add(Reply.watch(EVENTS[:2], stall=True))
+        client = adapter.client(server.client_config())
+        try:
+            for _ in range(20):
+                first = await adapter.first_event(client)
+                assert first.type == "ADDED"
+            assert client.connection_count == 0
+            await server.wait(lambda: server.open_connections == 0)
+            # Iterating outside the block is refused before any request is made.
+            with pytest.raises(LocalProtocolError, match="inside its block"):
+                await adapter.iterate_unentered(client)
+            assert len(server.requests) == 20
+        finally:
+            await adapter.close(client)

@@ -11,7 +11,7 @@ import yaml
 from fault_support import PODS, Adapter
 
 from kubemoon_core._kubeconfig import ConfigError
-from kubemoon_sync._config import (
+from kubemoon_io import (
     FileToken,
     kubeconfig_paths,
     load_config,

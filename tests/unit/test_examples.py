@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -41,38 +42,19 @@ def test_watch_once_prints_the_bookmark_then_the_added_event() -> None:
     assert result.stdout == "BOOKMARK 12\nADDED 13\n"
 
 
-def test_asyncio_embedding_runs_as_a_script() -> None:
-    result = _run("asyncio_embedding.py")
+def test_embed_any_loop_runs_as_a_script() -> None:
+    result = _run("embed_any_loop.py")
     assert result.returncode == 0, result.stderr
     assert result.stdout == "ADDED a 9\nADDED b 11\nMODIFIED a 12\n"
 
 
-def test_asyncio_embedding_against_a_scripted_server_in_a_thread() -> None:
-    from kubemoon_testing._scripted import Reply, ScriptedServer
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_embedded_reflector_resumes_after_a_cut_mid_chunk(backend: str) -> None:
+    import anyio
 
-    example = _load("asyncio_embedding.py")
+    from kubemoon_testing import Reply, ScriptedServer
 
-    def cm(name: str, rv: str) -> dict[str, object]:
-        return {"metadata": {"name": name, "namespace": "default", "resourceVersion": rv}}
-
-    server = ScriptedServer()
-    server.add(
-        Reply.json({"metadata": {"resourceVersion": "7"}, "items": [cm("x", "6"), cm("y", "7")]}),
-        Reply.watch([("DELETED", cm("x", "8"))], chunk_size=2),
-    )
-    with server:
-        lines = asyncio.run(example.list_then_watch(server.url, server.ca_pem, "tok"))
-    assert lines[0] == "LIST resourceVersion=7 objects=['x', 'y']"
-    assert "DELETED x 8" in lines
-    watch = server.requests[1]
-    assert watch.query["resourceVersion"] == "7"
-    assert watch.header("authorization") == "Bearer tok"
-
-
-def test_asyncio_reflector_resumes_after_a_cut_mid_chunk() -> None:
-    from kubemoon_testing._scripted import Reply, ScriptedServer
-
-    example = _load("asyncio_embedding.py")
+    example = _load("embed_any_loop.py")
 
     def cm(name: str, rv: str) -> dict[str, object]:
         return {"metadata": {"name": name, "namespace": "default", "resourceVersion": rv}}
@@ -85,8 +67,10 @@ def test_asyncio_reflector_resumes_after_a_cut_mid_chunk() -> None:
         Reply.watch(events[1:], chunk_size=4, stall=True),
     )
     with server:
-        lines = asyncio.run(example.run_reflector(server.url, server.ca_pem, "tok", changes=4))
+        config = server.client_config(token="tok")
+        lines = anyio.run(lambda: example.run_reflector(config, changes=4), backend=backend)
     assert lines == ["ADDED a 9", "ADDED b 11", "MODIFIED a 12", "DELETED b 13"]
     first_watch, second_watch = server.requests[1:3]
     assert first_watch.query["resourceVersion"] == "10"
     assert second_watch.query["resourceVersion"] == "11"
+    assert second_watch.header("authorization") == "Bearer tok"

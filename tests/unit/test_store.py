@@ -287,3 +287,39 @@ class TestTransform:
         assert deleted is not None
         assert calls == ["a", "b", "b"]
         assert "managedFields" not in store.objects()[0]["metadata"]
+
+
+def test_indexes_added_later_cover_stored_objects_and_refuse_reuse() -> None:
+    store = Store()
+    store.upsert(
+        {
+            "metadata": {
+                "name": "a",
+                "namespace": "n",
+                "resourceVersion": "1",
+                "labels": {"app": "x"},
+            }
+        }
+    )
+    store.add_indexers({"app": label_indexer("app")})
+    assert store.keys_by_index("app", "x") == [ObjectKey("n", "a")]
+    store.upsert(
+        {
+            "metadata": {
+                "name": "b",
+                "namespace": "n",
+                "resourceVersion": "2",
+                "labels": {"app": "x"},
+            }
+        }
+    )
+    assert len(store.by_index("app", "x")) == 2
+    with pytest.raises(LocalProtocolError, match="already named 'app'"):
+        store.add_indexers({"app": label_indexer("other")})
+
+    def broken(obj: Any) -> tuple[str, ...]:
+        raise RuntimeError("index function failed")
+
+    with pytest.raises(RuntimeError):
+        store.add_indexers({"broken": broken})
+    assert "broken" not in store.index_names

@@ -1,9 +1,9 @@
-"""Transport errors shared by both adapters, and the mapping from httpcore's exceptions.
+"""Transport errors shared by every adapter, and the mapping from httpcore's exceptions.
 
 Rules: every network failure surfaces as a :class:`TransportError` naming the server's
 origin and never a header; TLS failures are :class:`TLSError`, timeouts
 :class:`TransportTimeout`. httpcore's exceptions are the same classes in its async and sync
-halves, so one mapping serves both adapters.
+halves, so one mapping serves every adapter.
 """
 
 from __future__ import annotations
@@ -14,7 +14,13 @@ import httpcore
 
 from kubemoon_core import KubeMoonError
 
-__all__ = ["TLSError", "TransportError", "TransportTimeout", "transport_error"]
+__all__ = [
+    "ResponseTooLarge",
+    "TLSError",
+    "TransportError",
+    "TransportTimeout",
+    "transport_error",
+]
 
 
 class TransportError(KubeMoonError):
@@ -31,6 +37,10 @@ class TLSError(TransportError):
 
 class TransportTimeout(TransportError):
     """Connecting, writing or reading took longer than allowed."""
+
+
+class ResponseTooLarge(TransportError):
+    """A response body was larger than the client's ``max_body_size``; nothing was kept."""
 
 
 def _ssl_cause(exc: BaseException) -> ssl.SSLError | None:

@@ -1,0 +1,89 @@
+"""The ConfigMirror API, declared as types: ``deploy/crd.yaml`` is generated from it.
+
+``kubemoon crd generate configmirror._api:ConfigMirror -o deploy/crd.yaml`` writes the
+manifest; ``make lint`` fails when the checked-in file is stale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from kubemoon_core import (
+    Condition,
+    Description,
+    Format,
+    Length,
+    ListType,
+    Pattern,
+    PrinterColumn,
+    custom_resource,
+)
+
+__all__ = [
+    "ConfigMirror",
+    "ConfigMirrorSpec",
+    "ConfigMirrorStatus",
+    "TargetStatus",
+]
+
+_DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+Namespace = Annotated[str, Length(1, 63), Pattern(_DNS_LABEL)]
+
+
+@dataclass(slots=True)
+class ConfigMirrorSpec:
+    """What to mirror and where."""
+
+    source: Annotated[
+        str,
+        Description("The name of a ConfigMap in the ConfigMirror's own namespace."),
+        Length(1, 253),
+        Pattern(_DNS_SUBDOMAIN),
+    ]
+    target_namespaces: Annotated[
+        list[Namespace],
+        Description("The namespaces that receive a copy of the source."),
+        Length(max=256),
+        ListType("set"),
+    ]
+
+
+@dataclass(slots=True)
+class TargetStatus:
+    """The state of the copy in one target namespace."""
+
+    namespace: str
+    state: Literal["Synced", "Conflict", "Pending"]
+    message: str | None = None
+
+
+@dataclass(slots=True)
+class ConfigMirrorStatus:
+    """What the operator last observed and did."""
+
+    observed_generation: Annotated[int | None, Format("int64")] = None
+    conditions: Annotated[list[Condition] | None, ListType("map", ("type",))] = None
+    targets: Annotated[list[TargetStatus] | None, ListType("map", ("namespace",))] = None
+
+
+@custom_resource(
+    group="kubemoon.dev",
+    version="v1alpha1",
+    kind="ConfigMirror",
+    short_names=("cmir",),
+    printer_columns=(
+        PrinterColumn("Source", ".spec.source"),
+        PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status'),
+        PrinterColumn("Reason", '.status.conditions[?(@.type=="Ready")].reason'),
+    ),
+)
+@dataclass(slots=True)
+class ConfigMirror:
+    """Mirrors one ConfigMap into several namespaces."""
+
+    spec: ConfigMirrorSpec
+    status: ConfigMirrorStatus | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,371 @@
+"""The few asyncio primitives the adapter code needs; one of three hand-written backends.
+
+Rules: same names and signatures as ``kubemoon_trio/_backend.py``; everything else in
+``kubemoon_asyncio`` is generated from ``kubemoon_trio`` by ``scripts/unasync.py``. The
+clock is the running loop's (``loop.time()``, monotonic). httpcore runs on asyncio through
+anyio. asyncio cannot shield a block from cancellation, but a cancellation is delivered
+once: cleanup that runs after it (``finally``, ``except``) is not interrupted again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import ssl
+import subprocess
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import Any, Generic, TypeVar, cast
+
+import httpcore
+
+__all__ = [
+    "LOOP_NAME",
+    "TASK_STATUS_IGNORED",
+    "BodyReader",
+    "ByteStream",
+    "Event",
+    "Lock",
+    "TaskGroup",
+    "TaskStatus",
+    "current_time",
+    "fail_after",
+    "install_signal_handlers",
+    "run_loop",
+    "run_process",
+    "serve_tcp",
+    "shielded",
+    "sleep",
+    "sleep_until",
+    "wait_event",
+    "wall_time",
+]
+
+LOOP_NAME = "asyncio"
+
+Lock = asyncio.Lock
+Event = asyncio.Event
+
+T = TypeVar("T")
+
+
+class TaskStatus(Generic[T]):
+    """Handed to a task started with :meth:`TaskGroup.start`; it calls :meth:`started`."""
+
+    def __init__(self, future: asyncio.Future[Any] | None = None) -> None:
+        self._future = future
+
+    def started(self, value: T | None = None) -> None:
+        """Say the task is ready; :meth:`TaskGroup.start` returns ``value``."""
+        if self._future is not None and not self._future.done():
+            self._future.set_result(value)
+
+
+TASK_STATUS_IGNORED: TaskStatus[Any] = TaskStatus()
+
+
+class TaskGroup:
+    """Children run concurrently; leaving waits for them; an error cancels all.
+
+    :meth:`cancel` cancels the children and the body; that cancellation ends at the group,
+    as a trio nursery's does.
+    """
+
+    def __init__(self) -> None:
+        self._group = asyncio.TaskGroup()
+        self._host: asyncio.Task[Any] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._cancelled = False
+
+    async def __aenter__(self) -> TaskGroup:
+        self._host = asyncio.current_task()
+        await self._group.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        try:
+            await self._group.__aexit__(exc_type, exc, tb)
+        except asyncio.CancelledError:
+            if not self._own_cancellation():
+                raise
+            return True
+        if exc_type is asyncio.CancelledError and self._own_cancellation():
+            return True
+        return None
+
+    def _own_cancellation(self) -> bool:
+        # Swallow only the cancellation this group asked for, as asyncio.timeout does.
+        if not self._cancelled or self._host is None:
+            return False
+        return self._host.uncancel() == 0
+
+    def start_soon(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
+        """Run ``fn(*args)`` as a child."""
+        task = self._group.create_task(_call(fn, *args))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def start(self, fn: Callable[..., Awaitable[object]], *args: object) -> Any:
+        """Run ``fn(*args, task_status=...)`` as a child; return what it passes to started()."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        task = self._group.create_task(_call(fn, *args, task_status=TaskStatus(future)))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda t: _fail_start(future, t))
+        return await future
+
+    def cancel(self) -> None:
+        """Cancel every child and the body."""
+        if self._cancelled:
+            return
+        self._cancelled = True
+        for task in list(self._tasks):
+            task.cancel()
+        if self._host is not None:
+            self._host.cancel()
+
+
+async def _call(fn: Callable[..., Awaitable[object]], *args: object, **kwargs: object) -> None:
+    await fn(*args, **kwargs)
+
+
+def _fail_start(future: asyncio.Future[Any], task: asyncio.Task[Any]) -> None:
+    if future.done():
+        return
+    if task.cancelled():
+        future.cancel()
+    elif task.exception() is not None:
+        future.set_exception(task.exception())  # type: ignore[arg-type]
+    else:
+        future.set_exception(RuntimeError("the task ended without calling started()"))
+
+
+async def wait_event(event: asyncio.Event, deadline: float | None) -> bool:
+    """Wait until ``event`` is set (True) or ``deadline`` passes (False)."""
+    if event.is_set():
+        return True
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout_at(deadline):
+            await event.wait()
+    return event.is_set()
+
+
+@contextlib.asynccontextmanager
+async def fail_after(seconds: float | None) -> AsyncIterator[None]:
+    """Raise ``TimeoutError`` if the body takes longer than ``seconds`` (None: no limit)."""
+    if seconds is None:
+        yield
+        return
+    try:
+        async with asyncio.timeout(max(seconds, 0.0)):
+            yield
+    except TimeoutError:
+        raise TimeoutError(f"no result within {seconds:g} s") from None
+
+
+def shielded() -> AbstractContextManager[object]:
+    """Cleanup after a delivered cancellation runs to its end on asyncio; a marker only."""
+    return contextlib.nullcontext()
+
+
+def current_time() -> float:
+    """The monotonic clock the core machines are fed: the running loop's."""
+    return asyncio.get_running_loop().time()
+
+
+def wall_time() -> float:
+    """Seconds since the epoch, for credential expiry."""
+    return time.time()
+
+
+async def sleep(seconds: float) -> None:
+    """Sleep for ``seconds`` (cancellable)."""
+    await asyncio.sleep(max(0.0, seconds))
+
+
+async def sleep_until(deadline: float) -> None:
+    """Sleep until ``current_time()`` reaches ``deadline`` (cancellable)."""
+    if math.isinf(deadline):
+        await asyncio.Event().wait()
+    await asyncio.sleep(max(0.0, deadline - current_time()))
+
+
+async def run_process(
+    argv: Sequence[str], env: Mapping[str, str], *, timeout: float, output_limit: int
+) -> tuple[int, bytes]:
+    """Run a credential plugin: no stdin, stdout captured, stderr inherited.
+
+    Raises ``TimeoutError`` (the process killed) after ``timeout`` seconds; stops reading at
+    ``output_limit`` + 1 bytes, so the caller can refuse an oversized answer.
+    """
+    process = await asyncio.create_subprocess_exec(
+        *argv, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
+    )
+    output = bytearray()
+    try:
+        async with asyncio.timeout(timeout):
+            assert process.stdout is not None
+            while len(output) <= output_limit:
+                chunk = await process.stdout.read(65536)
+                if not chunk:
+                    break
+                output += chunk
+            if len(output) > output_limit:
+                process.kill()
+            code = await process.wait()
+    except TimeoutError:
+        raise TimeoutError(f"no answer within {timeout:g} s") from None
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    return code, bytes(output[: output_limit + 1])
+
+
+class BodyReader:
+    """Reads a streamed response body chunk by chunk, with an optional deadline per read.
+
+    ``receive`` returns ``b""`` at the end of the body and raises ``TimeoutError`` when the
+    deadline (on :func:`current_time`) passes first. :meth:`aclose` may be called from
+    another task while a read is suspended: it expires that read's timeout at once.
+    """
+
+    def __init__(self, response: httpcore.Response) -> None:
+        self._response = response
+        stream = response.stream
+        assert hasattr(stream, "__aiter__"), "an async response stream"
+        self._chunks = cast(AsyncGenerator[bytes, None], stream.__aiter__())
+        self._read_timeout: asyncio.Timeout | None = None
+        self._read_done = asyncio.Event()
+        self._read_done.set()
+        self._closing = False
+
+    async def receive(self, deadline: float | None = None) -> bytes:
+        """The next chunk of the body, ``b""`` at its end (or once it is being closed)."""
+        if self._closing:
+            return b""
+        self._read_done = asyncio.Event()
+        try:
+            async with asyncio.timeout_at(deadline) as timeout:
+                self._read_timeout = timeout
+                return await self._chunks.__anext__()
+        except StopAsyncIteration:
+            return b""
+        except httpcore.ReadTimeout as exc:
+            raise TimeoutError("no data before the read timeout") from exc
+        except TimeoutError:
+            if self.closing():
+                return b""  # stopped by aclose from another task
+            raise TimeoutError("no data before the deadline") from None
+        finally:
+            self._read_timeout = None
+            self._read_done.set()
+
+    def closing(self) -> bool:
+        """True once :meth:`aclose` has begun (possibly from another task)."""
+        return self._closing
+
+    async def aclose(self) -> None:
+        """Close the body, and with it the connection it came on."""
+        self._closing = True
+        if self._read_timeout is not None:
+            self._read_timeout.reschedule(asyncio.get_running_loop().time())
+            await self._read_done.wait()
+        try:
+            await self._chunks.aclose()
+        except (httpcore.NetworkError, httpcore.ProtocolError, RuntimeError):
+            pass  # the read that was stopped already finished the body's generators
+        finally:
+            await self._response.aclose()
+
+
+# -- serving ------------------------------------------------------------------------------
+
+
+class ByteStream:
+    """One accepted connection: ``receive_some``, ``send_all``, ``aclose``."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+
+    async def receive_some(self, max_bytes: int = 65536, deadline: float | None = None) -> bytes:
+        """Up to ``max_bytes`` bytes; ``b""`` when the peer closed its side.
+
+        Raises ``TimeoutError`` when nothing arrives before ``deadline`` (``current_time``).
+        """
+        async with asyncio.timeout_at(deadline):
+            return await self._reader.read(max_bytes)
+
+    async def send_all(self, data: bytes) -> None:
+        """Send every byte of ``data``."""
+        self._writer.write(data)
+        await self._writer.drain()
+
+    async def aclose(self) -> None:
+        """Close the connection."""
+        self._writer.close()
+        with contextlib.suppress(OSError, asyncio.CancelledError):
+            await self._writer.wait_closed()
+
+
+async def serve_tcp(
+    handler: Callable[[ByteStream], Awaitable[object]],
+    host: str,
+    port: int,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    task_status: TaskStatus[int] = TASK_STATUS_IGNORED,
+) -> None:
+    """Accept connections on ``host:port`` (0: any free port) until cancelled.
+
+    Each connection runs ``handler`` in a task of its own and is closed after it. The port
+    actually bound is passed to ``task_status.started``. Running out of file descriptors
+    (EMFILE) is logged by asyncio, and accepting resumes shortly after.
+    """
+
+    async def serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connection = ByteStream(reader, writer)
+        try:
+            await handler(connection)
+        except ConnectionError:
+            pass  # the peer went away; nothing to answer
+        finally:
+            await connection.aclose()
+
+    server = await asyncio.start_server(serve_one, host, port, ssl=ssl_context)
+    async with server:
+        task_status.started(server.sockets[0].getsockname()[1])
+        await server.serve_forever()
+
+
+def install_signal_handlers(
+    signals: Sequence[int], callback: Callable[[], object]
+) -> Callable[[], None]:
+    """Call ``callback`` in the loop when one of ``signals`` arrives; return an undo function."""
+    loop = asyncio.get_running_loop()
+    for number in signals:
+        loop.add_signal_handler(number, callback)
+
+    def restore() -> None:
+        for number in signals:
+            loop.remove_signal_handler(number)
+
+    return restore
+
+
+def run_loop(fn: Callable[..., Awaitable[object]], **kwargs: object) -> None:
+    """Run ``fn(**kwargs)`` on a new asyncio loop, in this thread, until it returns."""
+
+    async def main() -> None:
+        await fn(**kwargs)
+
+    asyncio.run(main())

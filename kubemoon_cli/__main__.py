@@ -1,0 +1,5 @@
+"""``python -m kubemoon_cli``: the same as the ``kubemoon`` command."""
+
+from ._main import main
+
+raise SystemExit(main())

@@ -1,0 +1,34 @@
+"""Errors of the runtime: waits that timed out, and a lease that was lost.
+
+Rules: a wait that gives up carries what went wrong last (``last_error``), so the cause of a
+missing RBAC rule or CRD is in the exception itself, not only in a log.
+"""
+
+from __future__ import annotations
+
+from ._errors import KubeMoonError
+
+__all__ = ["CacheSyncTimeout", "LeaderElectionTimeout", "LeadershipLost"]
+
+
+class CacheSyncTimeout(KubeMoonError):
+    """A cache did not complete its first list in time; ``last_error`` says why, if known."""
+
+    def __init__(self, message: str, *, last_error: BaseException | None = None) -> None:
+        detail = f": {last_error}" if last_error is not None else ""
+        super().__init__(f"{message}{detail}")
+        self.last_error = last_error
+
+
+class LeaderElectionTimeout(KubeMoonError):
+    """This candidate did not become the leader in time; ``last_error`` says why, if known."""
+
+    def __init__(self, message: str, *, last_error: BaseException | None = None) -> None:
+        detail = f": {last_error}" if last_error is not None else ""
+        super().__init__(f"{message}{detail}")
+        self.last_error = last_error
+
+
+class LeadershipLost(KubeMoonError):
+    """This process stopped leading; it stops its controllers and exits, to restart as a
+    follower (as controller-runtime's managers do)."""

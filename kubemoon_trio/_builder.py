@@ -1,0 +1,255 @@
+"""The controller builder, read as controller-runtime's: ``For``, ``Owns``, ``Watches``.
+
+Rules: a builder only gathers what a controller follows; :meth:`ControllerBuilder.complete`
+turns it into a :class:`RuntimeController` registered with the manager. Every resource is
+read through the manager's shared informers, so two controllers that watch ConfigMaps share
+one LIST and one WATCH. Mappers and predicates are user code: one that raises is logged and
+counted by the informer, which keeps running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from kubemoon_core import (
+    APIResource,
+    Change,
+    Conflict,
+    Controller,
+    GroupVersionKind,
+    GroupVersionResource,
+    LocalProtocolError,
+    Mapper,
+    ObjectKey,
+    Outcome,
+    Predicate,
+    RateLimiter,
+    Requeue,
+    Scope,
+    Source,
+    WorkItem,
+    controller_of,
+)
+
+from ._cache import CacheReader
+from ._context import CONTROLLER_UID_INDEX, ReconcileContext
+from ._controller import ControllerRunner
+from ._informer import Informer
+
+if TYPE_CHECKING:
+    from ._manager import Manager
+
+__all__ = ["ControllerBuilder", "ReconcileFunction", "RuntimeController"]
+
+ReconcileFunction = Callable[[ReconcileContext], Awaitable[Outcome]]
+"""A reconcile: given the context of one key, returns the core's outcome."""
+
+
+def _controller_uid(obj: Mapping[str, Any]) -> tuple[str, ...]:
+    ref = controller_of(obj)
+    uid = ref.get("uid") if ref is not None else None
+    return (uid,) if isinstance(uid, str) else ()
+
+
+class RuntimeController:
+    """A controller wired to shared informers and run by the manager."""
+
+    def __init__(
+        self,
+        manager: Manager,
+        name: str,
+        sources: list[tuple[Source, Informer]],
+        reconcile: ReconcileFunction,
+        *,
+        kind: GroupVersionKind | None,
+        workers: int,
+        rate_limiter: RateLimiter | None,
+    ) -> None:
+        self.name = name
+        self._kind = kind
+        self.manager = manager
+        self.controller = Controller(
+            [source for source, _ in sources], workers=workers, rate_limiter=rate_limiter
+        )
+        self.runner = ControllerRunner(self.controller, self._reconcile_item)
+        self._reconcile = reconcile
+        self.primary_informer = sources[0][1]
+        self.primary = CacheReader(self.primary_informer)
+        self._caches: dict[GroupVersionResource, CacheReader] = {}
+        for source, informer in sources:
+            self._caches.setdefault(informer.resource, CacheReader(informer))
+            informer.add_handler(self._receiver(source.name))
+
+    def __repr__(self) -> str:
+        return f"<RuntimeController {self.name}>"
+
+    def _receiver(self, source: str) -> Callable[[Change], None]:
+        def receive(change: Change) -> None:
+            if self.controller.receive(source, change):
+                self.runner.wake()
+
+        return receive
+
+    def enqueue(self, key: ObjectKey) -> None:
+        """Reconcile ``key`` (an external trigger)."""
+        self.controller.enqueue(key)
+        self.runner.wake()
+
+    def enqueue_cached(self) -> None:
+        """Queue every primary object already cached: each is looked at once after a start."""
+        for key in list(self.primary_informer.store):
+            self.controller.enqueue(key)
+        self.runner.wake()
+
+    def stop(self) -> None:
+        """Hand out no new work; running reconciles finish."""
+        self.runner.stop()
+
+    @property
+    def drained(self) -> bool:
+        """True once stopped and no reconcile is running."""
+        return self.controller.is_drained
+
+    async def _reconcile_item(self, item: WorkItem) -> Outcome:
+        context = ReconcileContext(
+            controller=self.name,
+            item=item,
+            client=self.manager.client,
+            primary=self.primary,
+            primary_resource=self.primary_informer.resource,
+            primary_kind=self._kind,
+            caches=self._caches,
+            events=self.manager.events,
+        )
+        try:
+            return await self._reconcile(context)
+        except Conflict as exc:
+            # A stale cache or a concurrent writer: look again with fresh data.
+            context.log.info("conflict, requeueing: %s", exc)
+            return Requeue()
+
+
+class ControllerBuilder:
+    """Describes a controller: its primary resource, what it owns and what it watches.
+
+    Get one from :meth:`Manager.controller`; finish with :meth:`complete`.
+    """
+
+    def __init__(
+        self,
+        manager: Manager,
+        name: str,
+        resource: GroupVersionResource | APIResource,
+        *,
+        kind: str | None = None,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        predicate: Predicate | None = None,
+    ) -> None:
+        self._manager = manager
+        self._name = name
+        self._resource = resource
+        gvr = resource.gvr if isinstance(resource, APIResource) else resource
+        self._gvr = gvr
+        if kind is None and isinstance(resource, APIResource):
+            kind = resource.kind
+        self._kind = kind
+        self._scope = resource.scope if isinstance(resource, APIResource) else Scope.NAMESPACED
+        self._namespace = namespace
+        self._sources: list[tuple[Source, Informer]] = [
+            (
+                Source.primary("primary", predicate=predicate),
+                manager.informers.get(resource, namespace=namespace, label_selector=label_selector),
+            )
+        ]
+        self._workers = 1
+        self._rate_limiter: RateLimiter | None = None
+        self._done = False
+
+    def _source_name(self, resource: GroupVersionResource, what: str) -> str:
+        base = (
+            f"{what}:{resource.resource}.{resource.group}"
+            if resource.group
+            else f"{what}:{resource.resource}"
+        )
+        taken = {source.name for source, _ in self._sources}
+        name, suffix = base, 1
+        while name in taken:
+            suffix += 1
+            name = f"{base}#{suffix}"
+        return name
+
+    def owns(
+        self,
+        resource: GroupVersionResource | APIResource,
+        *,
+        namespace: str | None = None,
+        predicate: Predicate | None = None,
+    ) -> ControllerBuilder:
+        """Also reconcile the primary that controls (``ownerReferences``) a changed object."""
+        if self._kind is None:
+            raise LocalProtocolError(
+                f"{self._name}: owns() needs the primary's kind: pass the primary as an "
+                "APIResource or give kind="
+            )
+        gvr = resource.gvr if isinstance(resource, APIResource) else resource
+        owner = GroupVersionKind(self._gvr.group, self._gvr.version, self._kind)
+        source = Source.owned(
+            self._source_name(gvr, "owns"), owner, owner_scope=self._scope, predicate=predicate
+        )
+        informer = self._manager.informers.get(
+            resource,
+            namespace=namespace or self._namespace,
+            indexers={CONTROLLER_UID_INDEX: _controller_uid},
+        )
+        self._sources.append((source, informer))
+        return self
+
+    def watches(
+        self,
+        resource: GroupVersionResource | APIResource,
+        mapper: Callable[[Change], Iterable[ObjectKey]],
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        predicate: Predicate | None = None,
+    ) -> ControllerBuilder:
+        """Also reconcile the keys ``mapper`` returns for each change of ``resource``."""
+        gvr = resource.gvr if isinstance(resource, APIResource) else resource
+        mapping: Mapper = mapper
+        source = Source.mapped(self._source_name(gvr, "watches"), mapping, predicate=predicate)
+        informer = self._manager.informers.get(
+            resource, namespace=namespace, label_selector=label_selector
+        )
+        self._sources.append((source, informer))
+        return self
+
+    def with_workers(self, workers: int) -> ControllerBuilder:
+        """Run at most ``workers`` reconciles at once (never two for one key)."""
+        self._workers = workers
+        return self
+
+    def with_rate_limiter(self, rate_limiter: RateLimiter) -> ControllerBuilder:
+        """Decide the delays of failed keys with ``rate_limiter``."""
+        self._rate_limiter = rate_limiter
+        return self
+
+    def complete(self, reconcile: ReconcileFunction) -> RuntimeController:
+        """Build the controller with ``reconcile`` and register it with the manager."""
+        if self._done:
+            raise LocalProtocolError(f"{self._name}: complete() was already called")
+        self._done = True
+        controller = RuntimeController(
+            self._manager,
+            self._name,
+            self._sources,
+            reconcile,
+            kind=None
+            if self._kind is None
+            else GroupVersionKind(self._gvr.group, self._gvr.version, self._kind),
+            workers=self._workers,
+            rate_limiter=self._rate_limiter,
+        )
+        self._manager.add(controller)
+        return controller

@@ -1,0 +1,206 @@
+"""What a reconcile function is given: the key, the caches, the client and a bound logger.
+
+Rules: a context lives for one reconcile. Reads go to the caches (read-only); writes go
+through :attr:`ReconcileContext.client`. The logger carries the controller's name, the key
+and the reconcile id on every record.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Mapping, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from kubemoon_core import (
+    GroupVersionKind,
+    GroupVersionResource,
+    LocalProtocolError,
+    NotFound,
+    ObjectKey,
+    WorkItem,
+    WriteAction,
+    plan_status,
+    plan_write,
+    set_condition,
+)
+
+from ._cache import CacheReader
+from ._client import Client
+
+if TYPE_CHECKING:
+    from ._events import EventRecorder
+
+__all__ = ["CONTROLLER_UID_INDEX", "ReconcileContext"]
+
+CONTROLLER_UID_INDEX = "kubemoon.dev/controller-uid"
+"""The index of owned objects by the uid of their controller (set up by ``owns``)."""
+
+
+class _KeyLogger(logging.LoggerAdapter[logging.Logger]):
+    def process(
+        self, msg: Any, kwargs: MutableMapping[str, Any]
+    ) -> tuple[Any, MutableMapping[str, Any]]:
+        extra = dict(self.extra or {})
+        extra.update(kwargs.get("extra") or {})
+        kwargs["extra"] = extra
+        return f"[{extra['controller']} {extra['key']}] {msg}", kwargs
+
+
+class ReconcileContext:
+    """One reconcile of one key.
+
+    :attr:`obj` is the primary object as cached (None once it is gone); :meth:`cache`
+    reads any resource the controller watches; :attr:`events` records Kubernetes Events.
+    """
+
+    def __init__(
+        self,
+        *,
+        controller: str,
+        item: WorkItem,
+        client: Client,
+        primary: CacheReader,
+        primary_resource: GroupVersionResource,
+        primary_kind: GroupVersionKind | None,
+        caches: Mapping[GroupVersionResource, CacheReader],
+        events: EventRecorder,
+    ) -> None:
+        self.controller = controller
+        self.primary_resource = primary_resource
+        self._kind = primary_kind
+        self.writes = 0
+        self.key: ObjectKey = item.key
+        self.reconcile_id = item.reconcile_id
+        self.requeues = item.requeues
+        self.client = client
+        self.primary = primary
+        self.events = events
+        self._caches = caches
+        self.log: logging.LoggerAdapter[logging.Logger] = _KeyLogger(
+            logging.getLogger(f"kubemoon.controller.{controller}"),
+            {"controller": controller, "key": str(item.key), "reconcile_id": item.reconcile_id},
+        )
+
+    def __repr__(self) -> str:
+        return f"<ReconcileContext {self.controller} {self.key} #{self.reconcile_id}>"
+
+    @property
+    def namespace(self) -> str:
+        """The namespace of the key (``""`` for a cluster-scoped primary)."""
+        return self.key.namespace
+
+    @property
+    def name(self) -> str:
+        """The name of the key."""
+        return self.key.name
+
+    @property
+    def obj(self) -> Mapping[str, Any] | None:
+        """The primary object from the cache, or None when it is gone."""
+        return self.primary.get(self.key)
+
+    def cache(self, resource: GroupVersionResource) -> CacheReader:
+        """The cache of a resource this controller watches (primary, owned or watched)."""
+        reader = self._caches.get(resource)
+        if reader is None:
+            known = ", ".join(sorted(str(r) for r in self._caches))
+            raise LocalProtocolError(f"{resource} is not watched by {self.controller} ({known})")
+        return reader
+
+    # -- helpers every operator needs ------------------------------------------------------
+
+    def owner_reference(self) -> dict[str, Any]:
+        """The ``ownerReferences`` entry making the primary the controller of an object."""
+        obj = self.obj
+        if obj is None or self._kind is None:
+            raise LocalProtocolError(f"{self.key}: no cached primary (or no kind) to own with")
+        uid = (obj.get("metadata") or {}).get("uid")
+        return {
+            "apiVersion": self._kind.api_version,
+            "kind": self._kind.kind,
+            "name": self.key.name,
+            "uid": uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+    def owned(self, resource: GroupVersionResource) -> list[Mapping[str, Any]]:
+        """The cached objects of ``resource`` that the primary controls (via ``owns``)."""
+        obj = self.obj
+        uid = (obj.get("metadata") or {}).get("uid") if obj is not None else None
+        if not isinstance(uid, str):
+            return []
+        return self.cache(resource).by_index(CONTROLLER_UID_INDEX, uid)
+
+    async def ensure(
+        self, resource: GroupVersionResource, desired: Mapping[str, Any], *, owned: bool = True
+    ) -> bool:
+        """Create or patch an object so it looks as ``desired``; True if a write was made.
+
+        Compared with the cached object, so steady state makes no write. With ``owned``,
+        the primary becomes its controller and the namespace defaults to the key's.
+        """
+        wanted = dict(desired)
+        metadata = dict(wanted.get("metadata") or {})
+        if self.namespace:
+            metadata.setdefault("namespace", self.namespace)
+        if owned:
+            metadata["ownerReferences"] = [self.owner_reference()]
+        wanted["metadata"] = metadata
+        name = metadata.get("name")
+        if not isinstance(name, str):
+            raise LocalProtocolError("the desired object has no metadata.name")
+        existing = self.cache(resource).get(name, metadata.get("namespace") or "")
+        plan = plan_write(resource, wanted, existing)
+        if plan.action is WriteAction.NONE or plan.request is None:
+            return False
+        await self.client.request(plan.request)
+        self.writes += 1
+        self.log.info("%s %s (%s)", plan.action.value, name, ", ".join(plan.changed))
+        return True
+
+    async def delete(self, resource: GroupVersionResource, obj: Mapping[str, Any]) -> bool:
+        """Delete a cached object (gone already is fine); True if this call deleted it."""
+        metadata = obj.get("metadata") or {}
+        try:
+            await self.client.delete(
+                resource, metadata["name"], namespace=metadata.get("namespace") or None
+            )
+        except NotFound:
+            return False
+        self.writes += 1
+        self.log.info("deleted %s", metadata["name"])
+        return True
+
+    def condition(
+        self, type: str, status: bool | str, reason: str, message: str = ""
+    ) -> list[dict[str, Any]]:
+        """The primary's ``status.conditions`` with ``type`` set (for :meth:`update_status`).
+
+        ``lastTransitionTime`` changes only when the status flips; ``observedGeneration``
+        is the primary's generation.
+        """
+        obj = self.obj or {}
+        value = status if isinstance(status, str) else ("True" if status else "False")
+        return set_condition(
+            (obj.get("status") or {}).get("conditions"),
+            type,
+            value,
+            reason,
+            message,
+            observed_generation=int((obj.get("metadata") or {}).get("generation") or 0),
+            wall=datetime.datetime.now(datetime.UTC),
+        )
+
+    async def update_status(self, status: Mapping[str, Any]) -> bool:
+        """Patch the primary's status subresource if it differs; True if a write was made."""
+        obj = self.obj
+        if obj is None:
+            return False
+        plan = plan_status(self.primary_resource, status, obj)
+        if plan.action is WriteAction.NONE or plan.request is None:
+            return False
+        await self.client.request(plan.request)
+        self.writes += 1
+        return True

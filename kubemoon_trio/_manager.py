@@ -1,0 +1,373 @@
+"""The manager: one client, shared informers, controllers, leader election, probes,
+metrics, Events and graceful shutdown, run together.
+
+Rules:
+
+- Informers start at once, so a standby replica keeps warm caches. Controllers reconcile
+  only while this replica leads (when electing) and only once every cache has synced;
+  then every cached primary object is queued once.
+- A lost Lease stops every controller at once and :meth:`Manager.run` raises
+  :class:`~kubemoon_core.LeadershipLost`, so the process restarts as a follower.
+- :meth:`Manager.stop` (also SIGTERM/SIGINT with ``handle_signals``) stops taking work,
+  lets running reconciles finish within ``grace_period``, releases the Lease, and ends
+  ``run``.
+- Failures are loud: every LIST, WATCH and Lease failure goes through the core
+  :class:`~kubemoon_core.FailureReporter`, which logs a distinct error once, then with
+  backoff; current problems are the reasons ``/readyz`` gives.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import random
+import signal
+import socket
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from kubemoon_core import (
+    APIResource,
+    ControllerMetrics,
+    FailureReporter,
+    GroupVersionResource,
+    LeaderElectionTimeout,
+    LeaderElector,
+    LeadershipLost,
+    LocalProtocolError,
+    Predicate,
+)
+from kubemoon_core._reflector import ReflectorStats
+from kubemoon_io import RuntimeCollector
+
+from . import _backend
+from ._builder import ControllerBuilder, RuntimeController
+from ._cache import CacheReader, SharedInformers
+from ._client import Client
+from ._events import EventRecorder
+from ._informer import Informer
+from ._leader import LeaderElection
+from ._probes import ProbeServer
+
+__all__ = ["LeaderElectionConfig", "Manager"]
+
+logger = logging.getLogger("kubemoon.manager")
+
+
+def _default_identity() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{random.getrandbits(24):06x}"
+
+
+@dataclass(frozen=True)
+class LeaderElectionConfig:
+    """Where the Lease lives and its timings (client-go's defaults)."""
+
+    name: str
+    namespace: str
+    identity: str = field(default_factory=_default_identity)
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+class Manager:
+    """Runs controllers on shared caches; see the module rules.
+
+    ``probe_address`` (host, port) serves ``/healthz``, ``/readyz`` and ``/metrics``
+    (port 0: any free port, see :attr:`probe_port`). ``name`` is the Events'
+    reporting controller.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        name: str = "kubemoon",
+        leader_election: LeaderElectionConfig | None = None,
+        probe_address: tuple[str, int] | None = None,
+        grace_period: float = 30.0,
+        registry: CollectorRegistry | None = None,
+        rng: random.Random | None = None,
+        stall_margin: float = 30.0,
+    ) -> None:
+        self.client = client
+        self.name = name
+        self.grace_period = grace_period
+        self._rng = rng if rng is not None else random.Random()
+        self.failures = FailureReporter()
+        self.informers = SharedInformers(
+            client, on_failure=self._informer_failed, stall_margin=stall_margin, rng=self._rng
+        )
+        self.controllers: list[RuntimeController] = []
+        identity = leader_election.identity if leader_election else _default_identity()
+        self.identity = identity
+        self.events = EventRecorder(client, name, identity)
+        self.election: LeaderElection | None = None
+        self.lease_name: str | None = None
+        if leader_election is not None:
+            elector = LeaderElector(
+                name=leader_election.name,
+                namespace=leader_election.namespace,
+                identity=identity,
+                rng=self._rng,
+                lease_duration=leader_election.lease_duration,
+                renew_deadline=leader_election.renew_deadline,
+                retry_period=leader_election.retry_period,
+            )
+            self.election = LeaderElection(client, elector, on_result=self._lease_result)
+            self.lease_name = f"{leader_election.namespace}/{leader_election.name}"
+        self.probe_address = probe_address
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=False)
+        self.registry.register(RuntimeCollector(self))
+        self.probes = ProbeServer(
+            healthy=self.health_problems,
+            ready=self.readiness_problems,
+            metrics=lambda: generate_latest(self.registry),
+        )
+        self.reconciling = False
+        self._stop = _backend.Event()
+        self._stopping = False
+
+    def __repr__(self) -> str:
+        return f"<Manager {self.name} controllers={len(self.controllers)}>"
+
+    # -- building ------------------------------------------------------------------------
+
+    def controller(
+        self,
+        name: str,
+        resource: GroupVersionResource | APIResource,
+        *,
+        kind: str | None = None,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        predicate: Predicate | None = None,
+    ) -> ControllerBuilder:
+        """Start describing a controller of ``resource`` (its primary, ``For`` in Go)."""
+        if any(c.name == name for c in self.controllers):
+            raise LocalProtocolError(f"a controller is already named {name!r}")
+        return ControllerBuilder(
+            self,
+            name,
+            resource,
+            kind=kind,
+            namespace=namespace,
+            label_selector=label_selector,
+            predicate=predicate,
+        )
+
+    def add(self, controller: RuntimeController) -> None:
+        """Register a built controller (done by :meth:`ControllerBuilder.complete`)."""
+        self.controllers.append(controller)
+
+    def cache(
+        self,
+        resource: GroupVersionResource | APIResource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> CacheReader:
+        """A read-only cache of ``resource``, shared with every controller that watches it."""
+        informer = self.informers.get(resource, namespace=namespace, label_selector=label_selector)
+        return CacheReader(informer)
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def probe_port(self) -> int | None:
+        """The port the probes server listens on, once started."""
+        return self.probes.port
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this replica may reconcile (always, when not electing)."""
+        return self.election is None or self.election.is_leader
+
+    def health_problems(self) -> list[str]:
+        """Why the process is not healthy (``/healthz``): nothing while it runs."""
+        return ["stopping"] if self._stopping else []
+
+    def readiness_problems(self) -> list[str]:
+        """Why the process is not ready (``/readyz``): unsynced caches and current failures."""
+        reasons = [problem.message for problem in self.failures.current_problems()]
+        reasons += [f"{i.name}: cache not synced" for i in self.informers.not_synced()]
+        if self._stopping:
+            reasons.append("stopping")
+        return reasons
+
+    # -- metrics source ------------------------------------------------------------------
+
+    def controller_metrics(self) -> Sequence[tuple[str, ControllerMetrics]]:
+        """(name, snapshot) of every controller."""
+        now = _backend.current_time()
+        return [(c.name, c.controller.metrics(now)) for c in self.controllers]
+
+    def informer_stats(self) -> Sequence[tuple[str, ReflectorStats]]:
+        """(name, counters) of every informer."""
+        return [(i.name, i.reflector.stats) for i in self.informers]
+
+    def leader_status(self) -> tuple[str, bool] | None:
+        """(lease, leading) when electing."""
+        if self.election is None or self.lease_name is None:
+            return None
+        return self.lease_name, self.election.is_leader
+
+    def request_counts(self) -> Mapping[tuple[str, str, str], int]:
+        """Requests made by the client, by (code, method, host)."""
+        return self.client.request_counts
+
+    # -- failures ------------------------------------------------------------------------
+
+    def _informer_failed(self, informer: Informer, verb: str, error: BaseException | None) -> None:
+        source = f"{informer.name} {verb}"
+        resource = informer.resource.resource
+        now = _backend.current_time()
+        if error is None:
+            report = self.failures.succeeded(source, now=now)
+        else:
+            report = self.failures.failed(
+                source, verb, resource, error, now=now, namespace=informer.namespace
+            )
+        if report is not None:
+            logger.log(int(report.level), "%s", report.message)
+
+    def _lease_result(self, verb: str, error: BaseException | None) -> None:
+        source = f"lease {self.lease_name} {verb}"
+        now = _backend.current_time()
+        if error is None:
+            report = self.failures.succeeded(source, now=now)
+        else:
+            namespace = self.lease_name.split("/")[0] if self.lease_name else None
+            report = self.failures.failed(
+                source, verb, "leases", error, now=now, namespace=namespace
+            )
+        if report is not None:
+            logger.log(int(report.level), "%s", report.message)
+
+    # -- running -------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop taking work, let running reconciles finish, release the Lease, end ``run``."""
+        if self._stopping:
+            return
+        self._stopping = True
+        logger.info(
+            "stopping: no new work; waiting up to %g s for running reconciles", self.grace_period
+        )
+        for controller in self.controllers:
+            controller.stop()
+        self._stop.set()
+
+    async def wait_leading(self, timeout: float | None = None) -> None:
+        """Wait until this replica leads (at once when not electing).
+
+        With ``timeout``, raise :class:`~kubemoon_core.LeaderElectionTimeout` carrying the
+        last Lease error.
+        """
+        if self.election is None:
+            return
+        if timeout is None:
+            await self.election.wait_leading()
+            return
+        leading = self.election.leading_event
+        if not await _backend.wait_event(leading, _backend.current_time() + timeout):
+            raise LeaderElectionTimeout(
+                f"not leading {self.lease_name} after {timeout:g} s",
+                last_error=self.election.elector.last_error,
+            )
+
+    async def wait_synced(self, timeout: float | None = None) -> None:
+        """Wait until every cache has synced; with ``timeout``, raise
+        :class:`~kubemoon_core.CacheSyncTimeout` carrying the last error."""
+        await self.informers.wait_synced(timeout)
+
+    async def run(
+        self,
+        *,
+        handle_signals: bool = False,
+        task_status: _backend.TaskStatus[None] = _backend.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Run until :meth:`stop` (or a signal, with ``handle_signals``) or a lost Lease."""
+        restore = (
+            _backend.install_signal_handlers((signal.SIGTERM, signal.SIGINT), self.stop)
+            if handle_signals
+            else None
+        )
+        try:
+            await self._run(task_status)
+        except BaseExceptionGroup as group:
+            raise _first_leaf(group) from None
+        finally:
+            if restore is not None:
+                restore()
+
+    def run_forever(self) -> None:
+        """Run on a new event loop until SIGTERM or SIGINT (see :meth:`run`)."""
+        _backend.run_loop(self.run, handle_signals=True)
+
+    async def _run(self, task_status: _backend.TaskStatus[None]) -> None:
+        async with _backend.TaskGroup() as tasks:
+            if self.probe_address is not None:
+                host, port = self.probe_address
+                await tasks.start(self.probes.serve, host, port)
+            self.informers.start(tasks)
+            tasks.start_soon(self.events.run)
+            if self.election is not None:
+                tasks.start_soon(self.election.run)
+            tasks.start_soon(self._reconcile_while_leading)
+            task_status.started(None)
+            await self._stop.wait()
+            await self._drain()
+            if self.election is not None and self.election.is_leader:
+                await self.election.release()
+            tasks.cancel()
+
+    async def _drain(self) -> None:
+        if not self.reconciling:
+            return
+        deadline = _backend.current_time() + self.grace_period
+        while not all(c.drained for c in self.controllers):
+            if _backend.current_time() >= deadline:
+                running = sum(len(c.controller.running) for c in self.controllers)
+                logger.warning("grace period over: cancelling %d running reconcile(s)", running)
+                return
+            await _backend.sleep(0.02)
+
+    async def _reconcile_while_leading(self) -> None:
+        if self.election is not None:
+            await self.election.wait_leading()
+        await self.informers.wait_synced()
+        if self._stopping:
+            return
+        for controller in self.controllers:
+            controller.enqueue_cached()
+        logger.info("caches synced; running %d controller(s)", len(self.controllers))
+        self.reconciling = True
+        async with _backend.TaskGroup() as workers:
+            for controller in self.controllers:
+                workers.start_soon(controller.runner.run)
+            if self.election is not None:
+                workers.start_soon(self._watch_leadership, self.election)
+            # Runners end once stopped and drained; run() cancels what is left.
+            await _backend.sleep_until(math.inf)
+
+    async def _watch_leadership(self, election: LeaderElection) -> None:
+        await election.wait_lost()
+        if self._stopping:
+            return
+        for controller in self.controllers:
+            controller.stop()
+        raise LeadershipLost(
+            f"lost the lease {self.lease_name}; stopping so a fresh replica can follow"
+        )
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first non-group exception of ``group`` (a task group's errors, unwrapped)."""
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error

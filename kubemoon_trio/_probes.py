@@ -1,0 +1,141 @@
+"""The probes and metrics HTTP server: ``/healthz``, ``/readyz`` and ``/metrics``.
+
+Rules: plain HTTP/1.1 on h11, GET (and HEAD) only. It is bounded: at most
+``max_connections`` connections at once (more are answered 503 and closed), a request head
+must arrive within ``header_timeout`` and an idle keep-alive connection is closed after
+``idle_timeout``, so idle clients cannot starve the process of file descriptors.
+``/readyz`` answers 503 with the reasons it is not ready, one per line.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+import h11
+
+from . import _backend
+
+__all__ = ["ProbeServer"]
+
+logger = logging.getLogger("kubemoon.probes")
+
+Check = Callable[[], Sequence[str]]
+"""A check: the reasons something is wrong, or nothing when all is well."""
+
+_MAX_HEAD = 16 * 1024
+
+
+class ProbeServer:
+    """Serves the health of a process and its metrics.
+
+    ``healthy`` and ``ready`` return the reasons the process is not healthy or not ready
+    (empty: it is); ``metrics`` returns the Prometheus text exposition.
+    """
+
+    def __init__(
+        self,
+        *,
+        healthy: Check,
+        ready: Check,
+        metrics: Callable[[], bytes] | None = None,
+        max_connections: int = 32,
+        header_timeout: float = 5.0,
+        idle_timeout: float = 5.0,
+    ) -> None:
+        self._checks = {"/healthz": healthy, "/livez": healthy, "/readyz": ready}
+        self._metrics = metrics
+        self.max_connections = max_connections
+        self.header_timeout = header_timeout
+        self.idle_timeout = idle_timeout
+        self.open_connections = 0
+        self.refused_connections = 0
+        self.port: int | None = None
+
+    async def serve(
+        self,
+        host: str,
+        port: int,
+        *,
+        task_status: _backend.TaskStatus[int] = _backend.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve on ``host:port`` (0: a free port, see :attr:`port`) until cancelled."""
+        async with _backend.TaskGroup() as tasks:
+            self.port = await tasks.start(_backend.serve_tcp, self._connection, host, port)
+            task_status.started(self.port)
+
+    def answer(self, method: str, target: str) -> tuple[int, str, bytes]:
+        """The status, content type and body for one request."""
+        path = target.split("?", 1)[0]
+        if method not in ("GET", "HEAD"):
+            return 405, "text/plain", b"method not allowed\n"
+        if path == "/metrics" and self._metrics is not None:
+            return 200, "text/plain; version=0.0.4; charset=utf-8", self._metrics()
+        check = self._checks.get(path)
+        if check is None:
+            return 404, "text/plain", b"not found\n"
+        try:
+            reasons = list(check())
+        except Exception as exc:  # a check is user-facing code: its failure is a reason
+            logger.exception("the %s check failed", path)
+            reasons = [f"the check failed: {type(exc).__name__}"]
+        if reasons:
+            return 503, "text/plain", "".join(f"{r}\n" for r in reasons).encode()
+        return 200, "text/plain", b"ok\n"
+
+    async def _connection(self, stream: _backend.ByteStream) -> None:
+        if self.open_connections >= self.max_connections:
+            self.refused_connections += 1
+            await stream.send_all(
+                b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                b"Connection: close\r\n\r\n"
+            )
+            return
+        self.open_connections += 1
+        try:
+            await self._serve_requests(stream)
+        except TimeoutError:
+            pass  # a slow or idle client: close the connection
+        except h11.ProtocolError as exc:
+            logger.debug("bad probe request: %s", exc)
+        finally:
+            self.open_connections -= 1
+
+    async def _serve_requests(self, stream: _backend.ByteStream) -> None:
+        connection = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD)
+        first = True
+        while True:
+            # The first request head must come quickly; later ones within the idle time.
+            limit = self.header_timeout if first else self.idle_timeout
+            deadline = _backend.current_time() + limit
+            request = None
+            while True:
+                event = connection.next_event()
+                if event is h11.NEED_DATA:
+                    connection.receive_data(await stream.receive_some(65536, deadline))
+                    continue
+                if isinstance(event, h11.Request):
+                    request = event
+                    continue
+                if isinstance(event, h11.EndOfMessage) or event is h11.PAUSED:
+                    break
+                if isinstance(event, h11.ConnectionClosed):
+                    return
+            if request is None:
+                return
+            status, content_type, body = self.answer(
+                request.method.decode("ascii", "replace"), request.target.decode("ascii", "replace")
+            )
+            headers = [
+                ("Content-Type", content_type),
+                ("Content-Length", str(len(body))),
+            ]
+            data = connection.send(h11.Response(status_code=status, headers=headers)) or b""
+            if request.method != b"HEAD":
+                data += connection.send(h11.Data(data=body)) or b""
+            data += connection.send(h11.EndOfMessage()) or b""
+            await stream.send_all(data)
+            if connection.our_state is not h11.DONE or connection.their_state is not h11.DONE:
+                return
+            connection.start_next_cycle()
+            first = False
