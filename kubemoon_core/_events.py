@@ -159,6 +159,7 @@ class EventRecorder:
         "_burst",
         "_cache_size",
         "_controller",
+        "_dirty",
         "_flush_interval",
         "_ids",
         "_instance",
@@ -196,7 +197,8 @@ class EventRecorder:
         self._burst = burst
         self._refill = float(refill_seconds)
         self._cache_size = cache_size
-        self._series: OrderedDict[_Key, _Series] = OrderedDict()
+        self._series: OrderedDict[_Key, _Series] = OrderedDict()  # least recently seen first
+        self._dirty: dict[_Key, _Series] = {}  # series with counts the server lacks
         self._buckets: OrderedDict[_Ref, _Bucket] = OrderedDict()
         # write id -> the key, its series when the write was made, the count it carries
         self._pending: dict[int, tuple[_Key, _Series, int]] = {}
@@ -243,6 +245,7 @@ class EventRecorder:
             series.last_seen = now
             series.last_observed = wall
             self._series.move_to_end(key)
+            self._dirty[key] = series
             due = self._series_write(key, series, now)
             return EventPlan(EventOutcome.COUNTED, due)
         if not self._take_token(key[0], now):
@@ -263,19 +266,24 @@ class EventRecorder:
         """When ``flush`` has a series update to send, or None."""
         due = [
             s.last_write + self._flush_interval
-            for s in self._series.values()
-            if s.state is _State.LIVE and s.in_flight is None and s.count > s.written
+            for s in self._dirty.values()
+            if s.state is _State.LIVE and s.in_flight is None
         ]
         return min(due, default=None)
 
     def flush(self, now: float) -> tuple[EventWrite, ...]:
         """The series updates due at ``now``; also forgets series that went quiet."""
         writes: list[EventWrite] = []
-        for key, series in list(self._series.items()):
+        for key, series in list(self._dirty.items()):
             writes.extend(self._series_write(key, series, now))
-            idle = series.in_flight is None and series.count == series.written
-            if idle and series.state is _State.LIVE and now - series.last_seen > self._window:
-                del self._series[key]
+        # Least recently seen first: sweep quiet, fully written series off the front.
+        entries = self._series
+        while entries:
+            key, series = next(iter(entries.items()))
+            idle = series.state is _State.LIVE and series.in_flight is None
+            if not idle or key in self._dirty or now - series.last_seen <= self._window:
+                break
+            del entries[key]
         return tuple(writes)
 
     def receive_response(self, write: EventWrite, response: Response, now: float) -> None:
@@ -294,12 +302,15 @@ class EventRecorder:
         series.last_write = now
         if series.in_flight == write.write_id:
             series.in_flight = None
+        if series.written >= series.count:
+            self._dirty.pop(key, None)
 
     def request_failed(self, write: EventWrite, now: float) -> None:
         """``write`` failed (an error response or a transport error): forget its key."""
         entry = self._pending.pop(write.write_id, None)
         if entry is not None and self._series.get(entry[0]) is entry[1]:
             del self._series[entry[0]]
+            self._dirty.pop(entry[0], None)
 
     @property
     def cached_keys(self) -> int:
@@ -371,9 +382,11 @@ class EventRecorder:
         series = _Series(name, namespace, _State.CREATING, 1, 0, now, wall, now)
         self._pending[write_id] = (key, series, 1)
         self._series.pop(key, None)
+        self._dirty.pop(key, None)
         self._series[key] = series
         if len(self._series) > self._cache_size:
-            self._series.popitem(last=False)
+            evicted, _ = self._series.popitem(last=False)
+            self._dirty.pop(evicted, None)
         return EventPlan(EventOutcome.CREATED, (write,))
 
     def _take_token(self, regarding: _Ref, now: float) -> bool:

@@ -21,7 +21,7 @@ Rules (client-go's workqueue semantics, without threads or clocks):
   from its deadline); ``get`` to a ``done`` given ``now`` is the work duration. Adds and
   dones without ``now`` are simply not timed.
 
-add, get and done are O(1) (a deque and two sets); delayed adds are O(log n).
+add, get and done are O(1) (a deque and two dicts); delayed adds are O(log n).
 """
 
 from __future__ import annotations
@@ -77,7 +77,6 @@ class WorkQueue(Generic[K]):
     """
 
     __slots__ = (
-        "_added_at",
         "_adds",
         "_dirty",
         "_heap",
@@ -97,9 +96,8 @@ class WorkQueue(Generic[K]):
     def __init__(self, rate_limiter: RateLimiter | None = None) -> None:
         self._limiter = rate_limiter if rate_limiter is not None else default_rate_limiter()
         self._queue: deque[K] = deque()
-        self._dirty: set[K] = set()
+        self._dirty: dict[K, float | None] = {}  # dirty key -> when it was added, if known
         self._processing: dict[K, float] = {}  # key -> when get handed it out
-        self._added_at: dict[K, float] = {}  # dirty key -> when it was added, if known
         self._waiting: dict[K, float] = {}  # key -> its one live deadline
         self._heap: list[tuple[float, int, K]] = []  # (deadline, sequence, key); may be stale
         self._sequence = itertools.count()  # tie-breaker: keys are never compared
@@ -124,10 +122,8 @@ class WorkQueue(Generic[K]):
         dirty = self._dirty
         if key in dirty or self._shutting_down:
             return
-        dirty.add(key)
+        dirty[key] = now
         self._adds += 1
-        if now is not None:
-            self._added_at[key] = now
         if key not in self._processing:
             self._queue.append(key)
 
@@ -141,15 +137,12 @@ class WorkQueue(Generic[K]):
         except IndexError:
             return None
         self._processing[key] = now
-        self._dirty.remove(key)
-        added_at = self._added_at
-        if added_at:  # untimed adds leave it empty and skip the lookup
-            added = added_at.pop(key, None)
-            if added is not None:
-                pending = self._latency_pending
-                pending.append(now - added)
-                if len(pending) >= _FOLD_AT:
-                    self._latency.fold(pending)
+        added = self._dirty.pop(key)
+        if added is not None:
+            pending = self._latency_pending
+            pending.append(now - added)
+            if len(pending) >= _FOLD_AT:
+                self._latency.fold(pending)
         return key
 
     def done(self, key: K, now: float | None = None) -> None:
