@@ -32,6 +32,7 @@ from kubemoon_core import (
     controller_of,
 )
 
+from . import _backend
 from ._cache import CacheReader
 from ._context import CONTROLLER_UID_INDEX, ReconcileContext
 from ._controller import ControllerRunner
@@ -86,20 +87,20 @@ class RuntimeController:
 
     def _receiver(self, source: str) -> Callable[[Change], None]:
         def receive(change: Change) -> None:
-            if self.controller.receive(source, change):
+            if self.controller.receive(source, change, now=_backend.current_time()):
                 self.runner.wake()
 
         return receive
 
     def enqueue(self, key: ObjectKey) -> None:
         """Reconcile ``key`` (an external trigger)."""
-        self.controller.enqueue(key)
+        self.controller.enqueue(key, now=_backend.current_time())
         self.runner.wake()
 
     def enqueue_cached(self) -> None:
         """Queue every primary object already cached: each is looked at once after a start."""
         for key in list(self.primary_informer.store):
-            self.controller.enqueue(key)
+            self.controller.enqueue(key, now=_backend.current_time())
         self.runner.wake()
 
     def stop(self) -> None:
