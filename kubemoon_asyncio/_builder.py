@@ -189,8 +189,13 @@ class ControllerBuilder:
         *,
         namespace: str | None = None,
         predicate: Predicate | None = None,
+        metadata_only: bool = False,
     ) -> ControllerBuilder:
-        """Also reconcile the primary that controls (``ownerReferences``) a changed object."""
+        """Also reconcile the primary that controls (``ownerReferences``) a changed object.
+
+        With ``metadata_only`` the cache of ``resource`` holds metadata only (enough for
+        owner references, labels and annotations; much less memory).
+        """
         if self._kind is None:
             raise LocalProtocolError(
                 f"{self._name}: owns() needs the primary's kind: pass the primary as an "
@@ -205,6 +210,7 @@ class ControllerBuilder:
             resource,
             namespace=namespace or self._namespace,
             indexers={CONTROLLER_UID_INDEX: _controller_uid},
+            metadata_only=metadata_only,
         )
         self._sources.append((source, informer))
         return self
@@ -217,13 +223,18 @@ class ControllerBuilder:
         namespace: str | None = None,
         label_selector: str | None = None,
         predicate: Predicate | None = None,
+        metadata_only: bool = False,
     ) -> ControllerBuilder:
-        """Also reconcile the keys ``mapper`` returns for each change of ``resource``."""
+        """Also reconcile the keys ``mapper`` returns for each change of ``resource``
+        (metadata only, if the mapper needs no more)."""
         gvr = resource.gvr if isinstance(resource, APIResource) else resource
         mapping: Mapper = mapper
         source = Source.mapped(self._source_name(gvr, "watches"), mapping, predicate=predicate)
         informer = self._manager.informers.get(
-            resource, namespace=namespace, label_selector=label_selector
+            resource,
+            namespace=namespace,
+            label_selector=label_selector,
+            metadata_only=metadata_only,
         )
         self._sources.append((source, informer))
         return self

@@ -32,7 +32,7 @@ from ._informer import FailureHandler, Informer
 __all__ = ["CacheReader", "SharedInformers"]
 
 IndexFunc = Callable[[Mapping[str, Any]], tuple[str, ...]]
-InformerKey = tuple[GroupVersionResource, str | None, str | None, str | None]
+InformerKey = tuple[GroupVersionResource, str | None, str | None, str | None, bool]
 
 
 def _drop_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
@@ -119,10 +119,15 @@ class SharedInformers:
         label_selector: str | None = None,
         field_selector: str | None = None,
         indexers: Mapping[str, IndexFunc] | None = None,
+        metadata_only: bool = False,
     ) -> Informer:
-        """The informer of ``resource`` (in ``namespace``, with the selectors), shared."""
+        """The informer of ``resource`` (in ``namespace``, with the selectors), shared.
+
+        ``metadata_only`` informers cache ``PartialObjectMetadata`` and are distinct from
+        full ones.
+        """
         gvr = resource.gvr if isinstance(resource, APIResource) else resource
-        key: InformerKey = (gvr, namespace or None, label_selector, field_selector)
+        key: InformerKey = (gvr, namespace or None, label_selector, field_selector, metadata_only)
         informer = self._informers.get(key)
         if informer is None:
             store = Store(indexers=dict(indexers or {}), transform=_drop_managed_fields)
@@ -135,6 +140,7 @@ class SharedInformers:
                 store=store,
                 stall_margin=self._stall_margin,
                 rng=self._rng,
+                metadata_only=metadata_only,
             )
             informer_ref = informer
             handler: FailureHandler = lambda verb, error: self._failed(informer_ref, verb, error)  # noqa: E731

@@ -143,6 +143,8 @@ from ._reflector import (
     RelistReason,
 )
 from ._request import (
+    METADATA_ONLY_ACCEPT,
+    METADATA_ONLY_LIST_ACCEPT,
     USER_AGENT,
     DeleteOptions,
     ListOptions,
@@ -216,6 +218,8 @@ from ._watch import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "METADATA_ONLY_ACCEPT",
+    "METADATA_ONLY_LIST_ACCEPT",
     "SERVER_SET_METADATA",
     "WriteAction",
     "WritePlan",

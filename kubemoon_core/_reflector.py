@@ -308,7 +308,9 @@ class Reflector:
         stall_margin: float = 30.0,
         max_line_length: int = DEFAULT_MAX_LINE_LENGTH,
         watch_timeout: tuple[int, int] = (MIN_WATCH_TIMEOUT, MAX_WATCH_TIMEOUT),
+        metadata_only: bool = False,
     ) -> None:
+        self._metadata_only = metadata_only
         if not isinstance(rng, random.Random):
             raise LocalProtocolError("rng must be a random.Random")
         if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
@@ -456,7 +458,13 @@ class Reflector:
             self._move(ReflectorInput.START_WATCH)
             options = self._watch_options(resource_version=self._rv)
             return self._connect(
-                watch_request(self._resource, namespace=self._namespace, options=options), now
+                watch_request(
+                    self._resource,
+                    namespace=self._namespace,
+                    options=options,
+                    metadata_only=self._metadata_only,
+                ),
+                now,
             )
         if state is ReflectorState.SYNC_DUE:
             self._store.begin_epoch()
@@ -469,7 +477,12 @@ class Reflector:
                     send_initial_events=True,
                 )
                 return self._connect(
-                    watch_request(self._resource, namespace=self._namespace, options=options),
+                    watch_request(
+                        self._resource,
+                        namespace=self._namespace,
+                        options=options,
+                        metadata_only=self._metadata_only,
+                    ),
                     now,
                 )
             self._move(ReflectorInput.START_LIST)
@@ -493,7 +506,12 @@ class Reflector:
                 resource_version=self._page_rv,
                 resource_version_match=None if self._page_rv is None else "NotOlderThan",
             )
-        return list_request(self._resource, namespace=self._namespace, options=options)
+        return list_request(
+            self._resource,
+            namespace=self._namespace,
+            options=options,
+            metadata_only=self._metadata_only,
+        )
 
     def _watch_options(self, **kwargs: Any) -> ListOptions:
         self._timeout = self._rng.randint(*self._watch_timeout)

@@ -24,6 +24,8 @@ from ._resources import (
 from ._status import error_from_response
 
 __all__ = [
+    "METADATA_ONLY_ACCEPT",
+    "METADATA_ONLY_LIST_ACCEPT",
     "DeleteOptions",
     "ListOptions",
     "PatchType",
@@ -282,6 +284,18 @@ def _headers(content_type: str | None = None) -> Headers:
     return base + ((("Content-Type", content_type),) if content_type else ())
 
 
+METADATA_ONLY_ACCEPT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+"""The ``Accept`` value asking for objects' metadata only (metadata-only watches)."""
+METADATA_ONLY_LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+"""The ``Accept`` value asking for a list of objects' metadata only."""
+
+_METADATA_HEADERS: Headers = (("Accept", METADATA_ONLY_ACCEPT), ("User-Agent", USER_AGENT))
+_METADATA_LIST_HEADERS: Headers = (
+    ("Accept", METADATA_ONLY_LIST_ACCEPT),
+    ("User-Agent", USER_AGENT),
+)
+
+
 def _body(obj: Mapping[str, Any] | bytes) -> bytes:
     if isinstance(obj, bytes):
         return obj
@@ -338,24 +352,44 @@ def get_request(
 
 
 def list_request(
-    resource: Target, *, namespace: str | None = None, options: ListOptions | None = None
+    resource: Target,
+    *,
+    namespace: str | None = None,
+    options: ListOptions | None = None,
+    metadata_only: bool = False,
 ) -> Request:
-    """GET a collection (one page of it when ``options.limit`` is set)."""
+    """GET a collection (one page of it when ``options.limit`` is set).
+
+    With ``metadata_only`` the server answers a ``PartialObjectMetadataList``: each item
+    holds ``apiVersion``, ``kind`` and ``metadata`` only.
+    """
     opts = options or ListOptions()
+    headers = _METADATA_LIST_HEADERS if metadata_only else _headers()
     return Request(
-        "GET", _path(resource, namespace, None, None, collection=True), tuple(opts.query())
+        "GET",
+        _path(resource, namespace, None, None, collection=True),
+        tuple(opts.query()),
+        headers=headers,
     )
 
 
 def watch_request(
-    resource: Target, *, namespace: str | None = None, options: ListOptions | None = None
+    resource: Target,
+    *,
+    namespace: str | None = None,
+    options: ListOptions | None = None,
+    metadata_only: bool = False,
 ) -> Request:
-    """A streaming WATCH of a collection (``watch=1``); the response is newline-delimited."""
+    """A streaming WATCH of a collection (``watch=1``); the response is newline-delimited.
+
+    With ``metadata_only`` each event's object is a ``PartialObjectMetadata``.
+    """
     opts = options or ListOptions()
     return Request(
         "GET",
         _path(resource, namespace, None, None, collection=True),
         (("watch", "1"), *opts.query()),
+        headers=_METADATA_HEADERS if metadata_only else _headers(),
         stream=True,
     )
 

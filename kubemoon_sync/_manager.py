@@ -171,9 +171,15 @@ class Manager:
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        metadata_only: bool = False,
     ) -> CacheReader:
         """A read-only cache of ``resource``, shared with every controller that watches it."""
-        informer = self.informers.get(resource, namespace=namespace, label_selector=label_selector)
+        informer = self.informers.get(
+            resource,
+            namespace=namespace,
+            label_selector=label_selector,
+            metadata_only=metadata_only,
+        )
         return CacheReader(informer)
 
     # -- state ---------------------------------------------------------------------------

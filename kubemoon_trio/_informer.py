@@ -41,7 +41,8 @@ class Informer:
     ``on_change`` (and every handler added with :meth:`add_handler`) is called with every
     change the reflector applies, in order (bookmarks never produce one); a handler that
     raises is logged and counted (:attr:`handler_errors`) and the informer keeps running.
-    ``on_failure`` hears how each LIST and WATCH attempt went. The reflector's options
+    ``on_failure`` hears how each LIST and WATCH attempt went. With ``metadata_only`` the
+    cache holds each object's metadata only (``PartialObjectMetadata``). The reflector's options
     (``stall_margin``, ``watch_timeout``, ``backoff``,
     ``streaming_list``...) are passed through, or a configured ``reflector`` is given.
     """
@@ -64,6 +65,7 @@ class Informer:
         watch_timeout: tuple[int, int] = (MIN_WATCH_TIMEOUT, MAX_WATCH_TIMEOUT),
         rng: random.Random | None = None,
         reflector: Reflector | None = None,
+        metadata_only: bool = False,
     ) -> None:
         self._client = client
         gvr = resource.gvr if isinstance(resource, APIResource) else resource
@@ -85,6 +87,7 @@ class Informer:
                 backoff=backoff,
                 stall_margin=stall_margin,
                 watch_timeout=watch_timeout,
+                metadata_only=metadata_only,
             )
         self.reflector = reflector
         self._handlers: list[ChangeHandler] = [on_change] if on_change is not None else []

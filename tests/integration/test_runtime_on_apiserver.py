@@ -264,3 +264,39 @@ async def test_a_raising_mapper_is_logged_and_the_informer_keeps_running(
     informer = next(iter(manager.informers))
     assert informer.handler_errors >= 2
     assert any("mapper bug" in (r.exc_text or "") or r.exc_info for r in caplog.records)
+
+
+async def test_metadata_only_caches_hold_metadata_and_follow_changes(
+    kube_apiserver: ApiServer, kube_namespace: str
+) -> None:
+    async with client_for(kube_apiserver) as client:
+        await client.create(
+            CONFIGMAPS,
+            {
+                "metadata": {"name": "big", "namespace": kube_namespace, "labels": {"a": "b"}},
+                "data": {"payload": "x" * 10_000},
+            },
+        )
+        manager = Manager(client)
+        full = manager.cache(CONFIGMAPS, namespace=kube_namespace)
+        slim = manager.cache(CONFIGMAPS, namespace=kube_namespace, metadata_only=True)
+        assert len(manager.informers) == 2
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(manager.run)
+                await manager.wait_synced(timeout=10)
+                obj = slim.get("big", kube_namespace)
+                assert obj is not None
+                assert obj["kind"] == "PartialObjectMetadata"
+                assert obj["metadata"]["labels"] == {"a": "b"}
+                assert "data" not in obj
+                assert full.get("big", kube_namespace)["data"]["payload"] == "x" * 10_000
+                await client.patch(
+                    CONFIGMAPS,
+                    "big",
+                    {"metadata": {"labels": {"a": "c"}}},
+                    namespace=kube_namespace,
+                )
+                while (slim.get("big", kube_namespace) or {})["metadata"]["labels"] != {"a": "c"}:
+                    await trio.sleep(0.05)
+                manager.stop()

@@ -299,3 +299,25 @@ def test_a_response_with_non_finite_numbers_is_a_decode_error(number: bytes) -> 
 
     with pytest.raises(DecodeError, match="invalid JSON"):
         decode_response(Response(200, (), b'{"kind": "ConfigMap", "n": ' + number + b"}"))
+
+
+def test_metadata_only_lists_and_watches_ask_for_partial_object_metadata() -> None:
+    import random
+
+    from kubemoon_core import (
+        METADATA_ONLY_ACCEPT,
+        METADATA_ONLY_LIST_ACCEPT,
+        GroupVersionResource,
+        Reflector,
+        list_request,
+        watch_request,
+    )
+
+    cms = GroupVersionResource("", "v1", "configmaps")
+    assert list_request(cms, metadata_only=True).header("accept") == METADATA_ONLY_LIST_ACCEPT
+    assert watch_request(cms, metadata_only=True).header("accept") == METADATA_ONLY_ACCEPT
+    assert list_request(cms).header("accept") == "application/json"
+    reflector = Reflector(cms, rng=random.Random(1), metadata_only=True)
+    first = reflector.next_request(0.0)
+    assert first is not None
+    assert first.header("accept") == METADATA_ONLY_LIST_ACCEPT
