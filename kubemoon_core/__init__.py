@@ -5,6 +5,16 @@ return requests, events and deadlines. Nothing here opens a socket, reads a cloc
 a thread.
 """
 
+from ._admission import (
+    ADMISSION_API_VERSION,
+    AdmissionHandler,
+    AdmissionRequest,
+    AdmissionResponse,
+    Operation,
+    UserInfo,
+    decode_admission_review,
+    encode_admission_review,
+)
 from ._backoff import (
     Backoff,
 )
@@ -30,6 +40,16 @@ from ._controller import (
     labels_changed,
     negate,
 )
+from ._conversion import (
+    CONVERSION_API_VERSION,
+    ConversionError,
+    ConversionFunction,
+    ConversionRequest,
+    ConversionResponse,
+    Converter,
+    decode_conversion_review,
+    encode_conversion_review,
+)
 from ._discovery import (
     AGGREGATED_DISCOVERY_ACCEPT,
     APIGroup,
@@ -46,6 +66,7 @@ from ._discovery import (
 )
 from ._errors import DecodeError, KubeMoonError, LocalProtocolError, RemoteProtocolError
 from ._json import json_backend, set_json_backend, use_fast_json, use_standard_json
+from ._jsonpatch import JSONPatchError, apply_json_patch, escape_pointer_token, json_patch
 from ._kubeconfig import (
     SERVICE_ACCOUNT_DIR,
     ClientConfig,
@@ -154,10 +175,42 @@ from ._watch import (
     WatchDecoder,
     WatchEvent,
 )
+from ._webhook import (
+    DEFAULT_MAX_BODY_SIZE,
+    WebhookApp,
+    WebhookKind,
+    WebhookReply,
+    ca_bundle_patch,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ADMISSION_API_VERSION",
+    "AdmissionHandler",
+    "AdmissionRequest",
+    "AdmissionResponse",
+    "Operation",
+    "UserInfo",
+    "decode_admission_review",
+    "encode_admission_review",
+    "CONVERSION_API_VERSION",
+    "ConversionError",
+    "ConversionFunction",
+    "ConversionRequest",
+    "ConversionResponse",
+    "Converter",
+    "decode_conversion_review",
+    "encode_conversion_review",
+    "JSONPatchError",
+    "apply_json_patch",
+    "escape_pointer_token",
+    "json_patch",
+    "DEFAULT_MAX_BODY_SIZE",
+    "WebhookApp",
+    "WebhookKind",
+    "WebhookReply",
+    "ca_bundle_patch",
     "AGGREGATED_DISCOVERY_ACCEPT",
     "APIGroup",
     "APIGroupDiscoveryList",
