@@ -137,6 +137,11 @@ class WebhookApp:
         # The API server appends ``?timeout=10s``; only the path selects the webhook.
         return self._routes.get(urlsplit(target).path)
 
+    def webhook_name(self, target: str) -> str:
+        """The name of the webhook serving ``target`` (a path, maybe with a query), or ``""``."""
+        route = self._route(target)
+        return route.name if route else ""
+
     def precheck(
         self, method: str, target: str, headers: Sequence[tuple[str, str]]
     ) -> WebhookReply | None:
@@ -169,12 +174,11 @@ class WebhookApp:
 
     def too_large(self, target: str) -> WebhookReply:
         """The 413 answer for a body longer than :attr:`max_body_size`."""
-        route = self._route(target)
         return _error(
             413,
             "RequestEntityTooLarge",
             f"the body exceeds {self.max_body_size} bytes",
-            route.name if route else "",
+            self.webhook_name(target),
         )
 
     def handle(

@@ -19,6 +19,7 @@ from ._informer import Informer
 from ._leader import (
     LeaderElection,
 )
+from ._webhook_server import WebhookServer
 
 __all__ = [
     "Client",
@@ -32,6 +33,7 @@ __all__ = [
     "TransportError",
     "TransportTimeout",
     "Watch",
+    "WebhookServer",
     "load_config",
     "load_in_cluster_config",
     "load_kubeconfig",

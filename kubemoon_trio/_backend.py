@@ -8,11 +8,12 @@ where the two adapters differ; everything else in ``kubemoon_sync`` is generated
 from __future__ import annotations
 
 import math
+import ssl
 import subprocess
 import time
-from collections.abc import AsyncGenerator, Mapping, Sequence
-from contextlib import AbstractContextManager
-from typing import cast
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, suppress
+from typing import Protocol, cast
 
 import httpcore
 import trio
@@ -136,3 +137,107 @@ class BodyReader:
                 await self._chunks.aclose()
             finally:
                 await self._response.aclose()
+
+
+# -- server primitives (webhook server) --
+# Everything loop-specific a server needs: a listening socket, TLS, accepting, one task per
+# connection, and reads/writes with deadlines. The webhook server uses only these names.
+
+__all__ += [
+    "TASK_STATUS_IGNORED",
+    "ByteStream",
+    "PortStatus",
+    "TaskStatus",
+    "serve_tls",
+]
+
+TaskStatus = trio.TaskStatus
+TASK_STATUS_IGNORED = trio.TASK_STATUS_IGNORED
+
+
+class PortStatus(Protocol):
+    """Where :func:`serve_tls` reports the port it bound (a trio ``TaskStatus[int]``)."""
+
+    def started(self, value: int) -> None:
+        """Called once, when the server accepts connections."""
+
+
+class ByteStream:
+    """One accepted TLS connection: bytes in and out, each call with an optional deadline.
+
+    ``receive_some`` returns ``b""`` when the peer closed; both calls raise
+    ``TimeoutError`` when the deadline (on :func:`current_time`) passes first and
+    ``ConnectionError`` when the connection breaks.
+    """
+
+    def __init__(self, stream: trio.SSLStream[trio.SocketStream]) -> None:
+        self._stream = stream
+
+    async def receive_some(self, max_bytes: int, deadline: float | None = None) -> bytes:
+        """Up to ``max_bytes`` bytes, as soon as some have arrived."""
+        with trio.move_on_at(math.inf if deadline is None else deadline):
+            try:
+                return bytes(await self._stream.receive_some(max_bytes))
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                raise ConnectionError(str(exc)) from exc
+        raise TimeoutError("no data before the deadline")
+
+    async def send_all(self, data: bytes, deadline: float | None = None) -> None:
+        """Send every byte of ``data``."""
+        with trio.move_on_at(math.inf if deadline is None else deadline):
+            try:
+                await self._stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                raise ConnectionError(str(exc)) from exc
+            return
+        raise TimeoutError("the peer did not read before the deadline")
+
+    async def aclose(self) -> None:
+        """Close the connection (bounded: a peer that stalls the TLS goodbye is dropped)."""
+        with trio.move_on_after(1.0) as scope:
+            scope.shield = True
+            with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await self._stream.aclose()
+        if scope.cancelled_caught:
+            await trio.aclose_forcefully(self._stream)
+
+
+async def serve_tls(
+    handler: Callable[[ByteStream], Awaitable[None]],
+    host: str,
+    port: int,
+    context: Callable[[], ssl.SSLContext],
+    *,
+    handshake_timeout: float,
+    task_status: PortStatus = TASK_STATUS_IGNORED,
+) -> None:
+    """Accept TLS connections on ``host:port`` until cancelled, each in a task of its own.
+
+    ``context()`` is asked for the SSL context of every new connection (so a reloaded
+    certificate applies to the next handshake). The handshake must finish within
+    ``handshake_timeout`` seconds; failed handshakes are dropped silently. Reports the
+    bound port through ``task_status``.
+    """
+    listeners = await trio.open_tcp_listeners(port, host=host)
+
+    async def connection(tcp: trio.SocketStream) -> None:
+        tls = trio.SSLStream(tcp, context(), server_side=True, https_compatible=True)
+        with trio.move_on_after(handshake_timeout) as scope:
+            try:
+                await tls.do_handshake()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                await trio.aclose_forcefully(tcp)
+                return
+        if scope.cancelled_caught:
+            await trio.aclose_forcefully(tcp)
+            return
+        stream = ByteStream(tls)
+        try:
+            await handler(stream)
+        finally:
+            await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        bound: int = listeners[0].socket.getsockname()[1]
+        task_status.started(bound)
+        await trio.serve_listeners(connection, listeners, handler_nursery=nursery)

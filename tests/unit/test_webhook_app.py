@@ -202,6 +202,8 @@ def test_head_decisions() -> None:
     assert a.precheck("POST", "/validate", [*JSON_HEADERS, ("Content-Length", "10000")]) is None
     assert a.precheck("POST", "/validate", [*JSON_HEADERS, ("Content-Length", "x")]) is None
     assert a.too_large("/unknown").webhook == ""
+    assert a.webhook_name("/validate?timeout=10s") == "configmaps"
+    assert a.webhook_name("/mutate") == "/mutate"
 
 
 def test_handle_checks_the_head_and_the_real_body_size() -> None:
