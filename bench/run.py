@@ -13,7 +13,7 @@ from pathlib import Path
 
 from _table import Row, render
 
-MODULES = ["bench_watch", "bench_reflector", "bench_queue", "bench_operator"]
+MODULES = ["bench_watch", "bench_reflector", "bench_queue", "bench_operator", "bench_webhook"]
 
 
 def main() -> int:

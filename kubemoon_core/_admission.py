@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -130,7 +130,7 @@ class AdmissionHandler(Protocol):
 
 
 def _mapping(value: Any, path: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):  # dict first: fast path
         raise DecodeError("expected an object", path=path)
     return value
 
@@ -162,34 +162,42 @@ def _optional_object(doc: Mapping[str, Any], key: str, path: str) -> Mapping[str
     return None if value is None else _mapping(value, f"{path}.{key}")
 
 
-def _build(path: str, make: Callable[[], Any]) -> Any:
-    try:
-        return make()
-    except LocalProtocolError as exc:  # a GVK/GVR part failed validation
-        raise DecodeError(str(exc), path=path) from None
+# The same few kinds and resources arrive in every review: validate each once.
+_TYPES_CACHE_LIMIT = 1024
+_types_cache: dict[tuple[str, str, str, str], GroupVersionKind | GroupVersionResource] = {}
+
+
+def _typed(doc: Mapping[str, Any], key: str, last: str, *, required: bool) -> Any:
+    path = f"request.{key}"
+    raw = doc.get(key)
+    if raw is None and not required:
+        return None
+    raw = _mapping(raw, path)
+    group, version = _string(raw, "group", path), _string(raw, "version", path, required=True)
+    name = _string(raw, last, path, required=True)
+    cache_key = (last, group, version, name)
+    found = _types_cache.get(cache_key)
+    if found is None:
+        try:
+            if last == "kind":
+                found = GroupVersionKind(group, version, name)
+            else:
+                found = GroupVersionResource(group, version, name)
+        except LocalProtocolError as exc:  # a part failed validation
+            raise DecodeError(str(exc), path=path) from None
+        if len(_types_cache) >= _TYPES_CACHE_LIMIT:
+            _types_cache.clear()
+        _types_cache[cache_key] = found
+    return found
 
 
 def _gvk(doc: Mapping[str, Any], key: str, *, required: bool) -> GroupVersionKind | None:
-    path = f"request.{key}"
-    if doc.get(key) is None and not required:
-        return None
-    raw = _mapping(doc.get(key), path)
-    group, version = _string(raw, "group", path), _string(raw, "version", path, required=True)
-    kind = _string(raw, "kind", path, required=True)
-    result: GroupVersionKind = _build(path, lambda: GroupVersionKind(group, version, kind))
+    result: GroupVersionKind | None = _typed(doc, key, "kind", required=required)
     return result
 
 
 def _gvr(doc: Mapping[str, Any], key: str, *, required: bool) -> GroupVersionResource | None:
-    path = f"request.{key}"
-    if doc.get(key) is None and not required:
-        return None
-    raw = _mapping(doc.get(key), path)
-    group, version = _string(raw, "group", path), _string(raw, "version", path, required=True)
-    resource = _string(raw, "resource", path, required=True)
-    result: GroupVersionResource = _build(
-        path, lambda: GroupVersionResource(group, version, resource)
-    )
+    result: GroupVersionResource | None = _typed(doc, key, "resource", required=required)
     return result
 
 

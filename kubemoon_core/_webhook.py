@@ -182,15 +182,26 @@ class WebhookApp:
         )
 
     def handle(
-        self, method: str, target: str, headers: Sequence[tuple[str, str]], body: bytes
+        self,
+        method: str,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes,
+        *,
+        prechecked: bool = False,
     ) -> WebhookReply:
-        """Answer one complete request (the head checks of :meth:`precheck` included)."""
-        early = self.precheck(method, target, headers)
-        if early is not None:
-            return early
+        """Answer one complete request.
+
+        The head checks of :meth:`precheck` come first, unless ``prechecked`` says the
+        caller already ran them and got ``None``.
+        """
+        route = self._route(target)
+        if not prechecked or route is None:
+            early = self.precheck(method, target, headers)
+            if early is not None:
+                return early
         if len(body) > self.max_body_size:
             return self.too_large(target)
-        route = self._route(target)
         assert route is not None  # precheck answered 404 otherwise
         try:
             document = _json.loads(body)

@@ -10,6 +10,7 @@ in ``_backend`` (``serve_tls``), so the module can be generated for other loops.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import ssl
 import weakref
@@ -72,7 +73,8 @@ class _Certificates:
         self.interval = interval
         self._stamps = (_stamp(cert_file), _stamp(key_file))
         self._context = self._load()
-        self._checked_at = current_time()
+        # Constructed outside the event loop too, so no clock yet: the first check is free.
+        self._checked_at = -math.inf
         self.reloads = 0
 
     def _load(self) -> ssl.SSLContext:
@@ -132,6 +134,24 @@ class _Metrics:
             ["webhook"],
             registry=registry,
         )
+        # Labelled children, looked up once: the label lookup costs more than the update.
+        self._children: dict[str, tuple[Any, Any]] = {}
+        self._counters: dict[tuple[str, int], Any] = {}
+
+    def children(self, webhook: str) -> tuple[Any, Any]:
+        """The in-flight gauge and the latency histogram of one webhook."""
+        found = self._children.get(webhook)
+        if found is None:
+            found = (self.in_flight.labels(webhook), self.latency.labels(webhook))
+            self._children[webhook] = found
+        return found
+
+    def count(self, webhook: str, status: int) -> None:
+        """Count one answered request."""
+        counter = self._counters.get((webhook, status))
+        if counter is None:
+            counter = self._counters[webhook, status] = self.requests.labels(webhook, str(status))
+        counter.inc()
 
 
 _METRICS: weakref.WeakKeyDictionary[Any, _Metrics] = weakref.WeakKeyDictionary()
@@ -303,7 +323,7 @@ class WebhookServer:
         ]
         reply = self.app.precheck(method, target, headers)
         webhook = self.app.webhook_name(target)
-        in_flight = self._metrics.in_flight.labels(webhook)
+        in_flight, latency = self._metrics.children(webhook)
         in_flight.inc()
         try:
             if reply is None:
@@ -314,9 +334,9 @@ class WebhookServer:
         finally:
             in_flight.dec()
             elapsed = current_time() - started
-            self._metrics.latency.labels(webhook).observe(elapsed)
+            latency.observe(elapsed)
             if reply is not None:
-                self._metrics.requests.labels(webhook, str(reply.status)).inc()
+                self._metrics.count(webhook, reply.status)
                 _log(method, target, reply, elapsed)
 
     async def _read_and_handle(
@@ -343,7 +363,7 @@ class WebhookServer:
                     return self.app.too_large(target)  # the rest is never read
                 chunks.append(bytes(event.data))
             elif isinstance(event, h11.EndOfMessage):
-                return self.app.handle(method, target, headers, b"".join(chunks))
+                return self.app.handle(method, target, headers, b"".join(chunks), prechecked=True)
             elif event is h11.NEED_DATA:
                 try:
                     await self._receive(stream, conn, deadline)
@@ -397,6 +417,8 @@ def _plain(status: int, message: str) -> WebhookReply:
 def _log(method: str, target: str, reply: WebhookReply, elapsed: float) -> None:
     # Answered reviews (allowed, denied or failed) are routine; HTTP errors are not.
     level = logging.DEBUG if reply.status == 200 else logging.WARNING
+    if not logger.isEnabledFor(level):
+        return
     logger.log(
         level,
         "%s %s -> %d %s%s",

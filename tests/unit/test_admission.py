@@ -203,3 +203,12 @@ def test_invalid_responses_are_refused() -> None:
         AdmissionResponse(False, patch=({"op": "remove", "path": "/a"},))
     with pytest.raises(LocalProtocolError, match="not an HTTP code"):
         AdmissionResponse.deny("x", code=99)
+
+
+def test_many_distinct_kinds_are_all_decoded() -> None:
+    # Validated kinds are remembered in a bounded cache; it must keep giving right answers.
+    for index in range(1100):
+        kind = {"group": "example.com", "version": "v1", "kind": f"Kind{index}"}
+        request = decode_admission_review(review(kind=kind))
+        assert request.kind == GroupVersionKind("example.com", "v1", f"Kind{index}")
+    assert decode_admission_review(review()).kind == GroupVersionKind("", "v1", "ConfigMap")

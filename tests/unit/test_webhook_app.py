@@ -206,6 +206,17 @@ def test_head_decisions() -> None:
     assert a.webhook_name("/mutate") == "/mutate"
 
 
+def test_handle_after_a_precheck() -> None:
+    a = app()
+    body = json.dumps(review()).encode()
+    # The caller vouches for the head: a wrong content type is no longer looked at...
+    reply = a.handle("POST", "/validate", [], body, prechecked=True)
+    assert reply.status == 200
+    # ...but an unknown path is still a 404, and the body size is still checked.
+    assert a.handle("POST", "/nowhere", [], body, prechecked=True).status == 404
+    assert a.handle("POST", "/validate", [], b" " * 10_001, prechecked=True).status == 413
+
+
 def test_handle_checks_the_head_and_the_real_body_size() -> None:
     assert post("/nowhere", review()).status == 404
     assert post("/validate", review(), headers=[("Content-Type", "text/json")]).status == 415
