@@ -2,8 +2,9 @@
 
 Performs the core's requests over real TLS with ``httpcore`` on trio: a :class:`Client`
 with CRUD, paginated LIST and WATCH (each watch on a connection of its own), and the
-configuration loaders (kubeconfig, in-cluster). ``kubemoon_sync`` is generated from this
-package and offers the same surface, blocking.
+configuration loaders (kubeconfig, in-cluster), and a :class:`WebhookServer` for
+admission and conversion webhooks. ``kubemoon_sync`` is generated from this package and
+offers the same surface, blocking (the webhook server is not generated yet).
 """
 
 from kubemoon_sync._config import load_config, load_in_cluster_config, load_kubeconfig

@@ -85,9 +85,15 @@ class _Certificates:
         return context
 
     def context(self) -> ssl.SSLContext:
+        """The context for a new handshake (after checking the files, if due)."""
+        self.check()
+        return self._context
+
+    def check(self) -> int:
+        """Reload the files if they changed (at most every ``interval`` s); the reload count."""
         now = current_time()
         if now - self._checked_at < self.interval:
-            return self._context
+            return self.reloads
         self._checked_at = now
         stamps = (_stamp(self.cert_file), _stamp(self.key_file))
         if stamps != self._stamps:
@@ -107,7 +113,7 @@ class _Certificates:
                     self.cert_file,
                     extra={"cert_file": self.cert_file, "key_file": self.key_file},
                 )
-        return self._context
+        return self.reloads
 
 
 class _Metrics:
@@ -265,9 +271,11 @@ class WebhookServer:
 
     async def _connection(self, stream: ByteStream) -> None:
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD_SIZE)
+        # The certificate this connection was made with (the handshake just checked it).
+        generation = self._certificates.reloads
         try:
             while True:
-                await self._one_request(stream, conn)
+                await self._one_request(stream, conn, generation)
                 if conn.our_state is h11.MUST_CLOSE or conn.their_state is not h11.DONE:
                     return
                 conn.start_next_cycle()
@@ -283,7 +291,7 @@ class WebhookServer:
             raise _Close from exc
         conn.receive_data(data)
 
-    async def _one_request(self, stream: ByteStream, conn: h11.Connection) -> None:
+    async def _one_request(self, stream: ByteStream, conn: h11.Connection, generation: int) -> None:
         started = None
         deadline = current_time() + self.idle_timeout
         try:
@@ -311,10 +319,15 @@ class WebhookServer:
             await self._send_bad_request(stream, conn, str(exc))
             raise _Close from exc
         assert started is not None
-        await self._answer(stream, conn, event, started)
+        await self._answer(stream, conn, event, started, generation)
 
     async def _answer(
-        self, stream: ByteStream, conn: h11.Connection, request: h11.Request, started: float
+        self,
+        stream: ByteStream,
+        conn: h11.Connection,
+        request: h11.Request,
+        started: float,
+        generation: int,
     ) -> None:
         method = request.method.decode("ascii", "replace")
         target = request.target.decode("ascii", "replace")
@@ -330,7 +343,11 @@ class WebhookServer:
                 reply = await self._read_and_handle(
                     stream, conn, method=method, target=target, headers=headers, started=started
                 )
-            await self._send(stream, conn, reply, close=conn.their_state is not h11.DONE)
+            # After a certificate reload, kept-alive connections end after their current
+            # answer ("Connection: close" is safe, unlike closing an idle connection), so
+            # clients move to the new certificate promptly.
+            rotated = self._certificates.check() != generation
+            await self._send(stream, conn, reply, close=rotated or conn.their_state is not h11.DONE)
         finally:
             in_flight.dec()
             elapsed = current_time() - started

@@ -25,6 +25,7 @@ from kubemoon_core import (
     ApiError,
     Converter,
     GroupVersionResource,
+    Invalid,
     NotFound,
     WebhookApp,
     WriteOptions,
@@ -68,8 +69,9 @@ class Hooks:
         assert request.object is not None
         mutated = json.loads(json.dumps(request.object))
         labels = mutated.setdefault("metadata", {}).setdefault("labels", {})
+        # The "/" in the key is "~1" in the patch's path. ("~0" cannot be tested here:
+        # no label, annotation or data key may contain "~"; Hypothesis covers it.)
         labels["kubemoon.dev/mutated"] = "true"
-        labels["odd/key~with"] = "escaping"  # a key that needs ~1 and ~0 in the patch
         return AdmissionResponse.patched(request.object, mutated)
 
 
@@ -219,7 +221,21 @@ async def install_configuration(
 
 
 async def inject(client: Client, obj: dict[str, Any], bundle: bytes) -> dict[str, Any]:
-    patched: dict[str, Any] = await client.request(ca_bundle_patch(obj, bundle))
+    """Read the object again and patch its CA bundle, again if it changed meanwhile (422)."""
+    resource = {
+        "CustomResourceDefinition": CRDS,
+        "ValidatingWebhookConfiguration": VALIDATING,
+        "MutatingWebhookConfiguration": MUTATING,
+    }[obj["kind"]]
+    for _ in range(10):
+        current = await client.get(resource, obj["metadata"]["name"])
+        try:
+            patched: dict[str, Any] = await client.request(ca_bundle_patch(current, bundle))
+            break
+        except Invalid:  # the resourceVersion test failed: a controller updated it
+            await trio.sleep(0.1)
+    else:
+        raise AssertionError("the CA bundle could not be injected")
     encoded = base64.b64encode(bundle).decode()
     if obj["kind"] == "CustomResourceDefinition":
         assert patched["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"] == encoded
@@ -319,10 +335,7 @@ async def test_a_mutating_webhooks_patch_is_applied(
 
     await eventually(mutated, "the mutating webhook to be called")
     stored = await client.create(CM, configmap("m", a="b"), namespace=ns)
-    assert stored["metadata"]["labels"] == {
-        "kubemoon.dev/mutated": "true",
-        "odd/key~with": "escaping",
-    }
+    assert stored["metadata"]["labels"] == {"kubemoon.dev/mutated": "true"}
     assert (await client.get(CM, "m", namespace=ns))["metadata"]["labels"] == stored["metadata"][
         "labels"
     ]
@@ -387,11 +400,14 @@ async def test_certificate_rotation_causes_no_failed_admission(
         done.set()
     assert failures == []
     assert created > 20
+    # The server reloaded the files and the apiserver's connections moved to the new
+    # certificate (each kept-alive connection is closed after its next answer).
     assert webhook.server is not None
     assert webhook.server.certificate_reloads >= 1
-    # Connections made from now on present the new certificate: still admitted.
-    await webhook.stop()
-    await webhook.start()
+    # Only the new CA in the bundle: admissions still work, so the new certificate is used.
+    webhook.certs.forget_previous()
+    await inject(client, configuration, webhook.certs.ca_bundle)
+    await trio.sleep(2.0)
     await client.create(CM, configmap("after-rotation", ok="1"), namespace=ns)
 
 

@@ -331,3 +331,51 @@ async def test_certificate_files_replaced_mid_run(
     assert ssl.DER_cert_to_PEM_cert(peer).encode() == certs.cert_file.read_bytes()
     assert certs.cert_file.read_bytes() != old_cert
     assert any("certificate reloaded" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_kept_alive_connection_ends_after_a_certificate_reload(
+    running: Running, certs: WebhookCertificates
+) -> None:
+    certs.rotate()
+    tcp = await trio.open_tcp_stream("127.0.0.1", running.server.port)
+    stream = trio.SSLStream(tcp, running.context(), server_hostname="127.0.0.1")
+    client = h11.Connection(h11.CLIENT)
+
+    async def exchange() -> h11.Response:
+        body = json.dumps(review("k", {"a": "b"})).encode()
+        request = h11.Request(
+            method="POST",
+            target="/validate",
+            headers=[
+                ("Host", "127.0.0.1"),
+                ("Content-Type", "application/json"),
+                ("Content-Length", str(len(body))),
+            ],
+        )
+        await stream.send_all(
+            client.send(request)
+            + client.send(h11.Data(data=body))
+            + client.send(h11.EndOfMessage())
+        )
+        response = None
+        while True:
+            event = client.next_event()
+            if event is h11.NEED_DATA:
+                client.receive_data(await stream.receive_some(65536))
+            elif isinstance(event, h11.Response):
+                response = event
+            elif isinstance(event, h11.EndOfMessage):
+                assert response is not None
+                return response
+
+    with trio.fail_after(10):
+        first = await exchange()
+        assert first.status_code == 200
+        assert (b"connection", b"close") not in first.headers
+        client.start_next_cycle()
+        certs.write()
+        second = await exchange()
+    assert second.status_code == 200
+    assert (b"connection", b"close") in second.headers
+    assert running.server.certificate_reloads == 1
+    await trio.aclose_forcefully(stream)
