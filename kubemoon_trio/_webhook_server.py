@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import h11
 
-from kubemoon_core import WebhookApp, WebhookReply
+from kubemoon_core import LocalProtocolError, WebhookApp, WebhookReply
 
 from ._backend import (
     TASK_STATUS_IGNORED,
@@ -72,7 +72,12 @@ class _Certificates:
         self.key_file = key_file
         self.interval = interval
         self._stamps = (_stamp(cert_file), _stamp(key_file))
-        self._context = self._load()
+        try:
+            self._context = self._load()
+        except (OSError, ssl.SSLError) as exc:
+            raise LocalProtocolError(
+                f"cannot load the webhook certificate {cert_file} and key {key_file}: {exc}"
+            ) from exc
         # Constructed outside the event loop too, so no clock yet: the first check is free.
         self._checked_at = -math.inf
         self.reloads = 0
@@ -193,8 +198,10 @@ class _PortReporter:
 class WebhookServer:
     """Serves a :class:`~kubemoon_core.WebhookApp` over HTTPS (TLS 1.2+) with h11.
 
-    ``cert_file`` and ``key_file`` are PEM files, reloaded when they change (checked at
-    most every ``reload_interval`` seconds, on a new connection). ``header_timeout``
+    ``cert_file`` and ``key_file`` are PEM files (unloadable files raise
+    :class:`~kubemoon_core.LocalProtocolError`), reloaded when they change (checked at
+    most every ``reload_interval`` seconds, on a new connection or request); after a
+    reload, each kept-alive connection is closed after its next answer. ``header_timeout``
     bounds the wait for a request head once its first byte arrived, ``request_timeout``
     the whole request from its first byte to the end of its body, ``idle_timeout`` a
     kept-alive connection without a request (longer than Go's 90 s idle pool, so the API
@@ -238,7 +245,7 @@ class WebhookServer:
     def port(self) -> int:
         """The bound port, once :meth:`serve` has started."""
         if self._port is None:
-            raise RuntimeError("the webhook server is not serving yet")
+            raise LocalProtocolError("the webhook server is not serving yet")
         return self._port
 
     @property

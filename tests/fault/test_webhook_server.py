@@ -379,3 +379,40 @@ async def test_a_kept_alive_connection_ends_after_a_certificate_reload(
     assert (b"connection", b"close") in second.headers
     assert running.server.certificate_reloads == 1
     await trio.aclose_forcefully(stream)
+
+
+async def test_unusable_certificate_files_and_an_idle_server(tmp_path: Path) -> None:
+    from kubemoon_core import LocalProtocolError
+
+    (tmp_path / "tls.crt").write_text("not a certificate")
+    (tmp_path / "tls.key").write_text("not a key")
+    with pytest.raises(LocalProtocolError, match="cannot load the webhook certificate"):
+        WebhookServer(
+            make_app(),
+            cert_file=tmp_path / "tls.crt",
+            key_file=tmp_path / "tls.key",
+            registry=CollectorRegistry(),
+        )
+    certs = WebhookCertificates.create(tmp_path / "good")
+    server = WebhookServer(
+        make_app(), cert_file=certs.cert_file, key_file=certs.key_file, registry=CollectorRegistry()
+    )
+    with pytest.raises(LocalProtocolError, match="not serving yet"):
+        _ = server.port
+
+
+async def test_a_torn_certificate_pair_keeps_the_previous_one(
+    running: Running, certs: WebhookCertificates, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    other = WebhookCertificates.create(tmp_path / "other")
+    certs.cert_file.write_bytes(other.cert_file.read_bytes())  # the new cert, the old key
+    async with running.pool() as pool:
+        status, _ = await running.post(pool, "/validate", json.dumps(review("t")).encode())
+    assert status == 200  # served with the previous certificate, which the client trusts
+    assert running.server.certificate_reloads == 0
+    assert any("reload failed" in r.getMessage() for r in caplog.records)
+    certs.key_file.write_bytes(other.key_file.read_bytes())  # the pair is complete
+    async with httpcore.AsyncConnectionPool(ssl_context=running.context(other.ca_pem)) as pool:
+        status, _ = await running.post(pool, "/validate", json.dumps(review("u")).encode())
+    assert status == 200
+    assert running.server.certificate_reloads == 1
