@@ -237,7 +237,10 @@ async def test_a_20_mib_body_gets_413_without_being_read(
     assert answer(body)["uid"] == "after"
 
 
-async def test_errors_are_answered_and_the_server_keeps_serving(running: Running) -> None:
+async def test_errors_are_answered_and_the_server_keeps_serving(
+    running: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="kubemoon.webhook")
     async with running.pool() as pool:
         status, body = await running.post(
             pool, "/validate", b'{"apiVersion": "admission.k8s.io/v1"'
@@ -263,6 +266,16 @@ async def test_errors_are_answered_and_the_server_keeps_serving(running: Running
         )
         assert status == 200
         assert answer(body) == {"uid": "ok", "allowed": True}
+    # Structured logs: HTTP errors at WARNING, answered reviews at DEBUG, with attributes.
+    records = [r for r in caplog.records if r.name == "kubemoon.webhook" and hasattr(r, "status")]
+    by_status = {r.status: r for r in records}  # type: ignore[attr-defined]
+    assert by_status[404].levelno == logging.WARNING
+    assert by_status[415].webhook == "configmaps"  # type: ignore[attr-defined]
+    answered = [r for r in records if getattr(r, "uid", "") == "ok"]
+    assert len(answered) == 1
+    assert answered[0].levelno == logging.DEBUG
+    assert answered[0].outcome == "allowed"  # type: ignore[attr-defined]
+    assert answered[0].duration_seconds >= 0  # type: ignore[attr-defined]
 
 
 async def test_a_malformed_http_request_gets_400(running: Running) -> None:
