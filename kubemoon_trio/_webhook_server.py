@@ -183,6 +183,10 @@ class _Close(Exception):
     """End this connection (after an error answer, a timeout or the peer leaving)."""
 
 
+class _Timeout(_Close):
+    """The peer was too slow: answer 408 if a request had begun, then close."""
+
+
 class _PortReporter:
     """Records the bound port on the server, then passes it on to the caller's status."""
 
@@ -292,10 +296,15 @@ class WebhookServer:
             logger.exception("webhook connection failed")
 
     async def _receive(self, stream: ByteStream, conn: h11.Connection, deadline: float) -> None:
+        """Feed the next bytes to h11; a peer that left mid-request raises ``_Close``."""
         try:
             data = await stream.receive_some(_READ_SIZE, deadline)
-        except (TimeoutError, ConnectionError) as exc:
+        except TimeoutError as exc:
+            raise _Timeout from exc
+        except ConnectionError as exc:
             raise _Close from exc
+        if not data and conn.their_state is not h11.IDLE:
+            raise _Close  # gone halfway through a request: nobody is left to answer
         conn.receive_data(data)
 
     async def _one_request(self, stream: ByteStream, conn: h11.Connection, generation: int) -> None:
@@ -315,7 +324,7 @@ class WebhookServer:
                     deadline = started + self.header_timeout
                 try:
                     await self._receive(stream, conn, deadline)
-                except _Close:
+                except _Timeout:
                     if started is not None:
                         await self._send(stream, conn, self._timeout_reply(), close=True)
                     raise
@@ -391,8 +400,8 @@ class WebhookServer:
             elif event is h11.NEED_DATA:
                 try:
                     await self._receive(stream, conn, deadline)
-                except _Close:
-                    return self._timeout_reply()
+                except _Timeout:
+                    return self._timeout_reply()  # a peer that left raises _Close instead
             else:  # ConnectionClosed mid-body: nobody is left to answer
                 raise _Close
 

@@ -429,3 +429,24 @@ async def test_a_torn_certificate_pair_keeps_the_previous_one(
         status, _ = await running.post(pool, "/validate", json.dumps(review("u")).encode())
     assert status == 200
     assert running.server.certificate_reloads == 1
+
+
+async def test_a_client_leaving_mid_body_is_not_a_timeout(
+    running: Running, registry: CollectorRegistry
+) -> None:
+    tcp = await trio.open_tcp_stream("127.0.0.1", running.server.port)
+    stream = trio.SSLStream(tcp, running.context(), server_hostname="127.0.0.1")
+    await stream.send_all(head("/validate", Content_Type="application/json", Content_Length="100"))
+    await stream.send_all(b'{"apiVersion"')
+    await trio.aclose_forcefully(stream)
+    sample = registry.get_sample_value
+    labels = {"webhook": "configmaps"}
+    with trio.fail_after(5):
+        while sample("controller_runtime_webhook_latency_seconds_count", labels) != 1:
+            await trio.sleep(0.01)  # the server has finished with that request
+    for code in ("400", "408"):
+        assert sample("controller_runtime_webhook_requests_total", {**labels, "code": code}) is None
+    assert sample("controller_runtime_webhook_requests_in_flight", labels) == 0
+    async with running.pool() as pool:
+        status, _ = await running.post(pool, "/validate", json.dumps(review("next")).encode())
+    assert status == 200
