@@ -13,7 +13,14 @@ from pathlib import Path
 
 from _table import Row, render
 
-MODULES = ["bench_watch", "bench_reflector", "bench_queue", "bench_typed", "bench_operator"]
+MODULES = [
+    "bench_watch",
+    "bench_reflector",
+    "bench_queue",
+    "bench_typed",
+    "bench_webhook",
+    "bench_operator",
+]
 
 
 def main() -> int:

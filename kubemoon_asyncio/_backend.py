@@ -18,13 +18,14 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import httpcore
 
 __all__ = [
     "LOOP_NAME",
     "TASK_STATUS_IGNORED",
+    "PortStatus",
     "BodyReader",
     "ByteStream",
     "Event",
@@ -37,6 +38,7 @@ __all__ = [
     "run_loop",
     "run_process",
     "serve_tcp",
+    "serve_tls",
     "shielded",
     "sleep",
     "sleep_until",
@@ -305,16 +307,21 @@ class ByteStream:
         async with asyncio.timeout_at(deadline):
             return await self._reader.read(max_bytes)
 
-    async def send_all(self, data: bytes) -> None:
-        """Send every byte of ``data``."""
+    async def send_all(self, data: bytes, deadline: float | None = None) -> None:
+        """Send every byte of ``data``; ``TimeoutError`` if the peer does not read in time."""
         self._writer.write(data)
-        await self._writer.drain()
+        async with asyncio.timeout_at(deadline):
+            await self._writer.drain()
 
     async def aclose(self) -> None:
-        """Close the connection."""
+        """Close the connection (bounded: a peer that stalls the TLS goodbye is dropped)."""
         self._writer.close()
-        with contextlib.suppress(OSError, asyncio.CancelledError):
-            await self._writer.wait_closed()
+        with contextlib.suppress(OSError, TimeoutError, asyncio.CancelledError):
+            async with asyncio.timeout(1.0):
+                await self._writer.wait_closed()
+        transport = self._writer.transport
+        if not transport.is_closing():
+            transport.abort()
 
 
 async def serve_tcp(
@@ -342,6 +349,47 @@ async def serve_tcp(
             await connection.aclose()
 
     server = await asyncio.start_server(serve_one, host, port, ssl=ssl_context)
+    async with server:
+        task_status.started(server.sockets[0].getsockname()[1])
+        await server.serve_forever()
+
+
+class PortStatus(Protocol):
+    """Where :func:`serve_tls` reports the port it bound."""
+
+    def started(self, value: int) -> None:
+        """Called once, when the server accepts connections."""
+
+
+async def serve_tls(
+    handler: Callable[[ByteStream], Awaitable[None]],
+    host: str,
+    port: int,
+    context: Callable[[], ssl.SSLContext],
+    *,
+    handshake_timeout: float,
+    task_status: PortStatus = TASK_STATUS_IGNORED,
+) -> None:
+    """Accept TLS connections on ``host:port`` until cancelled, each in a task of its own.
+
+    ``context()`` is asked for the SSL context of every new connection (so a reloaded
+    certificate applies to the next handshake): the TCP connection is accepted, then
+    upgraded. A handshake must finish within ``handshake_timeout``; failed ones are dropped.
+    """
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await writer.start_tls(context(), ssl_handshake_timeout=handshake_timeout)
+        except (OSError, ssl.SSLError, TimeoutError, ConnectionError):
+            writer.transport.abort()
+            return
+        stream = ByteStream(reader, writer)
+        try:
+            await handler(stream)
+        finally:
+            await stream.aclose()
+
+    server = await asyncio.start_server(connection, host, port)
     async with server:
         task_status.started(server.sockets[0].getsockname()[1])
         await server.serve_forever()

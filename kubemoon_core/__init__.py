@@ -5,6 +5,16 @@ return requests, events and deadlines. Nothing here opens a socket, reads a cloc
 a thread.
 """
 
+from ._admission import (
+    ADMISSION_API_VERSION,
+    AdmissionHandler,
+    AdmissionRequest,
+    AdmissionResponse,
+    Operation,
+    UserInfo,
+    decode_admission_review,
+    encode_admission_review,
+)
 from ._backoff import (
     Backoff,
 )
@@ -36,6 +46,16 @@ from ._controller import (
     generation_changed,
     labels_changed,
     negate,
+)
+from ._conversion import (
+    CONVERSION_API_VERSION,
+    ConversionError,
+    ConversionFunction,
+    ConversionRequest,
+    ConversionResponse,
+    Converter,
+    decode_conversion_review,
+    encode_conversion_review,
 )
 from ._crd import ConversionWebhook, ServiceReference, crd_manifest, openapi_schema
 from ._declare import (
@@ -93,6 +113,7 @@ from ._failures import (
 from ._finalizers import add_finalizer_request, has_finalizer, remove_finalizer_request
 from ._histogram import QUEUE_DURATION_BUCKETS, RECONCILE_TIME_BUCKETS, Histogram
 from ._json import json_backend, set_json_backend, use_fast_json, use_standard_json
+from ._jsonpatch import JSONPatchError, apply_json_patch, escape_pointer_token, json_patch
 from ._kubeconfig import (
     SERVICE_ACCOUNT_DIR,
     ClientConfig,
@@ -214,6 +235,13 @@ from ._watch import (
     WatchDecoder,
     WatchEvent,
 )
+from ._webhook import (
+    DEFAULT_MAX_BODY_SIZE,
+    WebhookApp,
+    WebhookKind,
+    WebhookReply,
+    ca_bundle_patch,
+)
 
 __version__ = "0.1.0"
 
@@ -254,6 +282,31 @@ __all__ = [
     "CacheSyncTimeout",
     "LeaderElectionTimeout",
     "LeadershipLost",
+    "ADMISSION_API_VERSION",
+    "AdmissionHandler",
+    "AdmissionRequest",
+    "AdmissionResponse",
+    "Operation",
+    "UserInfo",
+    "decode_admission_review",
+    "encode_admission_review",
+    "CONVERSION_API_VERSION",
+    "ConversionError",
+    "ConversionFunction",
+    "ConversionRequest",
+    "ConversionResponse",
+    "Converter",
+    "decode_conversion_review",
+    "encode_conversion_review",
+    "JSONPatchError",
+    "apply_json_patch",
+    "escape_pointer_token",
+    "json_patch",
+    "DEFAULT_MAX_BODY_SIZE",
+    "WebhookApp",
+    "WebhookKind",
+    "WebhookReply",
+    "ca_bundle_patch",
     "AGGREGATED_DISCOVERY_ACCEPT",
     "APIGroup",
     "APIGroupDiscoveryList",

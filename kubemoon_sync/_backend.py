@@ -24,13 +24,14 @@ import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import httpcore
 
 __all__ = [
     "LOOP_NAME",
     "TASK_STATUS_IGNORED",
+    "PortStatus",
     "BodyReader",
     "ByteStream",
     "Cancelled",
@@ -44,6 +45,7 @@ __all__ = [
     "run_loop",
     "run_process",
     "serve_tcp",
+    "serve_tls",
     "shielded",
     "sleep",
     "sleep_until",
@@ -422,11 +424,14 @@ class ByteStream:
             except ssl.SSLWantReadError:
                 continue
 
-    def send_all(self, data: bytes) -> None:
-        """Send every byte of ``data``."""
-        self._sock.settimeout(30.0)
+    def send_all(self, data: bytes, deadline: float | None = None) -> None:
+        """Send every byte of ``data``; ``TimeoutError`` if the peer does not read in time."""
+        left = 30.0 if deadline is None else max(deadline - time.monotonic(), 0.001)
+        self._sock.settimeout(left)
         try:
             self._sock.sendall(data)
+        except TimeoutError:
+            raise TimeoutError("the peer did not read before the deadline") from None
         finally:
             self._sock.settimeout(_POLL)
 
@@ -463,6 +468,63 @@ def serve_tcp(
         except (OSError, ssl.SSLError):
             sock.close()
             return
+        try:
+            handler(connection)
+        except ConnectionError:
+            pass  # the peer went away; nothing to answer
+        finally:
+            connection.close()
+
+    with listener, TaskGroup() as connections:
+        task_status.started(listener.getsockname()[1])
+        while True:
+            _check()
+            try:
+                sock, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    logger.error("cannot accept a connection: %s (out of file descriptors)", exc)
+                    sleep(0.1)
+                    continue
+                raise
+            connections.start_soon(serve_one, sock)
+
+
+class PortStatus(Protocol):
+    """Where :func:`serve_tls` reports the port it bound."""
+
+    def started(self, value: int) -> None:
+        """Called once, when the server accepts connections."""
+
+
+def serve_tls(
+    handler: Callable[[ByteStream], object],
+    host: str,
+    port: int,
+    context: Callable[[], ssl.SSLContext],
+    *,
+    handshake_timeout: float,
+    task_status: PortStatus = TASK_STATUS_IGNORED,
+) -> None:
+    """Accept TLS connections on ``host:port`` until cancelled, each on a thread of its own.
+
+    ``context()`` is asked for the SSL context of every new connection (so a reloaded
+    certificate applies to the next handshake). A handshake must finish within
+    ``handshake_timeout``; failed ones are dropped.
+    """
+    listener = socket.create_server((host, port))
+    listener.settimeout(_POLL)
+
+    def serve_one(sock: socket.socket) -> None:
+        try:
+            sock.settimeout(handshake_timeout)
+            tls = context().wrap_socket(sock, server_side=True)
+        except (OSError, ssl.SSLError):
+            sock.close()
+            return
+        connection = ByteStream(tls)
         try:
             handler(connection)
         except ConnectionError:

@@ -15,6 +15,7 @@ from ._apiserver import (
     RawResponse,
     default_binary_dir,
 )
+from ._certs import WebhookCertificates
 from ._fake import Exchange, FakeTransport, FakeTransportError, json_response
 from ._scripted import RecordedRequest, Reply, ScriptedServer, watch_lines
 
@@ -33,6 +34,7 @@ __all__ = [
     "RecordedRequest",
     "Reply",
     "ScriptedServer",
+    "WebhookCertificates",
     "default_binary_dir",
     "json_response",
     "watch_lines",

@@ -18,7 +18,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import httpcore
 import trio
@@ -26,6 +26,7 @@ import trio
 __all__ = [
     "LOOP_NAME",
     "TASK_STATUS_IGNORED",
+    "PortStatus",
     "BodyReader",
     "ByteStream",
     "Event",
@@ -38,6 +39,7 @@ __all__ = [
     "run_loop",
     "run_process",
     "serve_tcp",
+    "serve_tls",
     "shielded",
     "sleep",
     "sleep_until",
@@ -261,17 +263,24 @@ class ByteStream:
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise ConnectionError(str(exc) or type(exc).__name__) from exc
 
-    async def send_all(self, data: bytes) -> None:
-        """Send every byte of ``data``."""
+    async def send_all(self, data: bytes, deadline: float | None = None) -> None:
+        """Send every byte of ``data``; ``TimeoutError`` if the peer does not read in time."""
         try:
-            await self._stream.send_all(data)
+            with trio.fail_at(math.inf if deadline is None else deadline):
+                await self._stream.send_all(data)
+        except trio.TooSlowError:
+            raise TimeoutError("the peer did not read before the deadline") from None
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise ConnectionError(str(exc) or type(exc).__name__) from exc
 
     async def aclose(self) -> None:
-        """Close the connection."""
-        with trio.CancelScope(shield=True):
-            await self._stream.aclose()
+        """Close the connection (bounded: a peer that stalls the TLS goodbye is dropped)."""
+        with trio.move_on_after(1.0) as scope:
+            scope.shield = True
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await self._stream.aclose()
+        if scope.cancelled_caught:
+            await trio.aclose_forcefully(self._stream)
 
 
 async def serve_tcp(
@@ -331,3 +340,51 @@ def install_signal_handlers(
 def run_loop(fn: Callable[..., Awaitable[object]], **kwargs: object) -> None:
     """Run ``fn(**kwargs)`` on a new trio loop, in this thread, until it returns."""
     trio.run(functools.partial(fn, **kwargs))
+
+
+class PortStatus(Protocol):
+    """Where :func:`serve_tls` reports the port it bound (a trio ``TaskStatus[int]``)."""
+
+    def started(self, value: int) -> None:
+        """Called once, when the server accepts connections."""
+
+
+async def serve_tls(
+    handler: Callable[[ByteStream], Awaitable[None]],
+    host: str,
+    port: int,
+    context: Callable[[], ssl.SSLContext],
+    *,
+    handshake_timeout: float,
+    task_status: PortStatus = TASK_STATUS_IGNORED,
+) -> None:
+    """Accept TLS connections on ``host:port`` until cancelled, each in a task of its own.
+
+    ``context()`` is asked for the SSL context of every new connection (so a reloaded
+    certificate applies to the next handshake). The handshake must finish within
+    ``handshake_timeout`` seconds; failed handshakes are dropped silently. Reports the
+    bound port through ``task_status``.
+    """
+    listeners = await trio.open_tcp_listeners(port, host=host)
+
+    async def connection(tcp: trio.SocketStream) -> None:
+        tls = trio.SSLStream(tcp, context(), server_side=True, https_compatible=True)
+        with trio.move_on_after(handshake_timeout) as scope:
+            try:
+                await tls.do_handshake()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                await trio.aclose_forcefully(tcp)
+                return
+        if scope.cancelled_caught:
+            await trio.aclose_forcefully(tcp)
+            return
+        stream = ByteStream(tls)
+        try:
+            await handler(stream)
+        finally:
+            await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        bound: int = listeners[0].socket.getsockname()[1]
+        task_status.started(bound)
+        await trio.serve_listeners(connection, listeners, handler_nursery=nursery)

@@ -1,0 +1,342 @@
+"""The HTTP side of a webhook server, as a pure function of (method, path, headers, body).
+
+Rules: every decision a webhook server makes about a request lives here -- routing (404),
+method (405), content type (415), body size (413, decidable from ``Content-Length``
+before the body is read), malformed JSON or a wrong ``apiVersion``/``kind`` (400), and
+calling the handler. A handler that raises, or returns something that is not a verdict,
+is answered as a denied review (or a failed conversion) with code 500: the server never
+crashes and the API server always gets a review back. An adapter only moves bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from . import _json
+from ._admission import (
+    AdmissionHandler,
+    AdmissionResponse,
+    decode_admission_review,
+    encode_admission_review,
+)
+from ._conversion import Converter, decode_conversion_review, encode_conversion_review
+from ._errors import DecodeError, LocalProtocolError
+from ._request import PatchType, Request, patch_request
+from ._resources import GroupVersionResource
+
+__all__ = [
+    "DEFAULT_MAX_BODY_SIZE",
+    "WebhookApp",
+    "WebhookKind",
+    "WebhookReply",
+    "ca_bundle_patch",
+]
+
+#: Largest accepted review body. Objects are at most ~3 MiB and an UPDATE review
+#: carries two of them, so 7 MiB admits every legitimate review.
+DEFAULT_MAX_BODY_SIZE = 7 * 1024 * 1024
+
+_JSON = "application/json"
+
+
+class WebhookKind(enum.Enum):
+    """What a route serves."""
+
+    VALIDATING = "validating"
+    MUTATING = "mutating"
+    CONVERSION = "conversion"
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookReply:
+    """The HTTP response to send, plus what logs and metrics need to know about it.
+
+    ``webhook`` is the route's name (``""`` when no route matched), ``uid`` the review's
+    uid when one was decoded, ``outcome`` a short word (``allowed``, ``denied``,
+    ``patched``, ``converted``, ``failed``, ``error``, or the HTTP error's reason) and
+    ``message`` the denial, failure or error text.
+    """
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+    webhook: str = ""
+    uid: str = ""
+    outcome: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    name: str
+    kind: WebhookKind
+    handler: AdmissionHandler | None
+    converter: Converter | None
+
+
+def _media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def _header(headers: Sequence[tuple[str, str]], name: str) -> str | None:
+    for key, value in headers:
+        if key.lower() == name:
+            return value
+    return None
+
+
+class WebhookApp:
+    """Routes webhook requests to admission handlers and converters, without I/O.
+
+    Register routes with :meth:`validating`, :meth:`mutating` and :meth:`conversion`.
+    An adapter calls :meth:`precheck` once the request head has arrived (it may answer
+    before reading the body), :meth:`too_large` when a body without ``Content-Length``
+    grows past :attr:`max_body_size`, and :meth:`handle` with the complete body.
+    """
+
+    def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE) -> None:
+        if max_body_size <= 0:
+            raise LocalProtocolError("max_body_size must be positive")
+        self.max_body_size = max_body_size
+        self._routes: dict[str, _Route] = {}
+
+    def _add(self, path: str, route: _Route) -> None:
+        if not path.startswith("/") or "?" in path:
+            raise LocalProtocolError(
+                f"a webhook path must start with '/' and have no query: {path!r}"
+            )
+        if path in self._routes:
+            raise LocalProtocolError(f"a webhook is already registered at {path!r}")
+        self._routes[path] = route
+
+    def validating(self, path: str, handler: AdmissionHandler, *, name: str = "") -> None:
+        """Serve a validating admission webhook at ``path`` (its verdict may not patch)."""
+        self._add(path, _Route(name or path, WebhookKind.VALIDATING, handler, None))
+
+    def mutating(self, path: str, handler: AdmissionHandler, *, name: str = "") -> None:
+        """Serve a mutating admission webhook at ``path``."""
+        self._add(path, _Route(name or path, WebhookKind.MUTATING, handler, None))
+
+    def conversion(self, path: str, converter: Converter, *, name: str = "") -> None:
+        """Serve a CRD conversion webhook at ``path`` with ``converter``."""
+        self._add(path, _Route(name or path, WebhookKind.CONVERSION, None, converter))
+
+    @property
+    def routes(self) -> Mapping[str, tuple[str, WebhookKind]]:
+        """Every registered path with its webhook name and kind."""
+        return {path: (route.name, route.kind) for path, route in self._routes.items()}
+
+    # -- request handling ------------------------------------------------------------------
+
+    def _route(self, target: str) -> _Route | None:
+        # The API server appends ``?timeout=10s``; only the path selects the webhook.
+        return self._routes.get(urlsplit(target).path)
+
+    def webhook_name(self, target: str) -> str:
+        """The name of the webhook serving ``target`` (a path, maybe with a query), or ``""``."""
+        route = self._route(target)
+        return route.name if route else ""
+
+    def precheck(
+        self, method: str, target: str, headers: Sequence[tuple[str, str]]
+    ) -> WebhookReply | None:
+        """Decide from the request head alone; ``None`` means: read the body, then handle.
+
+        Answers 404 (unknown path), 405 (not POST), 415 (not JSON) and 413 (a declared
+        ``Content-Length`` above :attr:`max_body_size`).
+        """
+        route = self._route(target)
+        if route is None:
+            return _error(404, "NotFound", f"no webhook at {urlsplit(target).path!r}", "")
+        if method.upper() != "POST":
+            reply = _error(405, "MethodNotAllowed", "webhooks accept POST only", route.name)
+            return WebhookReply(
+                reply.status,
+                (*reply.headers, ("Allow", "POST")),
+                reply.body,
+                reply.webhook,
+                outcome=reply.outcome,
+                message=reply.message,
+            )
+        if _media_type(_header(headers, "content-type")) != _JSON:
+            return _error(
+                415, "UnsupportedMediaType", "the body must be application/json", route.name
+            )
+        length = _header(headers, "content-length")
+        if length is not None and length.strip().isdigit() and int(length) > self.max_body_size:
+            return self.too_large(target)
+        return None
+
+    def too_large(self, target: str) -> WebhookReply:
+        """The 413 answer for a body longer than :attr:`max_body_size`."""
+        return _error(
+            413,
+            "RequestEntityTooLarge",
+            f"the body exceeds {self.max_body_size} bytes",
+            self.webhook_name(target),
+        )
+
+    def handle(
+        self,
+        method: str,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes,
+        *,
+        prechecked: bool = False,
+    ) -> WebhookReply:
+        """Answer one complete request.
+
+        The head checks of :meth:`precheck` come first, unless ``prechecked`` says the
+        caller already ran them and got ``None``.
+        """
+        route = self._route(target)
+        if not prechecked or route is None:
+            early = self.precheck(method, target, headers)
+            if early is not None:
+                return early
+        if len(body) > self.max_body_size:
+            return self.too_large(target)
+        assert route is not None  # precheck answered 404 otherwise
+        try:
+            document = _json.loads(body)
+            if route.converter is not None:
+                return _convert(route, route.converter, document)
+            assert route.handler is not None
+            return _admit(route, route.handler, document)
+        except DecodeError as exc:
+            return _error(400, "BadRequest", f"malformed review: {exc}", route.name)
+
+
+def _error(status: int, reason: str, message: str, webhook: str) -> WebhookReply:
+    body = _json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Status",
+            "status": "Failure",
+            "code": status,
+            "reason": reason,
+            "message": message,
+        }
+    )
+    return WebhookReply(status, _json_headers(body), body, webhook, outcome=reason, message=message)
+
+
+def _json_headers(body: bytes) -> tuple[tuple[str, str], ...]:
+    return (("Content-Type", _JSON), ("Content-Length", str(len(body))))
+
+
+def _admit(route: _Route, handler: AdmissionHandler, document: Any) -> WebhookReply:
+    request = decode_admission_review(document)
+    try:
+        verdict: Any = handler(request)
+        if not isinstance(verdict, AdmissionResponse):
+            raise TypeError(f"the handler returned {type(verdict).__name__}, not AdmissionResponse")
+        if verdict.patch and route.kind is WebhookKind.VALIDATING:
+            raise TypeError("a validating webhook cannot patch the object")
+    except Exception as exc:  # a handler's bug is a denied review, never a crashed server
+        verdict = AdmissionResponse.deny(
+            f"webhook {route.name} failed: {type(exc).__name__}: {exc}",
+            code=500,
+            reason="InternalError",
+        )
+        outcome = "error"
+    else:
+        outcome = "patched" if verdict.patch else "allowed" if verdict.allowed else "denied"
+    body = encode_admission_review(request.uid, verdict)
+    return WebhookReply(
+        200, _json_headers(body), body, route.name, request.uid, outcome, verdict.message
+    )
+
+
+def _convert(route: _Route, converter: Converter, document: Any) -> WebhookReply:
+    request = decode_conversion_review(document)
+    response = converter.review(request)
+    body = encode_conversion_review(request.uid, response)
+    outcome = "converted" if response.succeeded else "failed"
+    return WebhookReply(
+        200,
+        _json_headers(body),
+        body,
+        route.name,
+        request.uid,
+        outcome,
+        response.failure or "",
+    )
+
+
+# --- CA bundle injection ---------------------------------------------------------------------
+
+_WEBHOOK_CONFIGURATIONS = {
+    "ValidatingWebhookConfiguration": GroupVersionResource(
+        "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations"
+    ),
+    "MutatingWebhookConfiguration": GroupVersionResource(
+        "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"
+    ),
+}
+_CRDS = GroupVersionResource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+
+
+def ca_bundle_patch(
+    obj: Mapping[str, Any], ca_bundle: bytes, *, webhooks: Sequence[str] | None = None
+) -> Request:
+    """A JSON-Patch request that writes ``ca_bundle`` (PEM) into a webhook configuration.
+
+    ``obj`` is the object as read from the API server: a ``ValidatingWebhookConfiguration``
+    or ``MutatingWebhookConfiguration`` (every webhook's ``clientConfig.caBundle``, or
+    only those named in ``webhooks``), or a ``CustomResourceDefinition`` with a
+    ``Webhook`` conversion strategy (``spec.conversion.webhook.clientConfig.caBundle``).
+    The patch first tests ``metadata.resourceVersion``, so it fails with 422 rather than
+    patch the wrong list entry if the object changed since it was read.
+    """
+    kind = obj.get("kind")
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping) or not isinstance(metadata.get("name"), str):
+        raise LocalProtocolError("the object has no metadata.name")
+    version = metadata.get("resourceVersion")
+    if not isinstance(version, str) or not version:
+        raise LocalProtocolError("the object has no metadata.resourceVersion: read it first")
+    encoded = base64.b64encode(ca_bundle).decode("ascii")
+    ops: list[dict[str, Any]] = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": version}
+    ]
+    if kind in _WEBHOOK_CONFIGURATIONS:
+        resource = _WEBHOOK_CONFIGURATIONS[str(kind)]
+        entries = obj.get("webhooks")
+        for index, entry in enumerate(entries if isinstance(entries, list) else []):
+            if not isinstance(entry, Mapping) or "clientConfig" not in entry:
+                continue
+            if webhooks is not None and entry.get("name") not in webhooks:
+                continue
+            path = f"/webhooks/{index}/clientConfig/caBundle"
+            ops.append({"op": "add", "path": path, "value": encoded})
+        if len(ops) == 1:
+            raise LocalProtocolError("no webhook of the configuration matches")
+    elif kind == "CustomResourceDefinition":
+        resource = _CRDS
+        spec = obj.get("spec")
+        conversion = spec.get("conversion") if isinstance(spec, Mapping) else None
+        webhook = conversion.get("webhook") if isinstance(conversion, Mapping) else None
+        if (
+            not isinstance(conversion, Mapping)
+            or conversion.get("strategy") != "Webhook"
+            or not isinstance(webhook, Mapping)
+            or not isinstance(webhook.get("clientConfig"), Mapping)
+        ):
+            raise LocalProtocolError("the CRD has no Webhook conversion with a clientConfig")
+        ops.append(
+            {
+                "op": "add",
+                "path": "/spec/conversion/webhook/clientConfig/caBundle",
+                "value": encoded,
+            }
+        )
+    else:
+        raise LocalProtocolError(f"cannot inject a CA bundle into a {kind!r}")
+    return patch_request(resource, metadata["name"], ops, patch_type=PatchType.JSON)
