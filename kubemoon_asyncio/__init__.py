@@ -4,8 +4,8 @@
 
 Performs the core's requests over real TLS with ``httpcore``: a :class:`Client` with CRUD,
 paginated LIST and WATCH (each watch on a connection of its own), informers, leader
-election, the controller runner, the runtime and a webhook server (the webhook server
-is trio-only for now). The three adapters (trio, asyncio, blocking) offer the
+election, the controller runner, the runtime, and a webhook server for admission and
+conversion reviews. The three adapters (trio, asyncio, blocking) offer the
 same surface: the asyncio and blocking packages are generated from the trio source by
 ``scripts/unasync.py``, and only ``_backend.py`` is written by hand for each loop.
 Configuration loading, TLS and the transport errors come from ``kubemoon_io``, which every
@@ -33,6 +33,7 @@ from ._informer import Informer
 from ._leader import LeaderElection
 from ._manager import LeaderElectionConfig, Manager
 from ._probes import ProbeServer
+from ._webhook_server import WebhookServer
 
 __all__ = [
     "CacheReader",

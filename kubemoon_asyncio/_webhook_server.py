@@ -248,6 +248,11 @@ class WebhookServer:
         return f"<WebhookServer {self.host}:{self._port or self._requested_port}>"
 
     @property
+    def serving(self) -> bool:
+        """True once :meth:`serve` accepts connections."""
+        return self._port is not None
+
+    @property
     def port(self) -> int:
         """The bound port, once :meth:`serve` has started."""
         if self._port is None:

@@ -51,6 +51,7 @@ from ._events import EventRecorder
 from ._informer import Informer
 from ._leader import LeaderElection
 from ._probes import ProbeServer
+from ._webhook_server import WebhookServer
 
 __all__ = ["LeaderElectionConfig", "Manager"]
 
@@ -127,6 +128,7 @@ class Manager:
             ready=self.readiness_problems,
             metrics=lambda: generate_latest(self.registry),
         )
+        self.webhook_servers: list[WebhookServer] = []
         self.reconciling = False
         self._stop = _backend.Event()
         self._stopping = False
@@ -158,6 +160,13 @@ class Manager:
             label_selector=label_selector,
             predicate=predicate,
         )
+
+    def add_webhook_server(self, server: WebhookServer) -> None:
+        """Serve ``server`` (admission and conversion reviews) while the manager runs.
+
+        Webhooks are served on every replica, leader or not: the API server calls any.
+        """
+        self.webhook_servers.append(server)
 
     def add(self, controller: RuntimeController) -> None:
         """Register a built controller (done by :meth:`ControllerBuilder.complete`)."""
@@ -319,6 +328,8 @@ class Manager:
             if self.probe_address is not None:
                 host, port = self.probe_address
                 await tasks.start(self.probes.serve, host, port)
+            for server in self.webhook_servers:
+                await tasks.start(server.serve)
             self.informers.start(tasks)
             tasks.start_soon(self.events.run)
             if self.election is not None:
