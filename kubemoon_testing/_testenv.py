@@ -313,8 +313,8 @@ def _run_build(names: str | None, *, force: bool) -> int:
         wanted = ", ".join(p.name for p in _missing(directory, programs) or programs)
         raise _BuildError(f"cannot build {wanted} {KUBERNETES_VERSION}: {_GO_HINT}")
     directory.mkdir(parents=True, exist_ok=True)
-    start = time.monotonic()
     with _build_lock(directory):
+        start = time.monotonic()  # not counting the wait for another build
         # Holding the lock, a temporary file here belongs to a build that was SIGKILLed.
         for program in _PROGRAMS:
             for stale in directory.glob(f".{program.name}.*"):
