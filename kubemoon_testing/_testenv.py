@@ -325,8 +325,8 @@ def _run_build(names: str | None, *, force: bool) -> int:
         else:
             _say(
                 f"building {', '.join(p.name for p in todo)} {KUBERNETES_VERSION} into "
-                f"{directory} (a cold build takes 10-15 minutes on 2 cores; progress "
-                f"every {_PROGRESS_EVERY:.0f} s)"
+                f"{directory} (cold, all three take about 15 minutes on 2 idle "
+                f"cores; progress every {_PROGRESS_EVERY:.0f} s)"
             )
             _build(directory, todo, go)
     _say(f"done in {_elapsed(time.monotonic() - start)}")
