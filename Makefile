@@ -28,9 +28,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict $(PACKAGES)
 
-# The real kube-apiserver and etcd, built once from Go modules and cached outside the clone.
-testenv:
-	bash testenv/build.sh
+# The real kube-apiserver, etcd and kube-controller-manager, built once from Go modules and
+# cached outside the clone (kubemoon-testenv ships with kubemoon_testing; it needs Go).
+testenv: $(STAMP)
+	$(BIN)/kubemoon-testenv build
 
 # Every tier: unit, property, fault, integration (real apiserver), end to end, and the docs.
 test: lint typecheck testenv
@@ -73,8 +74,10 @@ bench: $(STAMP) testenv
 	$(BIN)/python -m pip install -q $(foreach f,$(wildcard bench/requirements*.txt),-r $(f))
 	cd bench && ../$(BIN)/python run.py
 
-demo: $(STAMP) testenv
-	$(BIN)/python examples/demo.py
+# The demo needs no controller manager: build (once) and start only the apiserver and etcd.
+demo: $(STAMP)
+	$(BIN)/kubemoon-testenv build --only kube-apiserver,etcd
+	KUBEMOON_TESTENV_CONTROLLER_MANAGER=0 $(BIN)/python examples/demo.py
 
 clean:
 	rm -rf $(VENV) .venv-3.* .coverage docs/_build .mypy_cache .ruff_cache .hypothesis

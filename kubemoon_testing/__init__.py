@@ -1,11 +1,13 @@
 """kubemoon_testing: test tools for KubeMoon and for operators built on it.
 
 A strict fake transport for the pure core, a scripted h11 server for faults, and a real
-kube-apiserver with etcd for integration tests (see the pytest plugin).
+kube-apiserver with etcd and kube-controller-manager for integration tests (see the pytest
+plugin; ``kubemoon-testenv build`` builds the binaries once).
 """
 
 from ._apiserver import (
     ADMIN_USER,
+    CONTROLLER_MANAGER_USER,
     KUBERNETES_VERSION,
     LIMITED_USER,
     NOBODY_USER,
@@ -21,6 +23,7 @@ from ._scripted import RecordedRequest, Reply, ScriptedServer, watch_lines
 
 __all__ = [
     "ADMIN_USER",
+    "CONTROLLER_MANAGER_USER",
     "KUBERNETES_VERSION",
     "LIMITED_USER",
     "NOBODY_USER",

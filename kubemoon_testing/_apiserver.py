@@ -1,8 +1,9 @@
-"""A real kube-apiserver and etcd on 127.0.0.1, for integration tests and demos.
+"""A real kube-apiserver, etcd and kube-controller-manager on 127.0.0.1, for tests and demos.
 
 Rules of this module:
 
-- Binaries come from ``testenv/build.sh`` (``make testenv``); nothing is downloaded here.
+- Binaries come from ``kubemoon-testenv build`` (``make testenv`` in the KubeMoon
+  repository); nothing is downloaded here.
 - Only the standard library is imported at module level, so importing ``kubemoon_testing``
   (and loading its pytest plugin) never needs the optional ``cryptography`` package; it is
   imported when a server actually starts, to generate the certificates.
@@ -44,6 +45,7 @@ from typing import Any
 
 __all__ = [
     "ADMIN_USER",
+    "CONTROLLER_MANAGER_USER",
     "KUBERNETES_VERSION",
     "LIMITED_USER",
     "NOBODY_USER",
@@ -54,8 +56,10 @@ __all__ = [
     "default_binary_dir",
 ]
 
-#: The Kubernetes release that ``testenv/build.sh`` builds.
+#: The Kubernetes release that ``kubemoon-testenv build`` builds.
 KUBERNETES_VERSION = "v1.37.2"
+#: Client certificate CN of the test kube-controller-manager (also in ``system:masters``).
+CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 #: Token user (and client certificate CN) in group ``system:masters``: bypasses RBAC.
 ADMIN_USER = "kubemoon-admin"
 #: Token user with no RBAC grant at all: gets 403 for anything but public endpoints.
@@ -65,6 +69,16 @@ LIMITED_USER = "limited"
 
 _ADMIN_GROUP = "system:masters"
 _LOG_TAIL_LINES = 40
+#: Setting this to ``0`` makes ``ApiServer()`` default to ``controller_manager=False``.
+_CONTROLLER_MANAGER_ENV = "KUBEMOON_TESTENV_CONTROLLER_MANAGER"
+#: The controllers the test kube-controller-manager runs: cascading deletion and namespace
+#: deletion. Everything else (service-account tokens, pods, nodes, ...) stays off.
+_CONTROLLERS = ("garbage-collector-controller", "namespace-controller")
+_BUILD_HINT = (
+    "run `kubemoon-testenv build` (it needs Go >= 1.26 on PATH and builds them once per "
+    "machine; `make testenv` does the same in the KubeMoon repository), or set "
+    "KUBEMOON_TESTENV_DIR to the cache directory that has them"
+)
 
 
 class ApiServerError(RuntimeError):
@@ -72,15 +86,15 @@ class ApiServerError(RuntimeError):
 
 
 class MissingBinariesError(ApiServerError):
-    """``kube-apiserver`` or ``etcd`` is not built yet (run ``make testenv``)."""
+    """A binary is not built yet (run ``kubemoon-testenv build``; it needs Go)."""
 
 
 def default_binary_dir() -> Path:
-    """The directory where ``testenv/build.sh`` puts the binaries.
+    """The directory where ``kubemoon-testenv build`` puts the binaries.
 
     ``$KUBEMOON_TESTENV_DIR/<version>`` if that variable is set, else
-    ``${XDG_CACHE_HOME:-~/.cache}/kubemoon/testenv/<version>`` (the same rule as
-    ``testenv/build.sh --print-dir``).
+    ``${XDG_CACHE_HOME:-~/.cache}/kubemoon/testenv/<version>`` (what
+    ``kubemoon-testenv path`` prints).
     """
     base = os.environ.get("KUBEMOON_TESTENV_DIR")
     if not base:
@@ -230,6 +244,8 @@ class _Pki:
     serving_key: Path
     client_cert: Path
     client_key: Path
+    kcm_cert: Path
+    kcm_key: Path
     sa_key: Path
 
 
@@ -350,6 +366,15 @@ def _generate_pki(directory: Path) -> _Pki:
     )
     # O=system:masters: the client certificate is an admin that bypasses RBAC.
     client, client_key = leaf(name(ADMIN_USER, _ADMIN_GROUP), ExtendedKeyUsageOID.CLIENT_AUTH, [])
+    # The controller manager's own identity. system:masters because the garbage collector
+    # and the namespace controller must read and delete every resource type, including
+    # CRDs a test installs later; a real cluster grants the same reach to their service
+    # accounts (roles system:controller:generic-garbage-collector and
+    # system:controller:namespace-controller: every verb they need on `*`), and this way
+    # the fixture writes no RBAC objects that a test could list or delete.
+    kcm, kcm_key = leaf(
+        name(CONTROLLER_MANAGER_USER, _ADMIN_GROUP), ExtendedKeyUsageOID.CLIENT_AUTH, []
+    )
     # RSA because that is what a real cluster's service-account issuer uses; one key
     # file serves both the signing and the verifying flag.
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -362,6 +387,8 @@ def _generate_pki(directory: Path) -> _Pki:
         serving_key=directory / "apiserver.key",
         client_cert=directory / "admin.crt",
         client_key=directory / "admin.key",
+        kcm_cert=directory / "controller-manager.crt",
+        kcm_key=directory / "controller-manager.key",
         sa_key=directory / "sa.key",
     )
     pki.ca_file.write_text(pki.ca_pem, encoding="ascii")
@@ -369,6 +396,8 @@ def _generate_pki(directory: Path) -> _Pki:
     write_key(pki.serving_key, serving_key)
     pki.client_cert.write_bytes(client.public_bytes(pem))
     write_key(pki.client_key, client_key)
+    pki.kcm_cert.write_bytes(kcm.public_bytes(pem))
+    write_key(pki.kcm_key, kcm_key)
     write_key(pki.sa_key, sa_key)
     return pki
 
@@ -432,7 +461,8 @@ def _stop_all() -> None:
 
 
 class ApiServer:
-    """A real ``kube-apiserver`` backed by its own ``etcd``, both on 127.0.0.1.
+    """A real ``kube-apiserver`` backed by its own ``etcd``, both on 127.0.0.1, and a
+    ``kube-controller-manager`` running the garbage collector and the namespace controller.
 
     Use as a context manager or call :meth:`start` and :meth:`stop`::
 
@@ -440,8 +470,8 @@ class ApiServer:
             print(server.url, server.kubeconfig_path)
 
     Everything lives in a fresh temporary directory that :meth:`stop` removes: etcd's
-    data, the generated CA and certificates, the token file, a kubeconfig and the logs
-    of both processes. Identities:
+    data, the generated CA and certificates, the token file, kubeconfigs and the logs
+    of every process. Identities:
 
     - ``admin_token`` (user :data:`ADMIN_USER`, group ``system:masters``) and the admin
       client certificate (``client_cert_file``/``client_key_file``) bypass RBAC;
@@ -449,9 +479,14 @@ class ApiServer:
     - ``tokens[LIMITED_USER]`` gets rights in a namespace through
       :meth:`grant_namespace_access`.
 
-    No controllers run: deleted namespaces stay ``Terminating``, nothing is garbage
-    collected, no pods run. Use a fresh namespace per test (:meth:`create_namespace`).
-    An instance is not thread-safe.
+    The controller manager (``controller_manager=True``, the default) runs only the
+    garbage collector (owner references: background, foreground and orphan deletion) and
+    the namespace controller (a deleted namespace empties and disappears), with its own
+    client certificate (:data:`CONTROLLER_MANAGER_USER`, group ``system:masters``),
+    ``--leader-elect=false`` and no serving port. :meth:`start` returns once the garbage
+    collector has collected a probe object. Nothing else runs: no ServiceAccount tokens,
+    no pods, no nodes. Use a fresh namespace per test (:meth:`create_namespace`). An
+    instance is not thread-safe.
 
     :param binary_dir: directory with ``kube-apiserver`` and ``etcd``; defaults to
         :func:`default_binary_dir`.
@@ -462,6 +497,11 @@ class ApiServer:
     :param extra_args: more ``kube-apiserver`` flags, appended last (so they win).
     :param startup_timeout: seconds to wait for readiness before giving up.
     :param keep_work_dir: keep the temporary directory (logs, certificates) after stop.
+    :param controller_manager: start ``kube-controller-manager``. ``None`` (the default)
+        means yes unless the environment variable ``KUBEMOON_TESTENV_CONTROLLER_MANAGER``
+        is ``0``; ``False`` gives the bare API, where deleted namespaces stay
+        ``Terminating`` and nothing is garbage collected.
+    :param controller_manager_args: more ``kube-controller-manager`` flags, appended last.
     """
 
     def __init__(
@@ -473,13 +513,20 @@ class ApiServer:
         extra_args: Sequence[str] = (),
         startup_timeout: float = 60.0,
         keep_work_dir: bool = False,
+        controller_manager: bool | None = None,
+        controller_manager_args: Sequence[str] = (),
     ) -> None:
+        if controller_manager is None:
+            controller_manager = os.environ.get(_CONTROLLER_MANAGER_ENV, "1").strip() != "0"
         self._binary_dir = Path(binary_dir) if binary_dir is not None else default_binary_dir()
         self._watch_cache = watch_cache
         self._min_request_timeout = min_request_timeout
         self._extra_args = tuple(extra_args)
         self._startup_timeout = startup_timeout
         self._keep_work_dir = keep_work_dir
+        self._with_kcm = controller_manager
+        self._kcm_args = tuple(controller_manager_args)
+        self._kcm: _Child | None = None
         self._work_dir: Path | None = None
         self._pki: _Pki | None = None
         self._tokens: dict[str, str] = {}
@@ -508,7 +555,8 @@ class ApiServer:
         self.stop()
 
     def start(self) -> ApiServer:
-        """Start etcd and kube-apiserver; return once the API serves requests.
+        """Start etcd, kube-apiserver and (if enabled) kube-controller-manager; return once
+        the API serves requests and the garbage collector works.
 
         Raises :class:`MissingBinariesError` if the binaries are not built and
         :class:`ApiServerError` (with the end of the logs) if startup fails.
@@ -517,12 +565,19 @@ class ApiServer:
             raise ApiServerError("ApiServer.start() called twice")
         apiserver_bin = self._binary_dir / "kube-apiserver"
         etcd_bin = self._binary_dir / "etcd"
-        missing = [p.name for p in (apiserver_bin, etcd_bin) if not os.access(p, os.X_OK)]
+        needed = [apiserver_bin, etcd_bin]
+        if self._with_kcm:
+            needed.append(self._binary_dir / "kube-controller-manager")
+        missing = [p.name for p in needed if not os.access(p, os.X_OK)]
         if missing:
+            off = (
+                "; or pass controller_manager=False to run without the controller manager"
+                if missing == ["kube-controller-manager"]
+                else ""
+            )
             raise MissingBinariesError(
-                f"{' and '.join(missing)} {KUBERNETES_VERSION} not found in "
-                f"{self._binary_dir}: run `make testenv` (or testenv/build.sh) to build "
-                "them, or set KUBEMOON_TESTENV_DIR to the cache directory that has them"
+                f"{', '.join(missing)} {KUBERNETES_VERSION} not found in "
+                f"{self._binary_dir}: {_BUILD_HINT}{off}"
             )
         _remove_orphaned_work_dirs()
         self._work_dir = Path(tempfile.mkdtemp(prefix=_WORK_DIR_PREFIX))
@@ -539,13 +594,15 @@ class ApiServer:
                     self._stop_children()
                     if attempt == 2:
                         raise
+            if self._with_kcm:
+                self._start_controller_manager()
         except BaseException:
             self.stop()
             raise
         return self
 
     def stop(self) -> None:
-        """Stop both processes (SIGTERM, then SIGKILL) and remove the work directory.
+        """Stop every process (SIGTERM, then SIGKILL) and remove the work directory.
 
         Safe to call more than once and after a failed :meth:`start`.
         """
@@ -561,7 +618,8 @@ class ApiServer:
     def restart_apiserver(self) -> None:
         """Stop kube-apiserver and start it again on the same port, certificates and etcd.
 
-        Returns once it serves requests again. Open connections and watches are closed.
+        Returns once it serves requests again. Open connections and watches are closed;
+        the controller manager keeps running and reconnects by itself.
         """
         if self._apiserver is None:
             raise ApiServerError("the apiserver is not running")
@@ -571,11 +629,11 @@ class ApiServer:
         self._wait_apiserver_ready(time.monotonic() + self._startup_timeout)
 
     def _stop_children(self) -> None:
-        # The apiserver first: it would only log etcd connection errors otherwise.
-        for child in (self._apiserver, self._etcd):
+        # Clients first: each would only log connection errors to the next one otherwise.
+        for child in (self._kcm, self._apiserver, self._etcd):
             if child is not None:
                 child.stop(timeout=5.0)
-        self._apiserver = self._etcd = None
+        self._kcm = self._apiserver = self._etcd = None
 
     def _prepare(self) -> None:
         assert self._work_dir is not None
@@ -662,6 +720,90 @@ class ApiServer:
             args.append(f"--min-request-timeout={self._min_request_timeout}")
         args.extend(self._extra_args)
         self._apiserver = _Child("kube-apiserver", args, self._work_dir / "kube-apiserver.log")
+
+    def _start_controller_manager(self) -> None:
+        assert self._work_dir is not None
+        assert self._pki is not None
+        kubeconfig = self._work_dir / "controller-manager.kubeconfig"
+        q = _yaml_str
+        kubeconfig.write_text(
+            "\n".join(
+                [
+                    "apiVersion: v1",
+                    "kind: Config",
+                    "clusters:",
+                    "- name: kubemoon",
+                    "  cluster:",
+                    f"    server: {q(self.url)}",
+                    f"    certificate-authority: {q(str(self._pki.ca_file))}",
+                    "users:",
+                    "- name: controller-manager",
+                    "  user:",
+                    f"    client-certificate: {q(str(self._pki.kcm_cert))}",
+                    f"    client-key: {q(str(self._pki.kcm_key))}",
+                    "contexts:",
+                    "- name: controller-manager",
+                    "  context: {cluster: kubemoon, user: controller-manager}",
+                    "current-context: controller-manager",
+                    "",
+                ]
+            ),
+            encoding="utf-8",
+        )
+        kubeconfig.chmod(0o600)
+        args = [
+            str(self._binary_dir / "kube-controller-manager"),
+            f"--kubeconfig={kubeconfig}",
+            f"--controllers={','.join(_CONTROLLERS)}",
+            # One instance per apiserver: no Lease to wait for or to write.
+            "--leader-elect=false",
+            # No HTTPS endpoint at all (nothing listens; the probe below checks readiness).
+            "--secure-port=0",
+            # Deleting a namespace lists and empties every resource type: the default
+            # client rate limit (20 qps) would make each deletion take seconds.
+            "--kube-api-qps=200",
+            "--kube-api-burst=400",
+            *self._kcm_args,
+        ]
+        self._kcm = _Child(
+            "kube-controller-manager", args, self._work_dir / "kube-controller-manager.log"
+        )
+        self._wait_garbage_collector(time.monotonic() + self._startup_timeout)
+
+    def _wait_garbage_collector(self, deadline: float) -> None:
+        """Delete a probe owner and wait until the garbage collector removes its dependent."""
+        assert self._kcm is not None
+        base = "/api/v1/namespaces/default/configmaps"
+        name = f"kubemoon-gc-probe-{secrets.token_hex(4)}"
+        owner = self._checked(
+            "POST", base, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}
+        )
+        reference = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": name,
+            "uid": owner["metadata"]["uid"],
+        }
+        self._checked(
+            "POST",
+            base,
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": f"{name}-dependent", "ownerReferences": [reference]},
+            },
+        )
+        self._checked(
+            "DELETE",
+            f"{base}/{name}",
+            {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"},
+        )
+        self._wait(
+            deadline,
+            self._kcm,
+            lambda: self.request("GET", f"{base}/{name}-dependent", timeout=2.0).status == 404,
+            "the garbage collector to delete a probe object",
+        )
 
     def _wait_apiserver_ready(self, deadline: float) -> None:
         assert self._apiserver is not None
@@ -829,6 +971,22 @@ class ApiServer:
         """The etcd log file."""
         return self._started()[0] / "etcd.log"
 
+    @property
+    def controller_manager(self) -> bool:
+        """Whether this server runs kube-controller-manager (garbage collector, namespaces)."""
+        return self._with_kcm
+
+    @property
+    def controller_manager_log(self) -> Path:
+        """The kube-controller-manager log file (absent if it does not run)."""
+        return self._started()[0] / "kube-controller-manager.log"
+
+    def pids(self) -> dict[str, int]:
+        """Process id of each running child: ``etcd``, ``kube-apiserver`` and
+        ``kube-controller-manager`` (if it runs)."""
+        children = (self._etcd, self._apiserver, self._kcm)
+        return {c.name: c.proc.pid for c in children if c is not None and c.exited() is None}
+
     # -- a minimal stdlib client -----------------------------------------------------------
 
     def request(
@@ -903,10 +1061,31 @@ class ApiServer:
         )
         return name
 
-    def delete_namespace(self, name: str) -> None:
-        """Delete a namespace, best effort (it stays ``Terminating``: no controller runs)."""
-        with contextlib.suppress(ApiServerError, OSError, http.client.HTTPException):
-            self._checked("DELETE", f"/api/v1/namespaces/{name}", ok=(200, 202, 404, 409))
+    def delete_namespace(self, name: str, *, wait: bool = False, timeout: float = 60.0) -> None:
+        """Delete a namespace as admin.
+
+        Without ``wait`` this is best effort and returns at once: the namespace controller
+        empties and removes the namespace in the background (without the controller
+        manager it stays ``Terminating``). With ``wait`` errors are raised and the call
+        returns once the namespace is gone, or raises :class:`ApiServerError` after
+        ``timeout`` seconds.
+        """
+        path = f"/api/v1/namespaces/{name}"
+        if not wait:
+            with contextlib.suppress(ApiServerError, OSError, http.client.HTTPException):
+                self._checked("DELETE", path, ok=(200, 202, 404, 409))
+            return
+        if not self._with_kcm:
+            raise ApiServerError(
+                "a namespace is never removed without the controller manager "
+                "(this ApiServer has controller_manager=False)"
+            )
+        self._checked("DELETE", path, ok=(200, 202, 404, 409))
+        deadline = time.monotonic() + timeout
+        while self.request("GET", path).status != 404:
+            if time.monotonic() >= deadline:
+                raise ApiServerError(f"namespace {name} still exists after {timeout:.0f} s")
+            time.sleep(0.1)
 
     def grant_namespace_access(
         self,

@@ -3,16 +3,21 @@
 Fixtures:
 
 - ``kube_apiserver`` (session): an :class:`~kubemoon_testing.ApiServer` with the default
-  profile (watch cache on), started the first time a test asks for it.
+  profile (watch cache on, kube-controller-manager running the garbage collector and the
+  namespace controller), started the first time a test asks for it.
 - ``kube_apiserver_nocache`` (session): a second server with ``--watch-cache=false``, for
   tests that compact etcd and expect the API to report it; started only if requested.
+- ``kube_apiserver_no_controllers`` (session): a server without kube-controller-manager,
+  for tests that must see the bare API (nothing garbage collected, deleted namespaces stay
+  ``Terminating``); started only if requested.
 - ``kube_namespace`` (function): a fresh namespace on ``kube_apiserver``, named after the
-  test, deleted best effort afterwards.
+  test, deleted afterwards (the namespace controller removes it with its objects in the
+  background).
 
-The binaries come from ``make testenv``; without them the fixtures fail (never skip) with
-a message saying so. This module is loaded by every pytest run in an environment where
-KubeMoon is installed, so it imports nothing heavy and registers only the ``integration``
-marker.
+The binaries come from ``kubemoon-testenv build`` (needs Go; ``make testenv`` in the
+KubeMoon repository); without them the fixtures fail (never skip) with a message saying
+so. This module is loaded by every pytest run in an environment where KubeMoon is
+installed, so it imports nothing heavy and registers only the ``integration`` marker.
 """
 
 from __future__ import annotations
@@ -25,20 +30,25 @@ import pytest
 
 from kubemoon_testing import ApiServer
 
-__all__ = ["kube_apiserver", "kube_apiserver_nocache", "kube_namespace"]
+__all__ = [
+    "kube_apiserver",
+    "kube_apiserver_no_controllers",
+    "kube_apiserver_nocache",
+    "kube_namespace",
+]
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Register the ``integration`` marker."""
     config.addinivalue_line(
         "markers",
-        "integration: runs against the real kube-apiserver and etcd built by `make testenv`",
+        "integration: runs against the real kube-apiserver built by `kubemoon-testenv build`",
     )
 
 
 @pytest.fixture(scope="session")
 def kube_apiserver() -> Iterator[ApiServer]:
-    """A real kube-apiserver shared by the whole session (watch cache on)."""
+    """A real kube-apiserver shared by the whole session (watch cache on, controllers on)."""
     with ApiServer() as server:
         yield server
 
@@ -54,6 +64,17 @@ def kube_apiserver_nocache() -> Iterator[ApiServer]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def kube_apiserver_no_controllers() -> Iterator[ApiServer]:
+    """A real kube-apiserver and etcd without kube-controller-manager.
+
+    Owner references are never acted upon and a deleted namespace stays ``Terminating``
+    with its objects, as on a bare apiserver.
+    """
+    with ApiServer(controller_manager=False) as server:
+        yield server
+
+
 def _namespace_name(test_name: str) -> str:
     # A DNS label (<= 63 chars) that still says which test made it.
     stem = re.sub(r"[^a-z0-9]+", "-", test_name.lower()).strip("-")[:40].strip("-")
@@ -64,9 +85,8 @@ def _namespace_name(test_name: str) -> str:
 def kube_namespace(kube_apiserver: ApiServer, request: pytest.FixtureRequest) -> Iterator[str]:
     """A new, uniquely named namespace on ``kube_apiserver`` for one test.
 
-    Deletion at teardown is best effort: without a namespace controller the namespace
-    stays ``Terminating`` and its objects remain, which is harmless because names are
-    never reused.
+    It is deleted at teardown without waiting: the namespace controller removes its
+    objects and then the namespace in the background. Names are never reused.
     """
     name = kube_apiserver.create_namespace(_namespace_name(request.node.name))
     yield name

@@ -1,12 +1,14 @@
 """The real-apiserver test environment, checked against the real kube-apiserver and etcd.
 
-Every test talks to the servers built by ``make testenv`` with plain ``http.client`` (the
-fixture's own :meth:`ApiServer.request`), so a failure here points at the environment, never
-at the KubeMoon adapters.
+Every test talks to the servers built by ``kubemoon-testenv build`` with plain
+``http.client`` (the fixture's own :meth:`ApiServer.request`), so a failure here points at
+the environment, never at the KubeMoon adapters. The builder itself is checked with a fake
+``go`` command (the real build is far too slow for a test).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -29,7 +31,10 @@ from kubemoon_testing import (
     ApiServerError,
     MissingBinariesError,
     RawResponse,
+    _testenv,
+    default_binary_dir,
 )
+from kubemoon_testing._apiserver import _remove_orphaned_work_dirs
 
 pytestmark = pytest.mark.integration
 
@@ -203,8 +208,73 @@ def test_restart_keeps_url_certificates_and_data(kube_apiserver_nocache: ApiServ
 
 
 def test_missing_binaries_name_the_build_command(tmp_path: Path) -> None:
-    with pytest.raises(MissingBinariesError, match="make testenv"):
+    with pytest.raises(MissingBinariesError) as caught:
         ApiServer(binary_dir=tmp_path).start()
+    message = str(caught.value)
+    assert (
+        f"kube-apiserver, etcd, kube-controller-manager {KUBERNETES_VERSION} not found" in message
+    )
+    assert "run `kubemoon-testenv build`" in message
+    assert "Go >= 1.26" in message
+
+
+def test_a_missing_controller_manager_is_named_with_the_way_out(tmp_path: Path) -> None:
+    for name in ("kube-apiserver", "etcd"):
+        (tmp_path / name).symlink_to(default_binary_dir() / name)
+    with pytest.raises(MissingBinariesError) as caught:
+        ApiServer(binary_dir=tmp_path).start()
+    message = str(caught.value)
+    assert message.startswith(f"kube-controller-manager {KUBERNETES_VERSION} not found")
+    assert "controller_manager=False" in message
+
+
+def test_the_environment_variable_turns_the_controller_manager_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert ApiServer().controller_manager
+    monkeypatch.setenv("KUBEMOON_TESTENV_CONTROLLER_MANAGER", "0")
+    assert not ApiServer().controller_manager
+    assert ApiServer(controller_manager=True).controller_manager
+
+
+def _owned_configmaps(server: ApiServer, namespace: str) -> str:
+    """An owner and its dependent; returns the configmaps path."""
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+    owner = _create_configmap(server, namespace, "owner")
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner"}
+    ref["uid"] = owner["metadata"]["uid"]
+    dependent = _configmap("dependent")
+    dependent["metadata"]["ownerReferences"] = [ref]
+    assert server.request("POST", base, body=dependent).status == 201
+    return base
+
+
+def test_without_the_controller_manager_nothing_is_collected(
+    kube_apiserver_no_controllers: ApiServer,
+) -> None:
+    server = kube_apiserver_no_controllers
+    assert not server.controller_manager
+    assert set(server.pids()) == {"etcd", "kube-apiserver"}
+    namespace = server.create_namespace()
+    base = _owned_configmaps(server, namespace)
+    assert server.request("DELETE", f"{base}/owner").status == 200
+    server.delete_namespace(namespace)
+    time.sleep(3.0)  # ample for a running collector (it takes well under a second)
+    assert server.request("GET", f"{base}/dependent").status == 200
+    phase = server.request("GET", f"/api/v1/namespaces/{namespace}").json()["status"]["phase"]
+    assert phase == "Terminating"
+    with pytest.raises(ApiServerError, match="controller_manager=False"):
+        server.delete_namespace(namespace, wait=True)
+
+
+def test_stop_ends_every_process_and_removes_the_work_dir() -> None:
+    with ApiServer() as server:
+        pids = server.pids()
+        work_dir = server.work_dir
+        assert set(pids) == {"etcd", "kube-apiserver", "kube-controller-manager"}
+        assert (work_dir / "kube-controller-manager.log").exists()
+    assert not any(_alive(pid) for pid in pids.values())
+    assert not work_dir.exists()
 
 
 def _alive(pid: int) -> bool:
@@ -252,3 +322,152 @@ def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
         time.sleep(0.1)
     os.kill(child_pid, signal.SIGKILL)
     pytest.fail("the child outlived its SIGKILLed parent")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux")
+def test_a_killed_test_process_leaves_no_server_behind() -> None:
+    # A test process with a whole environment (controller manager included) is SIGKILLed:
+    # every server dies with it, and the next start removes its work directory.
+    parent = textwrap.dedent(
+        """
+        import json, time
+        from kubemoon_testing import ApiServer
+        server = ApiServer().start()
+        print(json.dumps({"pids": server.pids(), "dir": str(server.work_dir)}), flush=True)
+        time.sleep(120)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", parent],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert proc.stdout is not None
+    with proc.stdout:
+        started = json.loads(proc.stdout.readline())
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    pids = started["pids"]
+    assert set(pids) == {"etcd", "kube-apiserver", "kube-controller-manager"}
+    for _ in range(50):
+        if not any(_alive(pid) for pid in pids.values()):
+            break
+        time.sleep(0.1)
+    else:
+        for pid in pids.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        pytest.fail(f"servers outlived their SIGKILLed parent: {pids}")
+    work_dir = Path(started["dir"])
+    assert work_dir.exists()
+    _remove_orphaned_work_dirs()
+    assert not work_dir.exists()
+
+
+# --- the builder (kubemoon-testenv) ---------------------------------------------------------
+
+FAKE_GO = """#!/bin/sh
+# Stands in for the go command: answers what kubemoon-testenv asks, slowly for builds.
+case "$1" in
+    version) echo "go version go1.26.8 fake/amd64" ;;
+    mod) echo "$@" >> "$FAKE_GO_LOG" ;;
+    list) echo v3.7.0 ;;
+    env) echo "$FAKE_GOCACHE" ;;
+    build)
+        echo "$@" >> "$FAKE_GO_LOG"
+        out=""; prev=""
+        for arg in "$@"; do [ "$prev" = "-o" ] && out=$arg; prev=$arg; done
+        for i in 1 2 3 4 5 6 7 8; do echo "example.com/fake/pkg$i" >&2; sleep 0.1; done
+        printf 'binary' > "$out" ;;
+    *) echo "fake go: unexpected $*" >&2; exit 2 ;;
+esac
+"""
+
+
+@pytest.fixture
+def fake_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fake `go` first on PATH and an empty binary cache; returns the go log file."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    go = bin_dir / "go"
+    go.write_text(FAKE_GO)
+    go.chmod(0o755)
+    gocache = tmp_path / "gocache"
+    gocache.mkdir()
+    (gocache / "entry").write_bytes(b"x" * 2000)
+    log = tmp_path / "go.log"
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_GO_LOG", str(log))
+    monkeypatch.setenv("FAKE_GOCACHE", str(gocache))
+    monkeypatch.setenv("KUBEMOON_TESTENV_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(_testenv, "_PROGRESS_EVERY", 0.3)
+    return log
+
+
+def test_build_reports_progress_and_a_summary(
+    fake_go: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _testenv.main(["build", "--only", "apiserver,etcd"]) == 0
+    out = capsys.readouterr().out
+    directory = default_binary_dir()
+    assert directory.parent == Path(os.environ["KUBEMOON_TESTENV_DIR"])
+    for name in ("kube-apiserver", "etcd"):
+        assert os.access(directory / name, os.X_OK)
+    assert not (directory / "kube-controller-manager").exists()
+    # No temporary file is left next to the binaries.
+    assert sorted(p.name for p in directory.iterdir()) == [".build.lock", "etcd", "kube-apiserver"]
+    assert "building kube-apiserver (k8s.io/kubernetes/cmd/kube-apiserver) ..." in out
+    assert "building kube-apiserver: 0s elapsed, " in out
+    assert "packages compiled, now example.com/fake/pkg" in out
+    assert "built etcd in 0s, 8 packages compiled" in out
+    assert f"binaries in {directory}: kube-apiserver 6 B, etcd 6 B, " in out
+    assert "kube-controller-manager not built; total 12 B" in out
+    assert "Go build cache " in out
+    assert "2 KB (makes rebuilds fast" in out
+    builds = [line.split() for line in fake_go.read_text().splitlines() if line.startswith("build")]
+    assert [b[-1] for b in builds] == [
+        "k8s.io/kubernetes/cmd/kube-apiserver",
+        _testenv._ETCD_MODULE,
+    ]
+    assert all({"-mod=readonly", "-trimpath", "-v"} <= set(b) for b in builds)
+    assert "gitVersion=v1.37.2" in " ".join(builds[0])
+    assert "GitSHA=module-v3.7.0" in " ".join(builds[1])
+
+    # A second run builds only what is missing, and nothing once everything is there.
+    assert _testenv.main(["build"]) == 0
+    assert "building kube-controller-manager " in capsys.readouterr().out
+    assert _testenv.main(["build"]) == 0
+    assert "already built" in capsys.readouterr().out
+    assert len(fake_go.read_text().splitlines()) == 5  # 2 downloads, 3 builds
+
+
+def test_path_prints_the_cache_dir_and_checks_a_binary(
+    fake_go: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _testenv.main(["path"]) == 0
+    assert capsys.readouterr().out.strip() == str(default_binary_dir())
+    assert _testenv.main(["path", "kcm"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.strip() == str(default_binary_dir() / "kube-controller-manager")
+    assert "not built yet: run `kubemoon-testenv build`" in captured.err
+
+
+def test_build_without_go_says_go_is_needed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("KUBEMOON_TESTENV_DIR", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert _testenv.main(["build", "--only", "etcd"]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot build etcd {KUBERNETES_VERSION}: Go >= 1.26 is required" in err
+    assert _testenv.main(["build", "--only", "kubelet"]) == 1
+    assert "unknown program 'kubelet'" in capsys.readouterr().err
+
+
+def test_build_with_the_binaries_cached_needs_no_go(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # The real cache (as `make testenv` left it): nothing to do, so Go is not even looked up.
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert _testenv.main(["build"]) == 0
+    assert "already built in" in capsys.readouterr().out

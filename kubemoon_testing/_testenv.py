@@ -1,0 +1,394 @@
+"""``kubemoon-testenv``: build or locate the real kube-apiserver, etcd and controller manager.
+
+Rules of this module:
+
+- The Go module that pins the three programs ships inside this package
+  (``kubemoon_testing/testenv/``: ``go.mod``, ``go.sum``, ``tools.go``), so a user's project
+  builds exactly what KubeMoon's own suite runs, with nothing but Go and the module proxy.
+- Binaries are cached per Kubernetes version outside any project, in
+  :func:`~kubemoon_testing.default_binary_dir`; a build of a binary that exists is a no-op.
+- Each binary is built to a temporary name and renamed into place, so an interrupted build
+  never leaves a half-written binary. Concurrent builds serialize on a ``flock`` of
+  ``.build.lock`` in the cache directory (the same lock the old ``testenv/build.sh`` took).
+- A build never edits the module files: it runs in a temporary copy with ``-mod=readonly``
+  and ``GOWORK=off``. Only the standard library is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, NoReturn
+
+from ._apiserver import KUBERNETES_VERSION, default_binary_dir
+
+__all__ = ["main"]
+
+#: Directory (package data) with the Go module that pins the programs.
+_MODULE_DIR = Path(__file__).resolve().parent / "testenv"
+_MODULE_FILES = ("go.mod", "go.sum", "tools.go")
+#: Seconds between two progress lines while ``go`` works.
+_PROGRESS_EVERY = 15.0
+_GO_HINT = (
+    "Go >= 1.26 is required to build them (the `go` command on PATH; https://go.dev/dl/); "
+    "it fetches everything else from the Go module proxy"
+)
+_VERSION_PKG = "k8s.io/component-base/version"
+_ETCD_MODULE = "go.etcd.io/etcd/server/v3"
+
+
+@dataclass(frozen=True, slots=True)
+class _Program:
+    name: str
+    package: str
+    aliases: tuple[str, ...]
+
+
+_PROGRAMS = (
+    _Program("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", ("apiserver",)),
+    _Program("etcd", _ETCD_MODULE, ()),
+    _Program(
+        "kube-controller-manager",
+        "k8s.io/kubernetes/cmd/kube-controller-manager",
+        ("controller-manager", "kcm"),
+    ),
+)
+# An import path printed by `go build -v`: no spaces, no colons.
+_PACKAGE_LINE = re.compile(r"^[A-Za-z0-9_.~/+-]+$")
+
+
+class _BuildError(Exception):
+    """A build step failed; the message is for the user."""
+
+
+def _say(message: str, stream: IO[str] | None = None) -> None:
+    print(f"kubemoon-testenv: {message}", file=stream or sys.stdout, flush=True)
+
+
+def _select(names: str | None) -> list[_Program]:
+    if not names:
+        return list(_PROGRAMS)
+    chosen: list[_Program] = []
+    for raw in names.split(","):
+        wanted = raw.strip()
+        if not wanted:
+            continue
+        for program in _PROGRAMS:
+            if wanted == program.name or wanted in program.aliases:
+                if program not in chosen:
+                    chosen.append(program)
+                break
+        else:
+            known = ", ".join(p.name for p in _PROGRAMS)
+            raise _BuildError(f"unknown program {wanted!r} (known: {known})")
+    return chosen
+
+
+def _missing(directory: Path, programs: Sequence[_Program]) -> list[_Program]:
+    return [p for p in programs if not os.access(directory / p.name, os.X_OK)]
+
+
+def _elapsed(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def _size(num: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if num < 1000 or unit == "GB":
+            return f"{num:.0f} {unit}" if unit in ("B", "KB") else f"{num:.1f} {unit}"
+        num /= 1000
+    raise AssertionError("unreachable")
+
+
+def _tree_size(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
+
+
+@contextlib.contextmanager
+def _build_lock(directory: Path) -> Iterator[None]:
+    """Hold ``directory/.build.lock`` exclusively; say so when another build holds it."""
+    with open(directory / ".build.lock", "a", encoding="ascii") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _say("another build is running in this cache directory; waiting for it ...")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield  # the lock goes with the file descriptor
+
+
+class _GoRun:
+    """Run one ``go`` command, printing a progress line every ``_PROGRESS_EVERY`` seconds.
+
+    With ``go build -v`` each compiled package is printed on its own line: the latest one
+    and the count go into the progress line. Any other output (errors) is printed at once.
+    """
+
+    def __init__(self, what: str, argv: Sequence[str], cwd: Path, env: dict[str, str]) -> None:
+        self.what = what
+        self.packages = 0
+        self.latest = ""
+        self.other: deque[str] = deque(maxlen=200)
+        self._lock = threading.Lock()
+        self._proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for raw in self._proc.stdout:
+            line = raw.rstrip("\n")
+            if _PACKAGE_LINE.match(line):
+                with self._lock:
+                    self.packages += 1
+                    self.latest = line
+            elif line.strip():
+                self.other.append(line)
+                print(f"  {line}", flush=True)
+
+    def wait(self) -> float:
+        """Wait for the command; return its duration or raise :class:`_BuildError`."""
+        start = time.monotonic()
+        try:
+            while True:
+                try:
+                    code = self._proc.wait(timeout=_PROGRESS_EVERY)
+                    break
+                except subprocess.TimeoutExpired:
+                    with self._lock:
+                        detail = (
+                            f", {self.packages} packages compiled, now {self.latest}"
+                            if self.packages
+                            else ""
+                        )
+                    _say(f"{self.what}: {_elapsed(time.monotonic() - start)} elapsed{detail}")
+        finally:
+            if self._proc.poll() is None:  # interrupted: take go down with us
+                self._proc.terminate()
+                try:
+                    self._proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+                    self._proc.wait()
+            self._reader.join(5)
+            if self._proc.stdout is not None:
+                self._proc.stdout.close()
+        if code != 0:
+            raise _BuildError(f"{self.what} failed (exit status {code})")
+        return time.monotonic() - start
+
+
+def _go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    # The shipped module alone decides versions: no go.work from a parent directory.
+    env["GOWORK"] = "off"
+    env["CGO_ENABLED"] = "0"
+    return env
+
+
+def _ldflags(program: _Program, etcd_version: str) -> str:
+    if program.name == "etcd":
+        return f"-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=module-{etcd_version}"
+    minor = KUBERNETES_VERSION.split(".")[1]
+    return (
+        f"-s -w -X {_VERSION_PKG}.gitVersion={KUBERNETES_VERSION} -X {_VERSION_PKG}.gitMajor=1 "
+        f"-X {_VERSION_PKG}.gitMinor={minor} -X {_VERSION_PKG}.gitTreeState=clean"
+    )
+
+
+def _build(directory: Path, programs: Sequence[_Program], go: str) -> None:
+    """Build ``programs`` into ``directory`` (the lock is held)."""
+    env = _go_env()
+    with tempfile.TemporaryDirectory(prefix="kubemoon-testenv-module-") as tmp:
+        module = Path(tmp)
+        # A writable copy: the installed package may be read-only, and a build must never
+        # touch the shipped go.mod/go.sum.
+        for name in _MODULE_FILES:
+            shutil.copyfile(_MODULE_DIR / name, module / name)
+        version = subprocess.run(
+            [go, "version"], capture_output=True, text=True, check=False, env=env
+        ).stdout.strip()
+        _say(f"using {version or go}")
+        _say("downloading Go modules (a cold download is about 100 MB) ...")
+        took = _GoRun("downloading Go modules", [go, "mod", "download"], module, env).wait()
+        _say(f"modules ready in {_elapsed(took)}")
+        etcd_version = subprocess.run(
+            [go, "list", "-m", "-f", "{{.Version}}", _ETCD_MODULE],
+            cwd=module,
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        ).stdout.strip()
+        for program in programs:
+            final = directory / program.name
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{program.name}.", dir=directory)
+            os.close(fd)
+            try:
+                _say(f"building {program.name} ({program.package}) ...")
+                argv = [
+                    go,
+                    "build",
+                    "-v",
+                    "-mod=readonly",
+                    "-trimpath",
+                    "-pgo=off",
+                    "-ldflags",
+                    _ldflags(program, etcd_version),
+                    "-o",
+                    tmp_name,
+                    program.package,
+                ]
+                run = _GoRun(f"building {program.name}", argv, module, env)
+                took = run.wait()
+                os.chmod(tmp_name, 0o755)
+                os.replace(tmp_name, final)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp_name)
+            compiled = f", {run.packages} packages compiled" if run.packages else " (all cached)"
+            _say(f"built {program.name} in {_elapsed(took)}{compiled}")
+
+
+def _summary(directory: Path, go: str | None) -> None:
+    rows = []
+    for program in _PROGRAMS:
+        path = directory / program.name
+        if path.exists():
+            rows.append(f"{program.name} {_size(path.stat().st_size)}")
+        else:
+            rows.append(f"{program.name} not built")
+    _say(f"binaries in {directory}: {', '.join(rows)}; total {_size(_tree_size(directory))}")
+    if go is not None:
+        gocache = subprocess.run(
+            [go, "env", "GOCACHE"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+        if gocache and Path(gocache).is_dir():
+            _say(
+                f"Go build cache {gocache}: {_size(_tree_size(Path(gocache)))} "
+                "(makes rebuilds fast; `go clean -cache` frees it)"
+            )
+
+
+def _run_build(names: str | None, *, force: bool) -> int:
+    """Build the selected programs (all by default) unless they are cached; return 0."""
+    directory = default_binary_dir()
+    programs = _select(names)
+    if not force and not _missing(directory, programs):
+        _say(
+            f"{', '.join(p.name for p in programs)} {KUBERNETES_VERSION} "
+            f"already built in {directory}"
+        )
+        return 0
+    go = shutil.which("go")
+    if go is None:
+        wanted = ", ".join(p.name for p in _missing(directory, programs) or programs)
+        raise _BuildError(f"cannot build {wanted} {KUBERNETES_VERSION}: {_GO_HINT}")
+    directory.mkdir(parents=True, exist_ok=True)
+    with _build_lock(directory):
+        start = time.monotonic()  # not counting the wait for another build
+        # Holding the lock, a temporary file here belongs to a build that was SIGKILLed.
+        for program in _PROGRAMS:
+            for stale in directory.glob(f".{program.name}.*"):
+                stale.unlink(missing_ok=True)
+        todo = list(programs) if force else _missing(directory, programs)
+        if not todo:
+            _say(f"built by the other build in {directory}")
+        else:
+            _say(
+                f"building {', '.join(p.name for p in todo)} {KUBERNETES_VERSION} into "
+                f"{directory} (cold, all three take about 15 minutes on 2 idle "
+                f"cores; progress every {_PROGRESS_EVERY:.0f} s)"
+            )
+            _build(directory, todo, go)
+    _say(f"done in {_elapsed(time.monotonic() - start)}")
+    _summary(directory, go)
+    return 0
+
+
+def _path(name: str | None) -> int:
+    directory = default_binary_dir()
+    if name is None:
+        print(directory)
+        return 0
+    (program,) = _select(name)
+    path = directory / program.name
+    print(path)
+    if not os.access(path, os.X_OK):
+        _say(f"{program.name} is not built yet: run `kubemoon-testenv build`", sys.stderr)
+        return 1
+    return 0
+
+
+def _terminate(signum: int, _frame: object) -> NoReturn:
+    # SIGTERM becomes a normal exit, so the `finally` blocks remove temporary files.
+    raise SystemExit(128 + signum)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kubemoon-testenv`` command."""
+    parser = argparse.ArgumentParser(
+        prog="kubemoon-testenv",
+        description=(
+            f"Build (once) or locate kube-apiserver, etcd and kube-controller-manager "
+            f"{KUBERNETES_VERSION} for kubemoon_testing's real test environment. Binaries "
+            "are cached in $KUBEMOON_TESTENV_DIR/<version> (default "
+            "${XDG_CACHE_HOME:-~/.cache}/kubemoon/testenv/<version>)."
+        ),
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    build_cmd = commands.add_parser("build", help="build what is missing (needs Go)")
+    build_cmd.add_argument(
+        "--only",
+        metavar="NAMES",
+        help="comma-separated subset: kube-apiserver, etcd, kube-controller-manager",
+    )
+    build_cmd.add_argument("--force", action="store_true", help="rebuild even if cached")
+    path_cmd = commands.add_parser("path", help="print the cache directory or one binary")
+    path_cmd.add_argument("name", nargs="?", help="print this binary's path; exit 1 if missing")
+    args = parser.parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        if args.command == "build":
+            return _run_build(args.only, force=args.force)
+        return _path(args.name)
+    except _BuildError as exc:
+        _say(str(exc), sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        _say("interrupted", sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
