@@ -117,7 +117,7 @@ class ConfigMirrorOperator:
         for namespace in opts.namespaces or (None,):
             informers.get(CONFIGMIRRORS, namespace=namespace, indexers=MIRROR_INDEXERS)
             mirrors = self.manager.cache(CONFIGMIRRORS, namespace=namespace)
-            name = f"configmirror-{namespace}" if namespace else "configmirror"
+            name = f"configmirror-{namespace}" if len(opts.namespaces) > 1 else "configmirror"
             builder = self.manager.controller(name, CONFIGMIRRORS, namespace=namespace)
             builder.watches(CONFIGMAPS, functools.partial(_mirrors_of_configmap, mirrors))
             builder.watches(
