@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+# What mypy checks: the library packages, and configmirror/ (its own distribution,
+# configmirror/pyproject.toml, installed editable next to the library for the demo and tests).
 PACKAGES := kubemoon_core kubemoon_io kubemoon_trio kubemoon_asyncio kubemoon_sync kubemoon_testing kubemoon_cli configmirror
 CORE_COVERAGE_MIN := 95
 
@@ -10,10 +12,10 @@ CORE_COVERAGE_MIN := 95
 
 all: test
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml configmirror/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev]' -e ./configmirror
 	@touch $(STAMP)
 
 install: $(STAMP)

@@ -199,7 +199,11 @@ def source_data(i: int) -> dict[str, str]:
 
 def create_workload(admin: Admin, work: Workload) -> None:
     for namespace in [work.source, *work.targets]:
-        admin.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+        # ConfigMirror targets are opt-in (issue 15); the kopf operator ignores the label.
+        labels = {"kubemoon.dev/accept-mirrors": "true"} if namespace in work.targets else {}
+        admin.request(
+            "POST", "/api/v1/namespaces", {"metadata": {"name": namespace, "labels": labels}}
+        )
     for i in range(MIRRORS):
         admin.request(
             "POST",

@@ -1,28 +1,40 @@
 """ConfigMirror: an operator that mirrors a source ConfigMap into several namespaces.
 
-It is an application built on ``kubemoon_trio`` and the core's controller machinery, and a
-model for writing another operator: the decisions live in a pure planner
-(:func:`plan_reconcile`), the I/O in a thin trio runner.
+It is an application built on the KubeMoon runtime (``kubemoon_trio.Manager``) with public
+names only, and a model for writing another operator: the decisions live in a pure planner
+(:func:`plan_reconcile`), the wiring in :class:`ConfigMirrorOperator`. Namespaces receive
+copies only when they opt in (label ``kubemoon.dev/accept-mirrors=true`` by default).
 """
 
+from ._operator import ConfigMirrorOperator, OperatorOptions
 from ._plan import (
+    ACCEPT_MIRRORS_LABEL,
+    ACCEPT_MIRRORS_SELECTOR,
     CONFIGMAPS,
     CONFIGMIRRORS,
     FINALIZER,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
+    NAMESPACES,
     OWNER_UID_ANNOTATION,
     Plan,
+    PlannedEvent,
     plan_reconcile,
 )
 
 __all__ = [
+    "ACCEPT_MIRRORS_LABEL",
+    "ACCEPT_MIRRORS_SELECTOR",
     "CONFIGMAPS",
     "CONFIGMIRRORS",
     "FINALIZER",
     "MANAGED_BY_LABEL",
     "MANAGED_BY_VALUE",
+    "NAMESPACES",
     "OWNER_UID_ANNOTATION",
+    "ConfigMirrorOperator",
+    "OperatorOptions",
     "Plan",
+    "PlannedEvent",
     "plan_reconcile",
 ]

@@ -56,7 +56,7 @@ class TargetStatus:
     """The state of the copy in one target namespace."""
 
     namespace: str
-    state: Literal["Synced", "Conflict", "Pending"]
+    state: Literal["Synced", "Conflict", "Pending", "NotAllowed"]
     message: str | None = None
 
 

@@ -1,25 +1,26 @@
 """``kubemoon-configmirror``: the operator's command line.
 
 Rules: configuration errors exit with status 2 and one clear line; SIGTERM and SIGINT
-shut down cleanly (no new work, running reconciles finish, the Lease is released); a lost
-lease exits with status 1 so the replica restarts as a follower.
+shut down cleanly through the runtime's manager (no new work, running reconciles finish,
+the Lease is released); a lost lease exits with status 1 so the replica restarts as a follower.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 
 import trio
 
-from kubemoon_core import KubeMoonError
-from kubemoon_trio import Client
+from kubemoon_core import KubeMoonError, LeadershipLost
+from kubemoon_trio import Client, LeaderElectionConfig
 
 from ._logs import configure_logging
-from ._operator import ConfigMirrorOperator, LeadershipLost, OperatorOptions
+from ._operator import ConfigMirrorOperator, OperatorOptions
+from ._plan import ACCEPT_MIRRORS_SELECTOR
 
 __all__ = ["main"]
 
@@ -49,6 +50,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=[],
         help="watch ConfigMirrors in this namespace (repeatable; default: all namespaces)",
     )
+    parser.add_argument(
+        "--target-namespace-selector",
+        default=ACCEPT_MIRRORS_SELECTOR,
+        help="label selector of the namespaces that accept copies (default: %(default)s)",
+    )
     parser.add_argument("--workers", type=int, default=4, help="concurrent reconciles")
     parser.add_argument(
         "--probe-address",
@@ -72,46 +78,41 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def options_from(args: argparse.Namespace) -> OperatorOptions:
     """The operator options a parsed command line asks for."""
-    extra = {"identity": args.identity} if args.identity else {}
+    election = None
+    if args.leader_elect:
+        extra = {"identity": args.identity} if args.identity else {}
+        election = LeaderElectionConfig(
+            name=args.lease_name,
+            namespace=args.lease_namespace,
+            lease_duration=args.lease_duration,
+            renew_deadline=args.renew_deadline,
+            retry_period=args.retry_period,
+            **extra,
+        )
     return OperatorOptions(
         namespaces=tuple(args.namespace),
         workers=args.workers,
-        probe_host=args.probe_address[0],
-        probe_port=args.probe_address[1],
-        leader_elect=args.leader_elect,
-        lease_name=args.lease_name,
-        lease_namespace=args.lease_namespace,
-        lease_duration=args.lease_duration,
-        renew_deadline=args.renew_deadline,
-        retry_period=args.retry_period,
-        **extra,
+        probe_address=args.probe_address,
+        leader_election=election,
+        target_namespace_selector=args.target_namespace_selector,
     )
 
 
 async def run(args: argparse.Namespace) -> int:
-    """Run the operator until a signal, then shut down cleanly."""
+    """Run the operator until SIGTERM or SIGINT, then shut down cleanly."""
     if args.in_cluster:
         client = Client.in_cluster()
     elif args.kubeconfig:
         client = Client.from_kubeconfig(args.kubeconfig, context=args.context)
     else:
         client = Client.from_environment(context=args.context)
-    operator = ConfigMirrorOperator(client, options_from(args))
-    async with client:
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(operator.run)
-                if operator.probe_port is not None:
-                    logger.info("probes on %s:%d", args.probe_address[0], operator.probe_port)
-
-                async def stop_on_signal() -> None:
-                    async for signum in signals:
-                        logger.info("received %s; shutting down", signal.Signals(signum).name)
-                        await operator.shutdown()
-                        nursery.cancel_scope.cancel()
-                        return
-
-                nursery.start_soon(stop_on_signal)
+    manager = ConfigMirrorOperator(client, options_from(args)).manager
+    async with client, trio.open_nursery() as nursery:
+        # The manager handles the signals: no new work, running reconciles finish, the
+        # Lease is released, and run() returns.
+        await nursery.start(functools.partial(manager.run, handle_signals=True))
+        if manager.probe_port is not None:
+            logger.info("probes on %s:%d", args.probe_address[0], manager.probe_port)
     return 0
 
 

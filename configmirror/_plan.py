@@ -1,15 +1,19 @@
 """What one reconcile of a ConfigMirror must write, decided without I/O.
 
 Rules: a ConfigMap is modified or deleted only if it carries this ConfigMirror's UID in
-``kubemoon.dev/owner-uid``; every update and delete is conditional on the resourceVersion
+``kubemoon.dev/owner-uid``; a namespace receives a copy only if it allows it (the caller
+passes the namespaces that match the target selector, by default those labelled
+``kubemoon.dev/accept-mirrors=true``), and a managed copy in a namespace that no longer
+allows it is deleted; every update and delete is conditional on the resourceVersion
 (and UID) the plan was made from, so a concurrent change makes the write fail with 409 and
 the key is reconciled again. Status is written only when it changes, so a converged
-mirror costs no writes.
+mirror costs no writes. Events are planned only when the Ready condition changes, so a
+mirror that stays broken does not repeat its Warning at every reconcile.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,18 +29,26 @@ from kubemoon_core import (
 )
 
 __all__ = [
+    "ACCEPT_MIRRORS_LABEL",
+    "ACCEPT_MIRRORS_SELECTOR",
     "CONFIGMAPS",
     "CONFIGMIRRORS",
     "FINALIZER",
     "MANAGED_BY_LABEL",
     "MANAGED_BY_VALUE",
+    "NAMESPACES",
     "OWNER_UID_ANNOTATION",
     "Plan",
+    "PlannedEvent",
     "plan_reconcile",
 ]
 
 CONFIGMIRRORS = GroupVersionResource("kubemoon.dev", "v1alpha1", "configmirrors")
 CONFIGMAPS = GroupVersionResource("", "v1", "configmaps")
+NAMESPACES = GroupVersionResource("", "v1", "namespaces")
+ACCEPT_MIRRORS_LABEL = "kubemoon.dev/accept-mirrors"
+ACCEPT_MIRRORS_SELECTOR = f"{ACCEPT_MIRRORS_LABEL}=true"
+"""The default target selector: a namespace opts in to receiving copies with this label."""
 FINALIZER = "kubemoon.dev/cleanup"
 OWNER_UID_ANNOTATION = "kubemoon.dev/owner-uid"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -45,9 +57,19 @@ MANAGED_BY_VALUE = "kubemoon-configmirror"
 Obj = Mapping[str, Any]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
+class PlannedEvent:
+    """A Kubernetes Event to record about the ConfigMirror (``type`` Normal or Warning)."""
+
+    type: str
+    reason: str
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
-    """The writes of one reconcile, in order, and whether to look again soon.
+    """The writes of one reconcile, in order, the Events to record, and whether to look
+    again soon.
 
     ``wait_for_deletions`` is true while the finalizer waits for deleted targets to be
     seen gone; the caller requeues the key rather than wait for an event.
@@ -55,6 +77,7 @@ class Plan:
 
     writes: tuple[Request, ...] = ()
     wait_for_deletions: bool = False
+    events: tuple[PlannedEvent, ...] = ()
 
 
 def _meta(obj: Obj) -> Mapping[str, Any]:
@@ -142,19 +165,35 @@ def _with_transition_time(
     return {**condition, "lastTransitionTime": now_iso}
 
 
+def _event_for(ready: Mapping[str, Any], old_status: Mapping[str, Any]) -> PlannedEvent | None:
+    """The Event that reports ``ready``, unless the stored condition already says the same."""
+    for old in old_status.get("conditions") or ():
+        if isinstance(old, Mapping) and old.get("type") == ready["type"]:
+            fields = ("status", "reason", "message")
+            if all(old.get(f) == ready[f] for f in fields):
+                return None
+    kind = "Normal" if ready["status"] == "True" else "Warning"
+    return PlannedEvent(kind, ready["reason"], ready["message"])
+
+
 def plan_reconcile(
     mirror: Obj,
     source: Obj | None,
     copies_by_namespace: Mapping[str, Obj],
     managed_copies: Iterable[Obj],
     now_iso: str,
+    *,
+    allowed_namespaces: Collection[str],
+    target_selector: str = ACCEPT_MIRRORS_SELECTOR,
 ) -> Plan:
     """Plan one reconcile of ``mirror``.
 
     ``source`` is the source ConfigMap or None; ``copies_by_namespace`` maps each target
     namespace to the ConfigMap of the source's name there, if one exists;
     ``managed_copies`` are all ConfigMaps annotated with this mirror's UID, wherever they
-    are. ``now_iso`` is the wall-clock time for a condition's lastTransitionTime.
+    are. ``allowed_namespaces`` are the namespaces that accept copies (they match
+    ``target_selector``, which is only named in messages). ``now_iso`` is the wall-clock
+    time for a condition's lastTransitionTime.
     """
     meta = _meta(mirror)
     uid, namespace = meta["uid"], meta["namespace"]
@@ -178,9 +217,21 @@ def plan_reconcile(
     writes: list[Request] = []
     target_states: list[dict[str, str]] = []
     conflicts: list[str] = []
+    refused: list[str] = []
     for target in targets:
         existing = copies_by_namespace.get(target)
         where = f"{target}/{source_name}"
+        if target not in allowed_namespaces:
+            # Opt-in: a namespace that does not ask for copies gets nothing written.
+            refused.append(target)
+            target_states.append(
+                {
+                    "namespace": target,
+                    "state": "NotAllowed",
+                    "message": f"namespace {target} does not match {target_selector}",
+                }
+            )
+            continue
         if existing is not None and _owner_uid(existing) != uid:
             conflicts.append(where)
             target_states.append(
@@ -203,7 +254,7 @@ def plan_reconcile(
             writes.append(replace_request(CONFIGMAPS, desired, namespace=target))
         target_states.append({"namespace": target, "state": "Synced", "message": ""})
 
-    wanted = set(targets)
+    wanted = set(targets) - set(refused)
     for copy in managed:
         copy_meta = _meta(copy)
         if copy_meta.get("namespace") not in wanted or copy_meta.get("name") != source_name:
@@ -213,6 +264,14 @@ def plan_reconcile(
     if source is None:
         ready = _condition(
             False, "SourceNotFound", f"ConfigMap {namespace}/{source_name} not found", generation
+        )
+    elif refused:
+        ready = _condition(
+            False,
+            "TargetNotAllowed",
+            f"namespace(s) not matching {target_selector}, nothing written there: "
+            f"{', '.join(refused)}",
+            generation,
         )
     elif conflicts:
         ready = _condition(
@@ -235,4 +294,5 @@ def plan_reconcile(
         writes.append(
             replace_request(CONFIGMIRRORS, updated, namespace=namespace, subresource="status")
         )
-    return Plan(tuple(writes))
+    event = _event_for(ready, old_status)
+    return Plan(tuple(writes), events=(event,) if event is not None else ())

@@ -1,6 +1,7 @@
 """`make demo`: ConfigMirror on a locally started real kube-apiserver, start to finish.
 
-It starts etcd and kube-apiserver (built by `make testenv`), installs the CRD, runs the
+It starts etcd and kube-apiserver (built by `make testenv`), installs the CRD, creates
+the target namespaces with the label that lets them accept copies, runs the
 `kubemoon-configmirror` program against them, and shows a source ConfigMap mirrored into
 two namespaces, an update propagating, and a deleted copy healing. Everything is torn
 down at the end.
@@ -19,7 +20,7 @@ from typing import Any
 import trio
 import yaml
 
-from configmirror import CONFIGMAPS, CONFIGMIRRORS
+from configmirror import ACCEPT_MIRRORS_LABEL, CONFIGMAPS, CONFIGMIRRORS
 from kubemoon_core import GroupVersionResource, NotFound
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client
@@ -73,10 +74,13 @@ async def demo(server: ApiServer, log_path: Path) -> None:
             crd,
         )
         for namespace in NAMESPACES:
+            # Targets opt in to receiving copies with a label; the source namespace does not.
+            labels = {ACCEPT_MIRRORS_LABEL: "true"} if namespace != NAMESPACES[0] else {}
             await client.create(
                 GroupVersionResource("", "v1", "namespaces"),
-                {"metadata": {"name": namespace}},
+                {"metadata": {"name": namespace, "labels": labels}},
             )
+        print(f"   labelled {', '.join(NAMESPACES[1:])} {ACCEPT_MIRRORS_LABEL}=true")
 
         async def crd_served() -> bool:
             try:

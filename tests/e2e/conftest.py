@@ -12,8 +12,7 @@ import pytest
 import trio
 import yaml
 
-from configmirror import CONFIGMIRRORS
-from configmirror._operator import ConfigMirrorOperator, OperatorOptions
+from configmirror import ACCEPT_MIRRORS_LABEL, CONFIGMIRRORS, ConfigMirrorOperator, OperatorOptions
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client
 
@@ -31,6 +30,22 @@ def install_crd(server: ApiServer) -> None:
     while server.request("GET", served).status != 200:
         assert time.monotonic() < deadline, "the ConfigMirror CRD never became served"
         time.sleep(0.1)
+
+
+def label_namespace(server: ApiServer, namespace: str, labels: dict[str, str | None]) -> None:
+    """Set (or, with None, remove) labels on a Namespace."""
+    response = server.request(
+        "PATCH",
+        f"/api/v1/namespaces/{namespace}",
+        body={"metadata": {"labels": labels}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert response.status == 200, response.body[:300]
+
+
+def accept_mirrors(server: ApiServer, namespace: str, accept: bool = True) -> None:
+    """Opt ``namespace`` in to (or out of) receiving ConfigMirror copies."""
+    label_namespace(server, namespace, {ACCEPT_MIRRORS_LABEL: "true" if accept else None})
 
 
 @pytest.fixture(scope="session")
@@ -68,10 +83,15 @@ class RunningOperator:
         self.scope = scope
         self.exited = trio.Event()
 
+    @property
+    def reconciling(self) -> bool:
+        """True once this replica leads (when electing) and its caches have synced."""
+        return self.operator.manager.reconciling and not self.exited.is_set()
+
     async def stop(self) -> None:
-        """Clean shutdown: drain and release the lease."""
-        await self.operator.shutdown()
-        self.scope.cancel()
+        """Clean shutdown: drain, release the lease, and wait until ``run`` returned."""
+        self.operator.manager.stop()
+        await self.exited.wait()
 
     def crash(self) -> None:
         """Vanish without cleanup, as a killed process does."""
@@ -100,7 +120,7 @@ async def start_operator(
         async def run(task_status: trio.TaskStatus[None]) -> None:
             try:
                 with scope:
-                    await operator.run(task_status=task_status)
+                    await operator.manager.run(task_status=task_status)
             finally:
                 replica.exited.set()
 

@@ -1,4 +1,5 @@
-"""ConfigMirror end to end, against the real kube-apiserver: every behaviour of issue 6."""
+"""ConfigMirror end to end, against the real kube-apiserver: every behaviour of issue 6,
+opt-in target namespaces (issue 15) and its Events (issue 11)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,19 @@ from typing import Any
 
 import pytest
 import trio
-from conftest import StartOperator, eventually
+from conftest import StartOperator, accept_mirrors, eventually
 
-from configmirror import CONFIGMAPS, CONFIGMIRRORS, FINALIZER, OWNER_UID_ANNOTATION
-from kubemoon_core import NotFound
+from configmirror import (
+    ACCEPT_MIRRORS_SELECTOR,
+    CONFIGMAPS,
+    CONFIGMIRRORS,
+    FINALIZER,
+    NAMESPACES,
+    OWNER_UID_ANNOTATION,
+)
+from kubemoon_core import EVENTS, NotFound
 from kubemoon_testing import ApiServer
-from kubemoon_trio import Client
+from kubemoon_trio import CacheReader, Client
 
 pytestmark = pytest.mark.integration
 
@@ -61,12 +69,16 @@ def ready(obj: dict[str, Any] | None) -> tuple[str, str, str] | None:
 
 
 class Scenario:
-    """Namespaces for one test: the mirror's own and some targets."""
+    """Namespaces for one test: the mirror's own and some targets (accepting copies)."""
 
-    def __init__(self, server: ApiServer, client: Client, targets: int = 2) -> None:
+    def __init__(
+        self, server: ApiServer, client: Client, targets: int = 2, *, accept: bool = True
+    ) -> None:
         self.client = client
         self.home = server.create_namespace(prefix="cm-home")
         self.targets = [server.create_namespace(prefix="cm-target") for _ in range(targets)]
+        for target in self.targets if accept else ():
+            accept_mirrors(server, target)
 
     async def copy(self, namespace: str, name: str = "settings") -> dict[str, Any] | None:
         return await get_or_none(self.client, CONFIGMAPS, name, namespace)
@@ -225,19 +237,18 @@ async def test_steady_state_and_restart_make_no_writes(
     assert first.operator.writes == settled, "writes in steady state"
     await first.stop()
     second = await start_operator(namespaces=(s.home,))
-    await eventually(
-        lambda: trio.to_thread.run_sync(lambda: second.operator.reconciling), what="sync"
-    )
+    await eventually(lambda: trio.to_thread.run_sync(lambda: second.reconciling), what="sync")
     await trio.sleep(2.0)
-    assert second.operator.controller.metrics(trio.current_time()).reconciles
+    ((_, metrics),) = second.operator.manager.controller_metrics()
+    assert metrics.reconcile_total.get("success", 0) >= 1
     assert second.operator.writes == 0, "a restarted operator rewrote converged objects"
 
 
 async def test_a_stale_write_gets_409_and_requeues(
     scenario: Scenario, client: Client, start_operator: StartOperator
 ) -> None:
-    from kubemoon_core import ObjectKey
-    from kubemoon_core._controller import Requeue, WorkItem
+    from kubemoon_core import ObjectKey, Requeue, WorkItem
+    from kubemoon_trio import ReconcileContext
 
     s = scenario
     await client.create(CONFIGMAPS, configmap("settings", {"a": "1"}), namespace=s.home)
@@ -256,10 +267,94 @@ async def test_a_stale_write_gets_409_and_requeues(
     source["data"] = {"a": "2"}
     operator.configmaps.store.upsert(await client.replace(CONFIGMAPS, source, namespace=s.home))
     # The cached copy still has its old resourceVersion: the update must be refused.
-    item = WorkItem(ObjectKey(s.home, "m"), reconcile_id=1, started=0.0, requeues=0)
-    assert await operator._reconcile(item) == Requeue()
+    (controller,) = operator.manager.controllers
+    caches = {
+        CONFIGMIRRORS: controller.primary,
+        CONFIGMAPS: CacheReader(operator.configmaps),
+        NAMESPACES: CacheReader(operator.namespaces),
+    }
+    ctx = ReconcileContext(
+        controller=controller.name,
+        item=WorkItem(ObjectKey(s.home, "m"), reconcile_id=1, started=0.0, requeues=0),
+        client=operator.manager.client,
+        primary=controller.primary,
+        primary_resource=CONFIGMIRRORS,
+        primary_kind=None,
+        caches=caches,
+        events=operator.manager.events,
+    )
+    assert await operator.reconcile(ctx) == Requeue()
     assert await s.copy(s.targets[0]) == edited
     # A fresh replica, with fresh caches, converges.
     await start_operator(namespaces=(s.home,))
 
     await eventually(lambda: s.copies_are({"a": "2"}), what="convergence after the conflict")
+
+
+async def test_targets_are_opt_in_and_a_label_change_converges(
+    configmirror_api: ApiServer, client: Client, start_operator: StartOperator
+) -> None:
+    s = Scenario(configmirror_api, client, accept=False)
+    refusing, accepting = s.targets
+    accept_mirrors(configmirror_api, accepting)
+    await client.create(CONFIGMAPS, configmap("settings", {"a": "1"}), namespace=s.home)
+    await client.create(CONFIGMIRRORS, mirror("m", "settings", s.targets), namespace=s.home)
+    await start_operator(namespaces=(s.home,))
+
+    async def reason(expected: str) -> tuple[str, str, str] | None:
+        state = await s.ready()
+        return state if state and state[1] == expected else None
+
+    status, _, message = await eventually(lambda: reason("TargetNotAllowed"), what="refusal")
+    assert status == "False"
+    assert refusing in message and accepting not in message
+    assert ACCEPT_MIRRORS_SELECTOR in message
+    assert (await s.copy(accepting) or {}).get("data") == {"a": "1"}
+    observed = await s.mirror()
+    assert observed is not None
+    states = {t["namespace"]: t["state"] for t in observed["status"]["targets"]}
+    assert states == {refusing: "NotAllowed", accepting: "Synced"}
+    await trio.sleep(1.0)  # give a wrong write time to happen
+    assert await s.copy(refusing) is None
+    names = {c["metadata"]["name"] async for c in client.list(CONFIGMAPS, namespace=refusing)}
+    assert "settings" not in names
+
+    # Opting in converges without touching the mirror.
+    accept_mirrors(configmirror_api, refusing)
+    await eventually(lambda: s.copies_are({"a": "1"}), what="the copy in the labelled namespace")
+    await eventually(lambda: reason("Synced"), what="Ready=True after the label")
+
+    # Opting out deletes the managed copy there, and only there.
+    accept_mirrors(configmirror_api, refusing, accept=False)
+
+    async def copy_gone() -> bool:
+        return await s.copy(refusing) is None
+
+    await eventually(copy_gone, what="the copy deleted after the label was removed")
+    _, _, message = await eventually(lambda: reason("TargetNotAllowed"), what="refusal again")
+    assert refusing in message
+    assert (await s.copy(accepting) or {}).get("data") == {"a": "1"}
+
+
+async def test_a_missing_source_is_an_event_in_the_events_api(
+    scenario: Scenario, client: Client, start_operator: StartOperator
+) -> None:
+    s = scenario
+    created = await client.create(
+        CONFIGMIRRORS, mirror("m", "settings", s.targets), namespace=s.home
+    )
+    await start_operator(namespaces=(s.home,))
+
+    async def source_not_found() -> list[dict[str, Any]]:
+        events = [e async for e in client.list(EVENTS, namespace=s.home)]
+        return [e for e in events if e.get("reason") == "SourceNotFound"]
+
+    (event,) = await eventually(source_not_found, what="a SourceNotFound Event")
+    # Listed from events.k8s.io/v1: its shape (regarding, note), not core/v1's.
+    assert EVENTS.group == "events.k8s.io"
+    assert event["type"] == "Warning"
+    assert event["regarding"]["kind"] == "ConfigMirror"
+    assert event["regarding"]["name"] == "m"
+    assert event["regarding"]["uid"] == created["metadata"]["uid"]
+    assert f"{s.home}/settings" in event["note"]
+    assert event["reportingController"] == "kubemoon.dev/configmirror"

@@ -1,11 +1,34 @@
 """The ConfigMirror planner: what one reconcile writes, for each situation."""
 
 import json
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from configmirror import FINALIZER, MANAGED_BY_LABEL, OWNER_UID_ANNOTATION, plan_reconcile
+from configmirror import (
+    ACCEPT_MIRRORS_SELECTOR,
+    FINALIZER,
+    MANAGED_BY_LABEL,
+    OWNER_UID_ANNOTATION,
+    Plan,
+    PlannedEvent,
+)
+from configmirror import plan_reconcile as plan_with_allowed
 
 NOW = "2026-11-29T18:00:00Z"
+EVERY_TARGET = frozenset({"a", "b", "c"})
+
+
+def plan_reconcile(
+    mirror: Mapping[str, Any],
+    source: Mapping[str, Any] | None,
+    copies: Mapping[str, Mapping[str, Any]],
+    managed: Iterable[Mapping[str, Any]],
+    now: str,
+    *,
+    allowed: Collection[str] = EVERY_TARGET,
+) -> Plan:
+    """The planner with every target namespace accepting copies, unless told otherwise."""
+    return plan_with_allowed(mirror, source, copies, managed, now, allowed_namespaces=allowed)
 
 
 def mirror(**overrides: Any) -> dict[str, Any]:
@@ -197,3 +220,123 @@ def test_transition_time_changes_only_with_the_condition_status() -> None:
     plan = plan_reconcile(mirror(status=changed), None, {}, [], NOW)
     ready = json.loads(plan.writes[0].body)["status"]["conditions"][0]
     assert ready["lastTransitionTime"] == NOW
+
+
+# -- opt-in targets (issue 15) ---------------------------------------------------------------
+
+
+def test_a_target_that_does_not_accept_copies_gets_nothing() -> None:
+    plan = plan_reconcile(mirror(), SOURCE, {}, [], NOW, allowed={"a"})
+    assert summary(plan) == [
+        ("POST", "/api/v1/namespaces/a/configmaps"),
+        ("PUT", "/apis/kubemoon.dev/v1alpha1/namespaces/src/configmirrors/m/status"),
+    ]
+    status = json.loads(plan.writes[1].body)["status"]
+    ready = status["conditions"][0]
+    assert (ready["status"], ready["reason"]) == ("False", "TargetNotAllowed")
+    assert ready["message"].endswith(": b")
+    assert ACCEPT_MIRRORS_SELECTOR in ready["message"]
+    assert status["targets"] == [
+        {"namespace": "a", "state": "Synced", "message": ""},
+        {
+            "namespace": "b",
+            "state": "NotAllowed",
+            "message": f"namespace b does not match {ACCEPT_MIRRORS_SELECTOR}",
+        },
+    ]
+    assert plan.events == (PlannedEvent("Warning", "TargetNotAllowed", ready["message"]),)
+
+
+def test_no_accepting_namespace_means_no_copy_and_every_target_named() -> None:
+    plan = plan_reconcile(mirror(), SOURCE, {}, [], NOW, allowed=())
+    assert summary(plan) == [
+        ("PUT", "/apis/kubemoon.dev/v1alpha1/namespaces/src/configmirrors/m/status")
+    ]
+    ready = json.loads(plan.writes[0].body)["status"]["conditions"][0]
+    assert ready["reason"] == "TargetNotAllowed"
+    assert ready["message"].endswith(": a, b")
+
+
+def test_a_namespace_that_stops_accepting_loses_its_managed_copy() -> None:
+    plan = plan_reconcile(
+        mirror(status=SYNCED_STATUS),
+        SOURCE,
+        {"a": copy("a"), "b": copy("b")},
+        [copy("a"), copy("b")],
+        NOW,
+        allowed={"a"},
+    )
+    assert summary(plan) == [
+        ("DELETE", "/api/v1/namespaces/b/configmaps/settings"),
+        ("PUT", "/apis/kubemoon.dev/v1alpha1/namespaces/src/configmirrors/m/status"),
+    ]
+    # Deleted exactly as cached: a copy changed meanwhile is not deleted blindly.
+    assert json.loads(plan.writes[0].body)["preconditions"] == {
+        "uid": "cm-b",
+        "resourceVersion": "7",
+    }
+
+
+def test_an_unmanaged_configmap_in_a_refusing_namespace_is_left_alone() -> None:
+    theirs = copy("b", uid="someone-else")
+    plan = plan_reconcile(mirror(), SOURCE, {"b": theirs}, [], NOW, allowed={"a"})
+    assert all("/namespaces/b/" not in r.path for r in plan.writes)
+    status = json.loads(plan.writes[-1].body)["status"]
+    assert status["targets"][1]["state"] == "NotAllowed"
+
+
+def test_refused_targets_are_reported_even_without_a_source() -> None:
+    plan = plan_reconcile(mirror(), None, {}, [], NOW, allowed={"a"})
+    status = json.loads(plan.writes[0].body)["status"]
+    assert status["conditions"][0]["reason"] == "SourceNotFound"
+    assert [t["state"] for t in status["targets"]] == ["Pending", "NotAllowed"]
+
+
+def test_the_selector_named_in_messages_is_the_one_in_use() -> None:
+    plan = plan_with_allowed(
+        mirror(), SOURCE, {}, [], NOW, allowed_namespaces={"a"}, target_selector="team in (x)"
+    )
+    status = json.loads(plan.writes[-1].body)["status"]
+    assert "team in (x)" in status["conditions"][0]["message"]
+    assert status["targets"][1]["message"] == "namespace b does not match team in (x)"
+
+
+def test_labelling_the_namespace_converges() -> None:
+    refused = plan_reconcile(mirror(), SOURCE, {}, [], NOW, allowed={"a"})
+    stored = json.loads(refused.writes[-1].body)["status"]
+    accepted = plan_reconcile(mirror(status=stored), SOURCE, {"a": copy("a")}, [copy("a")], NOW)
+    assert summary(accepted) == [
+        ("POST", "/api/v1/namespaces/b/configmaps"),
+        ("PUT", "/apis/kubemoon.dev/v1alpha1/namespaces/src/configmirrors/m/status"),
+    ]
+    ready = json.loads(accepted.writes[-1].body)["status"]["conditions"][0]
+    assert (ready["status"], ready["reason"]) == ("True", "Synced")
+    assert accepted.events == (PlannedEvent("Normal", "Synced", "mirrored to 2 namespace(s)"),)
+
+
+# -- Events ------------------------------------------------------------------------------------
+
+
+def test_events_are_planned_when_the_ready_condition_changes_only() -> None:
+    missing = plan_reconcile(mirror(), None, {}, [], NOW)
+    assert missing.events == (
+        PlannedEvent("Warning", "SourceNotFound", "ConfigMap src/settings not found"),
+    )
+    stored = json.loads(missing.writes[0].body)["status"]
+    again = plan_reconcile(mirror(status=stored), None, {}, [], NOW)
+    assert (again.writes, again.events) == ((), ())
+    theirs = copy("b", uid="someone-else")
+    conflict = plan_reconcile(mirror(status=stored), SOURCE, {"b": theirs}, [], NOW)
+    (event,) = conflict.events
+    assert (event.type, event.reason) == ("Warning", "TargetConflict")
+    assert "b/settings" in event.note
+    steady = plan_reconcile(
+        mirror(status=SYNCED_STATUS), SOURCE, {"a": copy("a"), "b": copy("b")}, [], NOW
+    )
+    assert steady.events == ()
+
+
+def test_finalizer_and_deletion_plans_record_no_events() -> None:
+    assert plan_reconcile(mirror(metadata={"finalizers": []}), SOURCE, {}, [], NOW).events == ()
+    deleting = mirror(metadata={"deletionTimestamp": NOW})
+    assert plan_reconcile(deleting, SOURCE, {}, [copy("a")], NOW).events == ()
