@@ -98,7 +98,9 @@ class LeaderElection:
             raise
         else:
             self._handle(self.elector.receive_response(response, _backend.current_time()))
-            self._report(request.method, None if response.ok else self.elector.last_error)
+            # A GET answered 404 is the normal step before the Lease is created.
+            absent = request.method == "GET" and response.status_code == 404
+            self._report(request.method, None if response.ok or absent else self.elector.last_error)
         return True
 
     def _report(self, method: str, error: BaseException | None) -> None:

@@ -200,12 +200,12 @@ class Informer:
                 return
             raise
         error: BaseException | None = None
+        ok = False
         try:
             reflector.receive_watch_head(
                 stream.status_code, stream.headers, _backend.current_time()
             )
             ok = 200 <= stream.status_code < 300
-            self._report("watch", None if ok else reflector.last_error)
             while not reflector.poll(_backend.current_time()):
                 deadline = reflector.next_deadline()
                 try:
@@ -230,3 +230,5 @@ class Informer:
         finally:
             await stream.aclose()
             reflector.watch_ended(_backend.current_time(), error)
+            # An error answer's Status is known only once its body is read and the watch ended.
+            self._report("watch", error if ok else (reflector.last_error or error))

@@ -245,12 +245,6 @@ async def test_the_program_serves_probes_and_stops_cleanly_on_sigterm(
     assert not lease["spec"].get("holderIdentity")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime bug: LeaderElection reports the 404 of the first GET of a missing Lease "
-    "(the normal way to create it) as a failure; it stays in /readyz until a GET succeeds, "
-    "which a leader never makes",
-)
 async def test_readyz_is_ok_when_the_lease_did_not_exist(
     scenario: Scenario, start_operator: StartOperator
 ) -> None:

@@ -300,3 +300,32 @@ async def test_metadata_only_caches_hold_metadata_and_follow_changes(
                 while (slim.get("big", kube_namespace) or {})["metadata"]["labels"] != {"a": "c"}:
                     await trio.sleep(0.05)
                 manager.stop()
+
+
+async def test_a_forbidden_watch_is_as_loud_as_a_forbidden_list(
+    kube_apiserver: ApiServer, kube_namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    await trio.to_thread.run_sync(
+        lambda: kube_apiserver.grant_namespace_access(kube_namespace, verbs=("get", "list"))
+    )
+    async with client_for(kube_apiserver, "limited") as client:
+        manager = Manager(client, probe_address=("127.0.0.1", 0))
+        manager.controller("w", CONFIGMAPS, kind="ConfigMap", namespace=kube_namespace).complete(
+            noop
+        )
+        with trio.fail_after(20):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(manager.run)
+                with trio.fail_after(10):
+                    while not any(
+                        r.levelno >= logging.WARNING
+                        and "configmaps: watch forbidden" in r.getMessage()
+                        for r in caplog.records
+                    ):
+                        await trio.sleep(0.05)
+                assert manager.probe_port is not None
+                status, body = await http_get(manager.probe_port, "/readyz")
+                assert status == 503
+                assert "configmaps: watch forbidden" in body
+                manager.stop()
