@@ -79,7 +79,7 @@ bench: $(STAMP) testenv
 # The demo needs no controller manager: build (once) and start only the apiserver and etcd.
 demo: $(STAMP)
 	$(BIN)/kubemoon-testenv build --only kube-apiserver,etcd
-	KUBEMOON_TESTENV_CONTROLLER_MANAGER=0 $(BIN)/python examples/demo.py
+	$(BIN)/python examples/demo.py
 
 clean:
 	rm -rf $(VENV) .venv-3.* .coverage docs/_build .mypy_cache .ruff_cache .hypothesis

@@ -604,7 +604,8 @@ def measure(tmp: Path) -> tuple[Run, Run]:
         f"--audit-log-path={audit_log}",
         "--audit-log-mode=batch",
     ]
-    with ApiServer(extra_args=extra) as server:
+    # No controller manager: its garbage collector would watch and add load to the run.
+    with ApiServer(extra_args=extra, controller_manager=False) as server:
         admin = Admin(server)
         try:
             install_crd(admin)

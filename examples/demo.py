@@ -147,7 +147,8 @@ async def run_story(client: Client) -> None:
 def main() -> int:
     started = time.monotonic()
     say("starting etcd and kube-apiserver on 127.0.0.1")
-    with ApiServer() as server, tempfile.TemporaryDirectory() as tmp:
+    # The demo needs no controllers, and `make demo` builds only kube-apiserver and etcd.
+    with ApiServer(controller_manager=False) as server, tempfile.TemporaryDirectory() as tmp:
         print(f"   {server.url} ready in {time.monotonic() - started:.1f}s")
         trio.run(demo, server, Path(tmp) / "operator.log")
         say("tearing down")
