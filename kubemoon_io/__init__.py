@@ -15,6 +15,7 @@ from ._config import (
 )
 from ._credentials import PLUGIN_OUTPUT_LIMIT, PLUGIN_TIMEOUT, CredentialProvider, PluginRun
 from ._metrics import MetricsSource, RuntimeCollector
+from ._proxy import ProxySettings, proxy_settings
 from ._tls import InsecureTLSWarning, check_transport, ssl_context
 from ._transport import (
     ResponseTooLarge,
@@ -32,6 +33,7 @@ __all__ = [
     "InsecureTLSWarning",
     "MetricsSource",
     "PluginRun",
+    "ProxySettings",
     "ResponseTooLarge",
     "RuntimeCollector",
     "TLSError",
@@ -42,6 +44,7 @@ __all__ = [
     "load_config",
     "load_in_cluster_config",
     "load_kubeconfig",
+    "proxy_settings",
     "ssl_context",
     "transport_error",
 ]

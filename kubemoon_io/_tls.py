@@ -29,13 +29,7 @@ class InsecureTLSWarning(UserWarning):
 
 
 def check_transport(config: ClientConfig) -> None:
-    """Refuse what no adapter supports yet, and warn (and log) about plain-http credentials."""
-    if config.proxy_url is not None:
-        raise ConfigError(
-            "proxy-url is not supported yet: unset it, or reach the server directly",
-            file=config.source,
-            key="proxy-url",
-        )
+    """Warn (and log) about credentials sent over plain http."""
     message = config.plain_http_warning()
     if message is not None:
         warnings.warn(message, InsecureTLSWarning, stacklevel=3)

@@ -54,6 +54,7 @@ from kubemoon_io import (
     load_config,
     load_in_cluster_config,
     load_kubeconfig,
+    proxy_settings,
     transport_error,
 )
 from kubemoon_io import ssl_context as make_ssl_context
@@ -309,6 +310,7 @@ class Client:
         self._max_body_size = max_body_size
         self._max_retries = max_retries
         check_transport(config)
+        self._proxy = proxy_settings(config)
         self._own_tls = ssl_context is None and config.scheme == "https"
         if self._own_tls:
             ssl_context = make_ssl_context(config)
@@ -347,12 +349,25 @@ class Client:
         self, *, max_connections: int, stream: bool = False
     ) -> httpcore.AsyncConnectionPool:
         # A stream's pool holds its one connection and keeps nothing alive after it.
-        return httpcore.AsyncConnectionPool(
+        limits: dict[str, Any] = {
+            "max_connections": max_connections,
+            "max_keepalive_connections": 0 if stream else None,
+            "keepalive_expiry": 60.0,
+            "retries": 0,
+        }
+        proxy = self._proxy
+        if proxy is None:
+            return httpcore.AsyncConnectionPool(ssl_context=self._ssl_context, **limits)
+        if proxy.kind == "socks5":
+            return httpcore.AsyncSOCKSProxy(
+                proxy_url=proxy.url, proxy_auth=proxy.auth, ssl_context=self._ssl_context, **limits
+            )
+        return httpcore.AsyncHTTPProxy(
+            proxy_url=proxy.url,
+            proxy_auth=proxy.auth,
             ssl_context=self._ssl_context,
-            max_connections=max_connections,
-            max_keepalive_connections=0 if stream else None,
-            keepalive_expiry=60.0,
-            retries=0,
+            proxy_ssl_context=proxy.tls,
+            **limits,
         )
 
     @property

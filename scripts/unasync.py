@@ -40,6 +40,8 @@ _UNASYNC: tuple[tuple[str, str], ...] = (
     (r"\basync for\b", "for"),
     (r"\bawait ", ""),
     (r"\bAsyncConnectionPool\b", "ConnectionPool"),
+    (r"\bAsyncHTTPProxy\b", "HTTPProxy"),
+    (r"\bAsyncSOCKSProxy\b", "SOCKSProxy"),
     (r"\bAsyncIterator\b", "Iterator"),
     (r"\bAsyncIterable\b", "Iterable"),
     (r"\bAsyncGenerator\b", "Generator"),

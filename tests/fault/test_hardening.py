@@ -161,11 +161,3 @@ def test_credentials_over_plain_http_warn_and_log(
     assert any("http" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
     assert "t0ken" not in caplog.text
     del client
-
-
-def test_a_proxy_url_is_refused_until_supported(adapter: Adapter) -> None:
-    from kubemoon_core import ClientConfig
-
-    config = ClientConfig(server="https://127.0.0.1:1", proxy_url="http://proxy.local:3128")
-    with pytest.raises(ConfigError, match="proxy-url is not supported"):
-        adapter.module.Client(config)
