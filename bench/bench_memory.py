@@ -113,7 +113,8 @@ def reflector_sync(pages: list[Response], metadata_only: bool) -> Reflector:
     reflector = Reflector(CONFIGMAPS, rng=random.Random(0), metadata_only=metadata_only)
     for page in pages:
         request = reflector.next_request(0.0)
-        assert request is not None and not request.stream
+        assert request is not None
+        assert not request.stream
         if metadata_only:
             assert "PartialObjectMetadataList" in (request.header("Accept") or "")
         reflector.receive_response(page, 0.0)
