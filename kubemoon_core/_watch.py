@@ -23,8 +23,8 @@ Rules:
   ``finally``, and only if it was enabled when the call started); ``gc_pause=False`` turns
   this off. Why: the thousands of fresh containers such a chunk creates survive until the
   call returns its list, so each young collection promotes them and the older ones walk
-  them again (measured in ``bench/bench_watch.py``: about a third of the extra per-event
-  cost of 8 MiB chunks). JSON documents hold no reference cycles, so nothing the pause
+  them again (measured in ``bench/bench_watch.py``: the pause removes about half of the
+  extra per-event cost of 8 MiB chunks over 16 KiB ones). JSON documents hold no reference cycles, so nothing the pause
   delays could only be freed by the collector; the next collection runs as usual once
   allocations resume. The pause is process-wide while it lasts (another thread allocating
   meanwhile is not collected either), it never outlives the call, and smaller chunks never
