@@ -24,11 +24,11 @@ Rules:
   this off. Why: the thousands of fresh containers such a chunk creates survive until the
   call returns its list, so each young collection promotes them and the older ones walk
   them again (measured in ``bench/bench_watch.py``: the pause removes about half of the
-  extra per-event cost of 8 MiB chunks over 16 KiB ones). JSON documents hold no reference cycles, so nothing the pause
-  delays could only be freed by the collector; the next collection runs as usual once
-  allocations resume. The pause is process-wide while it lasts (another thread allocating
-  meanwhile is not collected either), it never outlives the call, and smaller chunks never
-  touch the collector.
+  extra per-event cost of 8 MiB chunks over 16 KiB ones). JSON documents hold no
+  reference cycles, so nothing the pause delays could only be freed by the collector; the
+  next collection runs as usual once allocations resume. The pause is process-wide while
+  it lasts (another thread allocating meanwhile is not collected either), it never
+  outlives the call, and smaller chunks never touch the collector.
 - Lines are UTF-8 JSON (RFC 8259). With the standard-library backend the complete lines of
   a chunk are decoded to text in one step (no per-line encoding sniffing: a BOM or UTF-16
   is an error) and each document is read where it stands in that text by the scanner
