@@ -99,8 +99,11 @@ class WatchEvent:
     def resource_version(self) -> str | None:
         """``metadata.resourceVersion`` of the object, or None when it has none."""
         metadata = self.object.get("metadata")
-        rv = metadata.get("resourceVersion") if isinstance(metadata, Mapping) else None
-        return rv if isinstance(rv, str) else None
+        # type() first: isinstance against an ABC is slow, and decoded JSON is made of dicts.
+        if type(metadata) is dict or isinstance(metadata, Mapping):
+            rv = metadata.get("resourceVersion")
+            return rv if isinstance(rv, str) else None
+        return None
 
     @property
     def initial_events_end(self) -> bool:
