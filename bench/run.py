@@ -16,9 +16,12 @@ from _table import Row, render
 MODULES = [
     "bench_watch",
     "bench_reflector",
+    "bench_memory",
+    "bench_informer",
     "bench_queue",
     "bench_typed",
     "bench_webhook",
+    "bench_client",
     "bench_operator",
 ]
 

@@ -231,6 +231,7 @@ from ._store import (
 from ._typed import TypedDecodeError, TypedView, decode, encode
 from ._watch import (
     DEFAULT_MAX_LINE_LENGTH,
+    GC_PAUSE_MIN,
     INITIAL_EVENTS_END_ANNOTATION,
     WatchDecoder,
     WatchEvent,
@@ -344,6 +345,7 @@ __all__ = [
     "FastSlowRateLimiter",
     "Forbidden",
     "Format",
+    "GC_PAUSE_MIN",
     "Gone",
     "Histogram",
     "GroupVersion",

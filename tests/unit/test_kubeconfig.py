@@ -516,6 +516,10 @@ def test_origin_ports_and_base_path() -> None:
         "/api#frag",
         "/api v1",
         "/api\r\nHost: evil",
+        "/api\x7f",
+        "/api\x00",
+        "/api/v1/..",
+        "..",
         "@evil.example/x",
         "",
     ],
@@ -532,6 +536,8 @@ def test_url_keeps_queries_with_odd_but_safe_characters() -> None:
         config.url("/api?labelSelector=a%3Db") == "https://k8s.example:443/api?labelSelector=a%3Db"
     )
     assert config.url("/api?x=..") == "https://k8s.example:443/api?x=.."
+    # Dots inside a segment, or three of them, are names, not dot segments.
+    assert config.url("/api/.../.b/c.") == "https://k8s.example:443/api/.../.b/c."
 
 
 # -- in-cluster ------------------------------------------------------------------------------

@@ -398,3 +398,91 @@ def test_the_offset_of_a_bad_line_after_a_large_buffered_chunk() -> None:
     with pytest.raises(DecodeError, match="invalid JSON") as info:
         decoder.receive_data(stream[3:])
     assert info.value.offset == len(stream) - 4
+
+
+# -- the garbage-collector pause on large chunks --------------------------------------------
+
+
+def _big_chunk() -> tuple[bytes, int]:
+    """At least GC_PAUSE_MIN bytes of complete events, plus the start of one more."""
+    from kubemoon_core import GC_PAUSE_MIN
+
+    one = line("ADDED", {"metadata": {"name": "x", "resourceVersion": "1"}, "data": {"k": "v"}})
+    count = GC_PAUSE_MIN // len(one) + 1
+    return one * count + b'{"type":', count
+
+
+@pytest.fixture
+def collections() -> Iterator[list[int]]:
+    """The generations the cyclic collector collects while the test runs, with a threshold
+    low enough that decoding a large chunk would trigger collections."""
+    import gc
+
+    seen: list[int] = []
+
+    def record(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            seen.append(info["generation"])
+
+    threshold = gc.get_threshold()
+    enabled = gc.isenabled()
+    gc.enable()
+    gc.set_threshold(50, 10, 10)
+    gc.callbacks.append(record)
+    try:
+        yield seen
+    finally:
+        gc.callbacks.remove(record)
+        gc.set_threshold(*threshold)
+        if not enabled:
+            gc.disable()
+
+
+def test_large_chunk_is_decoded_without_collections_and_the_collector_restored(
+    collections: list[int],
+) -> None:
+    import gc
+
+    data, count = _big_chunk()
+    events = WatchDecoder().receive_data(data)
+    assert len(events) == count
+    # Decoding runs with the collector paused; the first allocations after the pause may
+    # start the collection that was due, as they would in any other code.
+    assert len(collections) <= 3
+    assert gc.isenabled()
+
+
+def test_large_chunk_without_gc_pause_collects_as_usual(collections: list[int]) -> None:
+    data, count = _big_chunk()
+    assert len(WatchDecoder(gc_pause=False).receive_data(data)) == count
+    assert len(collections) > 100  # the same work does trigger it: the pause is real
+
+
+def test_small_chunks_never_touch_the_collector(collections: list[int]) -> None:
+    data, count = _big_chunk()
+    decoder = WatchDecoder()
+    total = sum(len(decoder.receive_data(data[i : i + 4096])) for i in range(0, len(data), 4096))
+    assert total == count
+    assert len(collections) > 100  # collections run between and during small calls
+
+
+def test_a_disabled_collector_stays_disabled(collections: list[int]) -> None:
+    import gc
+
+    data, count = _big_chunk()
+    gc.disable()
+    try:
+        assert len(WatchDecoder().receive_data(data)) == count
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_the_collector_is_restored_when_a_large_chunk_fails(collections: list[int]) -> None:
+    import gc
+
+    data, _ = _big_chunk()
+    decoder = WatchDecoder()
+    with pytest.raises(DecodeError):
+        decoder.receive_data(b"not json\n" + data)
+    assert gc.isenabled()
