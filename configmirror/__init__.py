@@ -21,6 +21,7 @@ from ._plan import (
     PlannedEvent,
     plan_reconcile,
 )
+from ._webhooks import ConfigMirrorWebhooks
 
 __all__ = [
     "ACCEPT_MIRRORS_LABEL",
@@ -33,6 +34,7 @@ __all__ = [
     "NAMESPACES",
     "OWNER_UID_ANNOTATION",
     "ConfigMirrorOperator",
+    "ConfigMirrorWebhooks",
     "OperatorOptions",
     "Plan",
     "PlannedEvent",

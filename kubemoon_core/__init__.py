@@ -237,6 +237,8 @@ from ._watch import (
 )
 from ._webhook import (
     DEFAULT_MAX_BODY_SIZE,
+    AsyncAdmissionHandler,
+    PendingAdmission,
     WebhookApp,
     WebhookKind,
     WebhookReply,
@@ -303,6 +305,8 @@ __all__ = [
     "escape_pointer_token",
     "json_patch",
     "DEFAULT_MAX_BODY_SIZE",
+    "AsyncAdmissionHandler",
+    "PendingAdmission",
     "WebhookApp",
     "WebhookKind",
     "WebhookReply",

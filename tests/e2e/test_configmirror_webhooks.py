@@ -1,0 +1,285 @@
+"""ConfigMirror's admission webhooks, called by the real kube-apiserver over TLS.
+
+The webhooks are served by :class:`configmirror.ConfigMirrorWebhooks` on a
+:class:`kubemoon_trio.WebhookServer` at ``https://127.0.0.1:<port>``; each test installs
+webhook configurations that select only its own namespace (by label), so nothing it
+leaves behind can affect another test.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from prometheus_client import CollectorRegistry
+
+from configmirror import CONFIGMIRRORS, ConfigMirrorWebhooks
+from configmirror._webhooks import MUTATE_PATH, VALIDATE_PATH
+from kubemoon_core import (
+    ApiError,
+    GroupVersionResource,
+    Invalid,
+    NotFound,
+    WriteOptions,
+    ca_bundle_patch,
+    delete_request,
+)
+from kubemoon_testing import ApiServer, WebhookCertificates
+from kubemoon_trio import Client, WebhookServer
+
+pytestmark = pytest.mark.integration
+
+NAMESPACES = GroupVersionResource("", "v1", "namespaces")
+VALIDATING = GroupVersionResource(
+    "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations"
+)
+MUTATING = GroupVersionResource(
+    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"
+)
+TEST_LABEL = "kubemoon.dev/configmirror-webhook-test"
+
+
+def mirror(name: str, targets: list[str], source: str = "settings") -> dict[str, Any]:
+    return {
+        "apiVersion": "kubemoon.dev/v1alpha1",
+        "kind": "ConfigMirror",
+        "metadata": {"name": name},
+        "spec": {"source": source, "targetNamespaces": targets},
+    }
+
+
+class Served:
+    """The ConfigMirror webhooks on a server in the test's nursery; stoppable."""
+
+    def __init__(self, nursery: trio.Nursery, certs: WebhookCertificates, client: Client) -> None:
+        self.nursery = nursery
+        self.certs = certs
+        self.app = ConfigMirrorWebhooks(client).app()
+        self.port = 0
+        self._scope = trio.CancelScope()
+        self._stopped = trio.Event()
+
+    async def start(self) -> None:
+        server = WebhookServer(
+            self.app,
+            cert_file=self.certs.cert_file,
+            key_file=self.certs.key_file,
+            port=self.port,
+            registry=CollectorRegistry(),
+        )
+        scope, stopped = trio.CancelScope(), trio.Event()
+
+        async def run(task_status: trio.TaskStatus[int]) -> None:
+            try:
+                with scope:
+                    await server.serve(task_status=task_status)
+            finally:
+                stopped.set()
+
+        self.port = await self.nursery.start(run)
+        self._scope, self._stopped = scope, stopped
+
+    async def stop(self) -> None:
+        self._scope.cancel()
+        await self._stopped.wait()
+
+    def url(self, path: str) -> str:
+        return f"https://127.0.0.1:{self.port}{path}"
+
+
+def configuration(kind: str, served: Served, path: str, namespace: str) -> dict[str, Any]:
+    short = "validate" if kind.startswith("Validating") else "default"
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": f"configmirror-{short}-{namespace}"},
+        "webhooks": [
+            {
+                "name": f"{short}.configmirror.kubemoon.dev",
+                "clientConfig": {"url": served.url(path)},
+                "rules": [
+                    {
+                        "apiGroups": ["kubemoon.dev"],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["configmirrors"],
+                        "scope": "Namespaced",
+                    }
+                ],
+                "namespaceSelector": {"matchLabels": {TEST_LABEL: namespace}},
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "timeoutSeconds": 10,
+            }
+        ],
+    }
+
+
+async def install(client: Client, obj: dict[str, Any], bundle: bytes) -> None:
+    """Create a configuration, then inject the CA bundle (as the operator's installer does)."""
+    resource = VALIDATING if obj["kind"].startswith("Validating") else MUTATING
+    created = await client.create(resource, obj)
+    for _ in range(10):
+        try:
+            await client.request(ca_bundle_patch(created, bundle))
+            return
+        except Invalid:  # changed since it was read: read it again
+            created = await client.get(resource, obj["metadata"]["name"])
+    raise AssertionError("the CA bundle could not be injected")
+
+
+@pytest.fixture
+async def home(client: Client, kube_namespace: str) -> str:
+    """The test's namespace, labelled so that the test's webhook configurations select it."""
+    await client.patch(
+        NAMESPACES, kube_namespace, {"metadata": {"labels": {TEST_LABEL: kube_namespace}}}
+    )
+    return kube_namespace
+
+
+@pytest.fixture
+async def served(
+    client: Client, nursery: trio.Nursery, tmp_path: Path, home: str
+) -> AsyncIterator[Served]:
+    """The webhooks served and registered (validating and mutating) for ``home``."""
+    hooks = Served(nursery, WebhookCertificates.create(tmp_path / "certs"), client)
+    await hooks.start()
+    validating = configuration("ValidatingWebhookConfiguration", hooks, VALIDATE_PATH, home)
+    mutating = configuration("MutatingWebhookConfiguration", hooks, MUTATE_PATH, home)
+    try:
+        await install(client, validating, hooks.certs.ca_bundle)
+        await install(client, mutating, hooks.certs.ca_bundle)
+        await enforced(client, home)
+        yield hooks
+    finally:
+        await client.send(delete_request(VALIDATING, validating["metadata"]["name"]))
+        await client.send(delete_request(MUTATING, mutating["metadata"]["name"]))
+
+
+async def enforced(client: Client, namespace: str) -> None:
+    """Wait until the apiserver calls the webhooks (its configuration informer lags)."""
+    with trio.move_on_after(30):
+        while True:
+            try:
+                await client.create(
+                    CONFIGMIRRORS,
+                    mirror("probe", [namespace]),
+                    namespace=namespace,
+                    options=WriteOptions(dry_run=True),
+                )
+            except ApiError as exc:
+                if "own namespace" in str(exc):
+                    return
+            await trio.sleep(0.1)
+    raise AssertionError("the ConfigMirror webhooks were never called")
+
+
+async def test_an_invalid_mirror_is_rejected_with_the_webhooks_message(
+    client: Client, served: Served, home: str
+) -> None:
+    with pytest.raises(ApiError) as info:
+        await client.create(CONFIGMIRRORS, mirror("bad", ["other", home]), namespace=home)
+    message = str(info.value)
+    assert info.value.code == 422
+    assert 'admission webhook "validate.configmirror.kubemoon.dev" denied the request' in message
+    assert f"target namespace {home!r} is the ConfigMirror's own namespace" in message
+    with pytest.raises(NotFound):
+        await client.get(CONFIGMIRRORS, "bad", namespace=home)
+
+
+async def test_too_many_targets_are_refused_by_the_webhook(
+    client: Client, served: Served, home: str
+) -> None:
+    # The schema allows 256 targets; the webhook's limit is 100.
+    targets = [f"t-{i:03d}" for i in range(101)]
+    with pytest.raises(ApiError, match="at most 100 target namespaces, got 101"):
+        await client.create(CONFIGMIRRORS, mirror("many", targets), namespace=home)
+
+
+async def test_a_valid_mirror_is_defaulted_and_stored(
+    client: Client, served: Served, home: str
+) -> None:
+    stored = await client.create(
+        CONFIGMIRRORS, mirror("good", ["zeta", "alpha", "mid"]), namespace=home
+    )
+    assert stored["spec"]["targetNamespaces"] == ["alpha", "mid", "zeta"]
+    assert stored["metadata"]["labels"] == {"kubemoon.dev/mirror-source": "settings"}
+    read = await client.get(CONFIGMIRRORS, "good", namespace=home)
+    assert read["spec"] == stored["spec"]
+
+
+async def test_a_dry_run_create_runs_the_webhooks_and_stores_nothing(
+    client: Client, served: Served, home: str
+) -> None:
+    answered = await client.create(
+        CONFIGMIRRORS, mirror("dry", ["b", "a"]), namespace=home, options=WriteOptions(dry_run=True)
+    )
+    assert answered["spec"]["targetNamespaces"] == ["a", "b"]  # the mutating webhook ran
+    with pytest.raises(NotFound):
+        await client.get(CONFIGMIRRORS, "dry", namespace=home)
+    with pytest.raises(ApiError, match="own namespace"):  # and so did the validating one
+        await client.create(
+            CONFIGMIRRORS,
+            mirror("dry-bad", [home]),
+            namespace=home,
+            options=WriteOptions(dry_run=True),
+        )
+
+
+async def test_a_user_may_only_mirror_into_namespaces_they_could_write(
+    configmirror_api: ApiServer, served: Served, home: str
+) -> None:
+    server = configmirror_api
+    writable = await trio.to_thread.run_sync(
+        lambda: server.create_namespace(prefix="kubemoon-writable")
+    )
+    try:
+        await trio.to_thread.run_sync(
+            lambda: server.grant_namespace_access(
+                home,
+                verbs=("create", "get"),
+                resources=("configmirrors",),
+                api_groups=("kubemoon.dev",),
+            )
+        )
+        await trio.to_thread.run_sync(
+            lambda: server.grant_namespace_access(writable, verbs=("create",))
+        )
+        async with Client.from_kubeconfig(str(server.kubeconfig_path), context="limited") as user:
+            with pytest.raises(ApiError) as info:
+                await user.create(
+                    CONFIGMIRRORS, mirror("steal", [writable, "kube-system"]), namespace=home
+                )
+            assert info.value.code == 403
+            message = str(info.value)
+            assert "user 'limited' may not create ConfigMaps in namespace 'kube-system'" in message
+            assert repr(writable) not in message  # only the namespace it may not write to
+            with pytest.raises(NotFound):
+                await user.get(CONFIGMIRRORS, "steal", namespace=home)
+            # Into a namespace where the user may create ConfigMaps: allowed.
+            created = await user.create(CONFIGMIRRORS, mirror("ok", [writable]), namespace=home)
+            assert created["spec"]["targetNamespaces"] == [writable]
+    finally:
+        await trio.to_thread.run_sync(lambda: server.delete_namespace(writable))
+
+
+async def test_failure_policy_fail_with_the_webhook_stopped(
+    client: Client, served: Served, home: str
+) -> None:
+    await served.stop()
+    name = f"while-down-{secrets.token_hex(2)}"
+    with pytest.raises(ApiError) as info:
+        await client.create(CONFIGMIRRORS, mirror(name, ["other"]), namespace=home)
+    assert info.value.code == 500
+    assert "failed calling webhook" in str(info.value)
+    assert "connection refused" in str(info.value)
+    with pytest.raises(NotFound):
+        await client.get(CONFIGMIRRORS, name, namespace=home)
+    await served.start()  # the same port: admissions work again
+    created = await client.create(CONFIGMIRRORS, mirror(name, ["other"]), namespace=home)
+    assert created["metadata"]["name"] == name
