@@ -31,6 +31,7 @@ from ._admission import (
     review_targets,
     validate_mirror,
 )
+from ._convert import converter
 
 __all__ = [
     "CONVERT_PATH",
@@ -57,8 +58,6 @@ class ConfigMirrorWebhooks:
     def app(self) -> WebhookApp:
         """A :class:`~kubemoon_core.WebhookApp` with the validating, mutating and
         conversion webhooks registered."""
-        from ._convert import converter  # noqa: PLC0415 - keeps the import graph flat
-
         app = WebhookApp()
         app.validating(VALIDATE_PATH, self.validate, name="validate.configmirror.kubemoon.dev")
         app.mutating(MUTATE_PATH, mutate, name="default.configmirror.kubemoon.dev")

@@ -7,7 +7,7 @@ import pytest
 from configmirror import (
     ACCEPT_MIRRORS_SELECTOR,
     CONFIGMAPS,
-    CONFIGMIRRORS,
+    CONFIGMIRRORS_V1BETA1,
     NAMESPACES,
     ConfigMirrorOperator,
     OperatorOptions,
@@ -66,6 +66,6 @@ def test_one_controller_per_namespace_on_shared_caches() -> None:
     assert len(informers) == 4
     assert informers.get(CONFIGMAPS) is operator.configmaps
     assert informers.get(NAMESPACES, label_selector=selector) is operator.namespaces
-    assert {i.namespace for i in informers if i.resource == CONFIGMIRRORS} == {"a", "b"}
+    assert {i.namespace for i in informers if i.resource == CONFIGMIRRORS_V1BETA1} == {"a", "b"}
     single = ConfigMirrorOperator(client, OperatorOptions(namespaces=("a",)))
     assert [c.name for c in single.manager.controllers] == ["configmirror"]
