@@ -19,6 +19,7 @@ from typing import Any
 from kubemoon_core import AdmissionRequest, GroupVersionResource, UserInfo
 
 __all__ = [
+    "ALL_NAMESPACES",
     "MAX_TARGETS",
     "SOURCE_LABEL",
     "SUBJECT_ACCESS_REVIEWS",
@@ -30,6 +31,8 @@ __all__ = [
     "validate_mirror",
 ]
 
+ALL_NAMESPACES = ""
+"""The namespace of an access review about every namespace."""
 MAX_TARGETS = 100
 """The most target namespaces one ConfigMirror may name."""
 SOURCE_LABEL = "kubemoon.dev/mirror-source"
@@ -92,12 +95,18 @@ def review_targets(request: AdmissionRequest) -> list[str]:
 
     All targets on CREATE; on UPDATE, all of them when the spec changed (a new source
     would be written to every target on this user's word), none when only metadata or
-    finalizers changed.
+    finalizers changed. A ``namespaceSelector`` adds :data:`ALL_NAMESPACES`.
     """
     obj = request.object or {}
     if request.old_object is not None and _spec(request.old_object) == _spec(obj):
         return []
-    return list(dict.fromkeys(t for t in target_namespaces(obj) if isinstance(t, str)))
+    named = [t for t in target_namespaces(obj) if isinstance(t, str)]
+    # A v1beta1 namespaceSelector may select any namespace that accepts copies, now or
+    # later: it takes the right to create ConfigMaps in all of them ("" in a review).
+    targets = _spec(obj).get("targets")
+    if isinstance(targets, Mapping) and targets.get("namespaceSelector") is not None:
+        named.append(ALL_NAMESPACES)
+    return list(dict.fromkeys(named))
 
 
 def access_review(user: UserInfo, namespace: str) -> dict[str, Any]:
@@ -132,6 +141,11 @@ def access_denial(answer: Mapping[str, Any], user: UserInfo, namespace: str) -> 
         return None
     why = status.get("reason") or status.get("evaluationError")
     because = f" ({why})" if isinstance(why, str) and why else ""
+    if namespace == ALL_NAMESPACES:
+        return (
+            f"user {user.username!r} may not create ConfigMaps in all namespaces{because}: "
+            "a ConfigMirror with a namespaceSelector needs that right"
+        )
     return (
         f"user {user.username!r} may not create ConfigMaps in namespace {namespace!r}{because}: "
         "a ConfigMirror may only target namespaces where its author could write the copy"

@@ -1,9 +1,10 @@
-"""ConfigMirror's admission webhooks, called by the real kube-apiserver over TLS.
+"""ConfigMirror's webhooks, called by the real kube-apiserver over TLS.
 
-The webhooks are served by :class:`configmirror.ConfigMirrorWebhooks` on a
+The admission webhooks are served by :class:`configmirror.ConfigMirrorWebhooks` on a
 :class:`kubemoon_trio.WebhookServer` at ``https://127.0.0.1:<port>``; each test installs
 webhook configurations that select only its own namespace (by label), so nothing it
-leaves behind can affect another test.
+leaves behind can affect another test. The conversion webhook is the session's (see
+conftest.py): the CRD stores v1beta1 and serves v1alpha1 too.
 """
 
 from __future__ import annotations
@@ -15,10 +16,17 @@ from typing import Any
 
 import pytest
 import trio
+from conftest import ConversionServer, crd_manifest, put_crd, uninstall_crd
 from prometheus_client import CollectorRegistry
 
-from configmirror import CONFIGMIRRORS, ConfigMirrorWebhooks
-from configmirror._webhooks import MUTATE_PATH, VALIDATE_PATH
+from configmirror import (
+    CONFIGMIRRORS,
+    CONFIGMIRRORS_V1BETA1,
+    MUTATE_PATH,
+    VALIDATE_PATH,
+    ConfigMirrorWebhooks,
+)
+from configmirror._api import ConfigMirror
 from kubemoon_core import (
     ApiError,
     GroupVersionResource,
@@ -28,6 +36,7 @@ from kubemoon_core import (
     ca_bundle_patch,
     delete_request,
 )
+from kubemoon_core import crd_manifest as generated_crd
 from kubemoon_testing import ApiServer, WebhookCertificates
 from kubemoon_trio import Client, WebhookServer
 
@@ -283,3 +292,84 @@ async def test_failure_policy_fail_with_the_webhook_stopped(
     await served.start()  # the same port: admissions work again
     created = await client.create(CONFIGMIRRORS, mirror(name, ["other"]), namespace=home)
     assert created["metadata"]["name"] == name
+
+
+def comparable(obj: dict[str, Any]) -> dict[str, Any]:
+    """What must not change between reads: everything but apiVersion and managedFields."""
+    meta = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
+    return {**{k: v for k, v in obj.items() if k != "apiVersion"}, "metadata": meta}
+
+
+async def test_a_v1alpha1_mirror_reads_back_in_both_versions(client: Client, home: str) -> None:
+    created = await client.create(
+        CONFIGMIRRORS, mirror("versions", ["b-ns", "a-ns"]), namespace=home
+    )
+    as_beta = await client.get(CONFIGMIRRORS_V1BETA1, "versions", namespace=home)
+    assert as_beta["apiVersion"] == "kubemoon.dev/v1beta1"
+    assert as_beta["spec"] == {"source": "settings", "targets": {"namespaces": ["b-ns", "a-ns"]}}
+    assert as_beta["metadata"]["uid"] == created["metadata"]["uid"]
+    assert as_beta["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    as_alpha = await client.get(CONFIGMIRRORS, "versions", namespace=home)
+    assert as_alpha["apiVersion"] == "kubemoon.dev/v1alpha1"
+    assert comparable(as_alpha) == comparable(created)
+    # A list in either version has it too (one conversion review for the page).
+    listed = [m async for m in client.list(CONFIGMIRRORS_V1BETA1, namespace=home)]
+    assert [m["spec"]["targets"]["namespaces"] for m in listed] == [["b-ns", "a-ns"]]
+
+
+async def test_a_v1beta1_selector_survives_a_v1alpha1_update(client: Client, home: str) -> None:
+    beta = {
+        "apiVersion": "kubemoon.dev/v1beta1",
+        "kind": "ConfigMirror",
+        "metadata": {"name": "selecting"},
+        "spec": {
+            "source": "settings",
+            "targets": {"namespaces": ["x"], "namespaceSelector": {"matchLabels": {"t": "y"}}},
+        },
+    }
+    await client.create(CONFIGMIRRORS_V1BETA1, beta, namespace=home)
+    alpha = await client.get(CONFIGMIRRORS, "selecting", namespace=home)
+    assert alpha["spec"] == {"source": "settings", "targetNamespaces": ["x"]}
+    # A v1alpha1 client edits what it knows; the selector it cannot see is kept.
+    alpha["spec"]["targetNamespaces"] = ["x", "z"]
+    await client.replace(CONFIGMIRRORS, alpha, namespace=home)
+    again = await client.get(CONFIGMIRRORS_V1BETA1, "selecting", namespace=home)
+    assert again["spec"]["targets"] == {
+        "namespaces": ["x", "z"],
+        "namespaceSelector": {"matchLabels": {"t": "y"}},
+    }
+    assert "annotations" not in again["metadata"]
+
+
+async def test_objects_stored_before_the_upgrade_are_served_in_both_versions(
+    configmirror_api: ApiServer, conversion_webhook: ConversionServer, client: Client, home: str
+) -> None:
+    server = configmirror_api
+    # The v1alpha1-only CRD, as released before v1beta1, with objects stored in v1alpha1.
+    await trio.to_thread.run_sync(lambda: uninstall_crd(server))
+    old = generated_crd(ConfigMirror)
+    await trio.to_thread.run_sync(lambda: put_crd(server, old))
+    before = [
+        await client.create(CONFIGMIRRORS, mirror(f"old-{i}", [f"t-{i}"]), namespace=home)
+        for i in range(3)
+    ]
+    # The upgrade: v1beta1 becomes the storage version, converted by the webhook.
+    await trio.to_thread.run_sync(lambda: put_crd(server, crd_manifest(conversion_webhook)))
+    for i, stored in enumerate(before):
+        name = stored["metadata"]["name"]
+        alpha = await client.get(CONFIGMIRRORS, name, namespace=home)
+        assert comparable(alpha) == comparable(stored)
+        beta = await client.get(CONFIGMIRRORS_V1BETA1, name, namespace=home)
+        assert beta["spec"] == {"source": "settings", "targets": {"namespaces": [f"t-{i}"]}}
+        assert beta["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+    names = [
+        m["metadata"]["name"] async for m in client.list(CONFIGMIRRORS_V1BETA1, namespace=home)
+    ]
+    assert sorted(names) == ["old-0", "old-1", "old-2"]
+    # And the old objects can be written in the new version.
+    beta = await client.get(CONFIGMIRRORS_V1BETA1, "old-0", namespace=home)
+    beta["spec"]["targets"]["namespaces"].append("t-new")
+    written = await client.replace(CONFIGMIRRORS_V1BETA1, beta, namespace=home)
+    assert written["spec"]["targets"]["namespaces"] == ["t-0", "t-new"]
+    alpha = await client.get(CONFIGMIRRORS, "old-0", namespace=home)
+    assert alpha["spec"]["targetNamespaces"] == ["t-0", "t-new"]

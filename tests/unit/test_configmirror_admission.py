@@ -156,3 +156,17 @@ def test_defaults_sort_targets_and_label_the_source() -> None:
     assert "labels" not in default_mirror(mirror(long_name))["metadata"]
     assert default_mirror({"spec": "odd"}) == {"spec": "odd"}
     assert default_mirror(mirror(labels=None))["metadata"]["labels"] == {SOURCE_LABEL: "settings"}
+
+
+def test_a_selector_needs_access_to_all_namespaces() -> None:
+    beta = {
+        "spec": {
+            "source": "s",
+            "targets": {"namespaces": ["a"], "namespaceSelector": {"matchLabels": {"t": "x"}}},
+        }
+    }
+    assert review_targets(request(beta)) == ["a", ""]
+    assert access_review(ALICE, "")["spec"]["resourceAttributes"]["namespace"] == ""
+    denied = access_denial({"status": {"allowed": False}}, ALICE, "")
+    assert denied is not None and "in all namespaces" in denied
+    assert "namespaceSelector" in denied
