@@ -18,7 +18,7 @@ names = st.from_regex(r"[a-z0-9]([-a-z0-9]{0,10}[a-z0-9])?", fullmatch=True)
 label_keys = st.from_regex(r"[a-z]([-a-z0-9./]{0,12}[a-z0-9])?", fullmatch=True)
 labels = st.dictionaries(label_keys, st.text(max_size=8), max_size=3)
 # Annotations that are not the converter's own (an absent or non-empty map, as stored).
-annotations = st.none() | st.dictionaries(
+annotation_maps = st.none() | st.dictionaries(
     label_keys.filter(lambda k: k != SELECTOR_ANNOTATION), st.text(max_size=8), min_size=1
 )
 status = st.none() | st.fixed_dictionaries(
@@ -36,7 +36,7 @@ status = st.none() | st.fixed_dictionaries(
 
 def metadata(draw: st.DrawFn) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": draw(names), "namespace": draw(names), "uid": "u-1"}
-    if (extra := draw(annotations)) is not None:
+    if (extra := draw(annotation_maps)) is not None:
         meta["annotations"] = extra
     if found := draw(labels):
         meta["labels"] = found
