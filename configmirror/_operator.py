@@ -35,6 +35,7 @@ from kubemoon_trio import (
     LeaderElectionConfig,
     Manager,
     ReconcileContext,
+    WebhookServer,
 )
 
 from ._plan import (
@@ -48,6 +49,7 @@ from ._plan import (
     plan_reconcile,
 )
 from ._plan import _owner_uid as owner_uid
+from ._webhooks import ConfigMirrorWebhooks
 
 __all__ = ["ConfigMirrorOperator", "OperatorOptions"]
 
@@ -69,6 +71,11 @@ class OperatorOptions:
     target_namespace_selector: str = ACCEPT_MIRRORS_SELECTOR
     stall_margin: float = 30.0
     grace_period: float = 30.0
+    # The webhooks (validating, mutating, conversion) are served when an address is given;
+    # the certificate and key are PEM files, reloaded when they change.
+    webhook_address: tuple[str, int] | None = None
+    webhook_cert_file: str = ""
+    webhook_key_file: str = ""
 
 
 def _one(value: object) -> tuple[str, ...]:
@@ -118,6 +125,19 @@ class ConfigMirrorOperator:
             stall_margin=opts.stall_margin,
         )
         self.writes = 0
+        self.webhook_server: WebhookServer | None = None
+        if opts.webhook_address is not None:
+            host, port = opts.webhook_address
+            self.webhook_server = WebhookServer(
+                ConfigMirrorWebhooks(client).app(),
+                cert_file=opts.webhook_cert_file,
+                key_file=opts.webhook_key_file,
+                host=host,
+                port=port,
+                registry=self.manager.registry,
+            )
+            # Served on every replica, leader or not: the API server calls any of them.
+            self.manager.add_webhook_server(self.webhook_server)
         informers = self.manager.informers
         self.configmaps: Informer = informers.get(CONFIGMAPS, indexers={BY_OWNER_UID: _owner_uid})
         selector = opts.target_namespace_selector
