@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import trio
+import yaml
 from conftest import ConversionServer, crd_manifest, put_crd, uninstall_crd
 from prometheus_client import CollectorRegistry
 
@@ -373,3 +374,26 @@ async def test_objects_stored_before_the_upgrade_are_served_in_both_versions(
     assert written["spec"]["targets"]["namespaces"] == ["t-0", "t-new"]
     alpha = await client.get(CONFIGMIRRORS, "old-0", namespace=home)
     assert alpha["spec"]["targetNamespaces"] == ["t-0", "t-new"]
+
+
+def test_the_deployed_webhook_configurations_are_valid(configmirror_api: ApiServer) -> None:
+    documents = yaml.safe_load_all(
+        (Path(__file__).parents[2] / "deploy" / "webhooks.yaml").read_text()
+    )
+    paths = {
+        "ValidatingWebhookConfiguration": VALIDATING,
+        "MutatingWebhookConfiguration": MUTATING,
+    }
+    checked = []
+    for doc in documents:
+        resource = paths.get(doc["kind"])
+        if resource is None:
+            continue  # namespaced, or cert-manager's kinds (not installed here)
+        url = f"/apis/{resource.group}/{resource.version}/{resource.resource}?dryRun=All"
+        answer = configmirror_api.request("POST", url, body=doc)
+        assert answer.status == 201, answer.body[:500]
+        (hook,) = doc["webhooks"]
+        path = hook["clientConfig"]["service"]["path"]
+        assert path in (VALIDATE_PATH, MUTATE_PATH)
+        checked.append(doc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"])
+    assert checked == ["kubemoon-system/configmirror-webhook"] * 2
