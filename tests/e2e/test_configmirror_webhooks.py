@@ -10,17 +10,27 @@ conftest.py): the CRD stores v1beta1 and serves v1alpha1 too.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 import yaml
-from conftest import ConversionServer, crd_manifest, put_crd, uninstall_crd
+from conftest import (
+    ConversionServer,
+    StartOperator,
+    accept_mirrors,
+    crd_manifest,
+    eventually,
+    label_namespace,
+    put_crd,
+    uninstall_crd,
+)
 from prometheus_client import CollectorRegistry
 
 from configmirror import (
+    CONFIGMAPS,
     CONFIGMIRRORS,
     CONFIGMIRRORS_V1BETA1,
     MUTATE_PATH,
@@ -397,3 +407,53 @@ def test_the_deployed_webhook_configurations_are_valid(configmirror_api: ApiServ
         assert path in (VALIDATE_PATH, MUTATE_PATH)
         checked.append(doc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"])
     assert checked == ["kubemoon-system/configmirror-webhook"] * 2
+
+
+async def test_the_operator_honours_a_v1beta1_namespace_selector(
+    configmirror_api: ApiServer, client: Client, start_operator: StartOperator, home: str
+) -> None:
+    server = configmirror_api
+    named, web, later = (server.create_namespace(prefix="cm-sel") for _ in range(3))
+    for ns in (named, web, later):
+        accept_mirrors(server, ns)
+    label_namespace(server, web, {"tier": "web"})
+    source = {"metadata": {"name": "settings"}, "data": {"a": "1"}}
+    await client.create(CONFIGMAPS, source, namespace=home)
+    beta = {
+        "apiVersion": "kubemoon.dev/v1beta1",
+        "kind": "ConfigMirror",
+        "metadata": {"name": "m"},
+        "spec": {
+            "source": "settings",
+            "targets": {
+                "namespaces": [named],
+                "namespaceSelector": {"matchLabels": {"tier": "web"}},
+            },
+        },
+    }
+    await client.create(CONFIGMIRRORS_V1BETA1, beta, namespace=home)
+    await start_operator(namespaces=(home,))
+
+    async def copies() -> set[str]:
+        found = set()
+        for ns in (named, web, later):
+            try:
+                await client.get(CONFIGMAPS, "settings", namespace=ns)
+                found.add(ns)
+            except NotFound:
+                pass
+        return found
+
+    await eventually(lambda: _equals(copies, {named, web}), what="copies in named + selected")
+    # A namespace labelled later is selected at once (the Namespace watch re-reconciles).
+    label_namespace(server, later, {"tier": "web"})
+    await eventually(lambda: _equals(copies, {named, web, later}), what="the newly selected copy")
+    # And one that stops matching loses its copy.
+    label_namespace(server, web, {"tier": None})
+    await eventually(lambda: _equals(copies, {named, later}), what="the unselected copy to go")
+    for ns in (named, web, later):
+        server.delete_namespace(ns)
+
+
+async def _equals(check: Callable[[], Awaitable[set[str]]], expected: set[str]) -> bool:
+    return await check() == expected
