@@ -111,7 +111,7 @@ class Served:
         return f"https://127.0.0.1:{self.port}{path}"
 
 
-def configuration(kind: str, served: Served, path: str, namespace: str) -> dict[str, Any]:
+def configuration(kind: str, url: str, namespace: str) -> dict[str, Any]:
     short = "validate" if kind.startswith("Validating") else "default"
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -120,7 +120,7 @@ def configuration(kind: str, served: Served, path: str, namespace: str) -> dict[
         "webhooks": [
             {
                 "name": f"{short}.configmirror.kubemoon.dev",
-                "clientConfig": {"url": served.url(path)},
+                "clientConfig": {"url": url},
                 "rules": [
                     {
                         "apiGroups": ["kubemoon.dev"],
@@ -169,8 +169,8 @@ async def served(
     """The webhooks served and registered (validating and mutating) for ``home``."""
     hooks = Served(nursery, WebhookCertificates.create(tmp_path / "certs"), client)
     await hooks.start()
-    validating = configuration("ValidatingWebhookConfiguration", hooks, VALIDATE_PATH, home)
-    mutating = configuration("MutatingWebhookConfiguration", hooks, MUTATE_PATH, home)
+    validating = configuration("ValidatingWebhookConfiguration", hooks.url(VALIDATE_PATH), home)
+    mutating = configuration("MutatingWebhookConfiguration", hooks.url(MUTATE_PATH), home)
     try:
         await install(client, validating, hooks.certs.ca_bundle)
         await install(client, mutating, hooks.certs.ca_bundle)
@@ -457,3 +457,26 @@ async def test_the_operator_honours_a_v1beta1_namespace_selector(
 
 async def _equals(check: Callable[[], Awaitable[set[str]]], expected: set[str]) -> bool:
     return await check() == expected
+
+
+async def test_the_operator_serves_the_webhooks_itself(
+    client: Client, start_operator: StartOperator, home: str, tmp_path: Path
+) -> None:
+    certs = WebhookCertificates.create(tmp_path / "operator-certs")
+    replica = await start_operator(
+        namespaces=(home,),
+        webhook_address=("127.0.0.1", 0),
+        webhook_cert_file=str(certs.cert_file),
+        webhook_key_file=str(certs.key_file),
+    )
+    server = replica.operator.webhook_server
+    assert server is not None and server.serving
+    url = f"{server.url}{VALIDATE_PATH}"
+    validating = configuration("ValidatingWebhookConfiguration", url, home)
+    try:
+        await install(client, validating, certs.ca_bundle)
+        await enforced(client, home)
+        with pytest.raises(ApiError, match="is the ConfigMirror's own namespace"):
+            await client.create(CONFIGMIRRORS, mirror("own", [home]), namespace=home)
+    finally:
+        await client.send(delete_request(VALIDATING, validating["metadata"]["name"]))
