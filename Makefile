@@ -7,6 +7,9 @@ STAMP := $(VENV)/.installed-stamp
 # configmirror/pyproject.toml, installed editable next to the library for the demo and tests).
 PACKAGES := kubemoon_core kubemoon_io kubemoon_trio kubemoon_asyncio kubemoon_sync kubemoon_testing kubemoon_cli configmirror
 CORE_COVERAGE_MIN := 95
+# ConfigMirror's two versions (v1beta1 stored) and its conversion webhook's Service.
+CONFIGMIRROR_CRD := configmirror._api:ConfigMirror configmirror._api:ConfigMirrorV1beta1 \
+	--webhook-service kubemoon-system/configmirror-webhook:443/convert-configmirror
 
 .PHONY: all install lint typecheck test test-fast test-matrix unit property fault integration docs fuzz bench testenv demo clean
 
@@ -24,7 +27,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python scripts/unasync.py --check
-	$(BIN)/kubemoon crd check deploy/crd.yaml configmirror._api:ConfigMirror
+	$(BIN)/kubemoon crd check deploy/crd.yaml $(CONFIGMIRROR_CRD)
 	$(BIN)/kubemoon crd check examples/widgets/crd.yaml examples/widgets/widget_api.py:Widget
 
 typecheck: $(STAMP)

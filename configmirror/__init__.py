@@ -6,12 +6,14 @@ names only, and a model for writing another operator: the decisions live in a pu
 copies only when they opt in (label ``kubemoon.dev/accept-mirrors=true`` by default).
 """
 
+from ._convert import converter
 from ._operator import ConfigMirrorOperator, OperatorOptions
 from ._plan import (
     ACCEPT_MIRRORS_LABEL,
     ACCEPT_MIRRORS_SELECTOR,
     CONFIGMAPS,
     CONFIGMIRRORS,
+    CONFIGMIRRORS_V1BETA1,
     FINALIZER,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
@@ -19,22 +21,31 @@ from ._plan import (
     OWNER_UID_ANNOTATION,
     Plan,
     PlannedEvent,
+    mirror_targets,
     plan_reconcile,
 )
+from ._webhooks import CONVERT_PATH, MUTATE_PATH, VALIDATE_PATH, ConfigMirrorWebhooks
 
 __all__ = [
     "ACCEPT_MIRRORS_LABEL",
     "ACCEPT_MIRRORS_SELECTOR",
     "CONFIGMAPS",
     "CONFIGMIRRORS",
+    "CONFIGMIRRORS_V1BETA1",
     "FINALIZER",
     "MANAGED_BY_LABEL",
     "MANAGED_BY_VALUE",
     "NAMESPACES",
     "OWNER_UID_ANNOTATION",
     "ConfigMirrorOperator",
+    "CONVERT_PATH",
+    "MUTATE_PATH",
+    "VALIDATE_PATH",
+    "ConfigMirrorWebhooks",
     "OperatorOptions",
     "Plan",
     "PlannedEvent",
+    "converter",
+    "mirror_targets",
     "plan_reconcile",
 ]

@@ -1,7 +1,9 @@
 """The ConfigMirror API, declared as types: ``deploy/crd.yaml`` is generated from it.
 
-``kubemoon crd generate configmirror._api:ConfigMirror -o deploy/crd.yaml`` writes the
-manifest; ``make lint`` fails when the checked-in file is stale.
+Two versions: ``v1alpha1`` (:class:`ConfigMirror`, still served) and ``v1beta1``
+(:class:`ConfigMirrorV1beta1`, the storage version), converted by the operator's
+conversion webhook (``configmirror._convert``). ``make lint`` regenerates the manifest with
+the command in ``deploy/crd.yaml``'s first line and fails when the checked-in file is stale.
 """
 
 from __future__ import annotations
@@ -23,7 +25,11 @@ from kubemoon_core import (
 __all__ = [
     "ConfigMirror",
     "ConfigMirrorSpec",
+    "ConfigMirrorSpecV1beta1",
     "ConfigMirrorStatus",
+    "ConfigMirrorV1beta1",
+    "LabelSelector",
+    "MirrorTargets",
     "TargetStatus",
 ]
 
@@ -69,21 +75,77 @@ class ConfigMirrorStatus:
     targets: Annotated[list[TargetStatus] | None, ListType("map", ("namespace",))] = None
 
 
+_COLUMNS = (
+    PrinterColumn("Source", ".spec.source"),
+    PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status'),
+    PrinterColumn("Reason", '.status.conditions[?(@.type=="Ready")].reason'),
+)
+
+
 @custom_resource(
     group="kubemoon.dev",
     version="v1alpha1",
     kind="ConfigMirror",
     short_names=("cmir",),
-    printer_columns=(
-        PrinterColumn("Source", ".spec.source"),
-        PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status'),
-        PrinterColumn("Reason", '.status.conditions[?(@.type=="Ready")].reason'),
-    ),
+    printer_columns=_COLUMNS,
 )
 @dataclass(slots=True)
 class ConfigMirror:
     """Mirrors one ConfigMap into several namespaces."""
 
     spec: ConfigMirrorSpec
+    status: ConfigMirrorStatus | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class LabelSelector:
+    """Selects namespaces by their labels (every label listed must match)."""
+
+    match_labels: dict[str, str] | None = None
+
+
+@dataclass(slots=True)
+class MirrorTargets:
+    """Where copies go: the namespaces named, and those the selector matches."""
+
+    namespaces: Annotated[
+        list[Namespace],
+        Description("Namespaces that receive a copy of the source."),
+        Length(max=256),
+        ListType("set"),
+    ]
+    namespace_selector: Annotated[
+        LabelSelector | None,
+        Description("Namespaces with these labels receive a copy too."),
+    ] = None
+
+
+@dataclass(slots=True)
+class ConfigMirrorSpecV1beta1:
+    """What to mirror and where."""
+
+    source: Annotated[
+        str,
+        Description("The name of a ConfigMap in the ConfigMirror's own namespace."),
+        Length(1, 253),
+        Pattern(_DNS_SUBDOMAIN),
+    ]
+    targets: MirrorTargets
+
+
+@custom_resource(
+    group="kubemoon.dev",
+    version="v1beta1",
+    kind="ConfigMirror",
+    short_names=("cmir",),
+    printer_columns=_COLUMNS,
+    storage=True,
+)
+@dataclass(slots=True)
+class ConfigMirrorV1beta1:
+    """Mirrors one ConfigMap into several namespaces."""
+
+    spec: ConfigMirrorSpecV1beta1
     status: ConfigMirrorStatus | None = None
     metadata: dict[str, Any] = field(default_factory=dict)

@@ -12,10 +12,11 @@ import functools
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import trio
 
-from kubemoon_core import KubeMoonError, LeadershipLost
+from kubemoon_core import KubeMoonError, LeadershipLost, LocalProtocolError
 from kubemoon_trio import Client, LeaderElectionConfig
 
 from ._logs import configure_logging
@@ -62,6 +63,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=("127.0.0.1", 8080),
         help="HOST:PORT of /healthz, /readyz and /metrics (port 0 picks one)",
     )
+    hooks = parser.add_argument_group(
+        "webhooks", "validation with access reviews, defaults, and v1alpha1/v1beta1 conversion"
+    )
+    hooks.add_argument(
+        "--webhook-port",
+        type=int,
+        help="serve the webhooks over HTTPS on this port (default: no webhooks)",
+    )
+    hooks.add_argument("--webhook-host", default="0.0.0.0", help="address to listen on")
+    hooks.add_argument(
+        "--webhook-cert-dir",
+        help="directory with tls.crt and tls.key (a mounted cert-manager Secret)",
+    )
+    hooks.add_argument(
+        "--webhook-cert-file", help="PEM certificate (instead of --webhook-cert-dir)"
+    )
+    hooks.add_argument("--webhook-key-file", help="PEM key (instead of --webhook-cert-dir)")
     parser.add_argument("--leader-elect", action="store_true", help="run only while leading")
     parser.add_argument("--lease-name", default="kubemoon-configmirror")
     parser.add_argument("--lease-namespace", default="kubemoon-system")
@@ -89,12 +107,26 @@ def options_from(args: argparse.Namespace) -> OperatorOptions:
             retry_period=args.retry_period,
             **extra,
         )
+    address, cert, key = None, "", ""
+    if args.webhook_port is not None:
+        cert_dir = Path(args.webhook_cert_dir) if args.webhook_cert_dir else None
+        cert = args.webhook_cert_file or (str(cert_dir / "tls.crt") if cert_dir else "")
+        key = args.webhook_key_file or (str(cert_dir / "tls.key") if cert_dir else "")
+        if not (cert and key):
+            raise LocalProtocolError(
+                "--webhook-port needs --webhook-cert-dir, or --webhook-cert-file and "
+                "--webhook-key-file"
+            )
+        address = (args.webhook_host, args.webhook_port)
     return OperatorOptions(
         namespaces=tuple(args.namespace),
         workers=args.workers,
         probe_address=args.probe_address,
         leader_election=election,
         target_namespace_selector=args.target_namespace_selector,
+        webhook_address=address,
+        webhook_cert_file=cert,
+        webhook_key_file=key,
     )
 
 
@@ -106,13 +138,16 @@ async def run(args: argparse.Namespace) -> int:
         client = Client.from_kubeconfig(args.kubeconfig, context=args.context)
     else:
         client = Client.from_environment(context=args.context)
-    manager = ConfigMirrorOperator(client, options_from(args)).manager
+    operator = ConfigMirrorOperator(client, options_from(args))
+    manager = operator.manager
     async with client, trio.open_nursery() as nursery:
         # The manager handles the signals: no new work, running reconciles finish, the
         # Lease is released, and run() returns.
         await nursery.start(functools.partial(manager.run, handle_signals=True))
         if manager.probe_port is not None:
             logger.info("probes on %s:%d", args.probe_address[0], manager.probe_port)
+        if operator.webhook_server is not None:
+            logger.info("webhooks on %s", operator.webhook_server)
     return 0
 
 

@@ -35,22 +35,29 @@ from kubemoon_trio import (
     LeaderElectionConfig,
     Manager,
     ReconcileContext,
+    WebhookServer,
 )
 
 from ._plan import (
     ACCEPT_MIRRORS_SELECTOR,
     CONFIGMAPS,
-    CONFIGMIRRORS,
+    CONFIGMIRRORS_V1BETA1,
     NAMESPACES,
     _meta,
+    _selector,
+    mirror_targets,
     plan_reconcile,
 )
 from ._plan import _owner_uid as owner_uid
+from ._webhooks import ConfigMirrorWebhooks
 
 __all__ = ["ConfigMirrorOperator", "OperatorOptions"]
 
 BY_UID, BY_SOURCE, BY_TARGET = "configmirror/uid", "configmirror/source", "configmirror/target"
 BY_TARGET_NAMESPACE, BY_OWNER_UID = "configmirror/target-namespace", "configmirror/owner-uid"
+# The BY_TARGET_NAMESPACE key of mirrors with a namespaceSelector: any Namespace change
+# may concern them. (No namespace name contains a "*".)
+_SELECTING = "*"
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,11 @@ class OperatorOptions:
     target_namespace_selector: str = ACCEPT_MIRRORS_SELECTOR
     stall_margin: float = 30.0
     grace_period: float = 30.0
+    # The webhooks (validating, mutating, conversion) are served when an address is given;
+    # the certificate and key are PEM files, reloaded when they change.
+    webhook_address: tuple[str, int] | None = None
+    webhook_cert_file: str = ""
+    webhook_key_file: str = ""
 
 
 def _one(value: object) -> tuple[str, ...]:
@@ -71,8 +83,11 @@ def _one(value: object) -> tuple[str, ...]:
 
 
 def _targets(obj: Mapping[str, Any]) -> list[str]:
-    targets = (obj.get("spec") or {}).get("targetNamespaces") or []
-    return [t for t in targets if isinstance(t, str)]
+    return mirror_targets(obj)  # the named ones: selected namespaces need the cache
+
+
+def _target_namespaces(obj: Mapping[str, Any]) -> tuple[str, ...]:
+    return (*_targets(obj), *((_SELECTING,) if _selector(obj) is not None else ()))
 
 
 def _source(obj: Mapping[str, Any]) -> tuple[str, ...]:
@@ -83,7 +98,7 @@ MIRROR_INDEXERS: dict[str, Callable[[Mapping[str, Any]], tuple[str, ...]]] = {
     BY_UID: lambda obj: _one(_meta(obj).get("uid")),
     BY_SOURCE: lambda obj: tuple(f"{_meta(obj).get('namespace')}/{s}" for s in _source(obj)),
     BY_TARGET: lambda obj: tuple(f"{t}/{s}" for s in _source(obj) for t in _targets(obj)),
-    BY_TARGET_NAMESPACE: lambda obj: tuple(_targets(obj)),
+    BY_TARGET_NAMESPACE: _target_namespaces,
 }
 
 
@@ -110,15 +125,28 @@ class ConfigMirrorOperator:
             stall_margin=opts.stall_margin,
         )
         self.writes = 0
+        self.webhook_server: WebhookServer | None = None
+        if opts.webhook_address is not None:
+            host, port = opts.webhook_address
+            self.webhook_server = WebhookServer(
+                ConfigMirrorWebhooks(client).app(),
+                cert_file=opts.webhook_cert_file,
+                key_file=opts.webhook_key_file,
+                host=host,
+                port=port,
+                registry=self.manager.registry,
+            )
+            # Served on every replica, leader or not: the API server calls any of them.
+            self.manager.add_webhook_server(self.webhook_server)
         informers = self.manager.informers
         self.configmaps: Informer = informers.get(CONFIGMAPS, indexers={BY_OWNER_UID: _owner_uid})
         selector = opts.target_namespace_selector
         self.namespaces: Informer = informers.get(NAMESPACES, label_selector=selector)
         for namespace in opts.namespaces or (None,):
-            informers.get(CONFIGMIRRORS, namespace=namespace, indexers=MIRROR_INDEXERS)
-            mirrors = self.manager.cache(CONFIGMIRRORS, namespace=namespace)
+            informers.get(CONFIGMIRRORS_V1BETA1, namespace=namespace, indexers=MIRROR_INDEXERS)
+            mirrors = self.manager.cache(CONFIGMIRRORS_V1BETA1, namespace=namespace)
             name = f"configmirror-{namespace}" if len(opts.namespaces) > 1 else "configmirror"
-            builder = self.manager.controller(name, CONFIGMIRRORS, namespace=namespace)
+            builder = self.manager.controller(name, CONFIGMIRRORS_V1BETA1, namespace=namespace)
             builder.watches(CONFIGMAPS, functools.partial(_mirrors_of_configmap, mirrors))
             builder.watches(
                 NAMESPACES,
@@ -134,15 +162,22 @@ class ConfigMirrorOperator:
             return Reconciled()  # gone: the finalizer already cleaned up
         source_name = "".join(_source(mirror))
         cms = ctx.cache(CONFIGMAPS)
-        copies = {t: c for t in _targets(mirror) if (c := cms.get(source_name, t)) is not None}
+        accepting = ctx.cache(NAMESPACES)
+        labels = {
+            str(_meta(ns).get("name")): dict(_meta(ns).get("labels") or {})
+            for ns in accepting.objects()
+        }
+        targets = mirror_targets(mirror, labels)
+        copies = {t: c for t in targets if (c := cms.get(source_name, t)) is not None}
         plan = plan_reconcile(
             mirror,
             cms.get(source_name, ctx.namespace),
             copies,
             cms.by_index(BY_OWNER_UID, _meta(mirror)["uid"]),
             datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            allowed_namespaces={key.name for key in ctx.cache(NAMESPACES)},
+            allowed_namespaces=labels.keys(),
             target_selector=self.options.target_namespace_selector,
+            namespace_labels=labels,
         )
         for request in plan.writes:
             try:
@@ -173,4 +208,5 @@ def _mirrors_of_configmap(mirrors: CacheReader, change: Change) -> Iterable[Obje
 
 def _mirrors_targeting(mirrors: CacheReader, change: Change) -> list[ObjectKey]:
     """The mirrors that target a Namespace that started or stopped accepting copies."""
-    return mirrors.keys_by_index(BY_TARGET_NAMESPACE, change.key.name)
+    named = mirrors.keys_by_index(BY_TARGET_NAMESPACE, change.key.name)
+    return list(dict.fromkeys(named + mirrors.keys_by_index(BY_TARGET_NAMESPACE, _SELECTING)))

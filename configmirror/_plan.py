@@ -33,6 +33,7 @@ __all__ = [
     "ACCEPT_MIRRORS_SELECTOR",
     "CONFIGMAPS",
     "CONFIGMIRRORS",
+    "CONFIGMIRRORS_V1BETA1",
     "FINALIZER",
     "MANAGED_BY_LABEL",
     "MANAGED_BY_VALUE",
@@ -40,10 +41,14 @@ __all__ = [
     "OWNER_UID_ANNOTATION",
     "Plan",
     "PlannedEvent",
+    "mirror_targets",
     "plan_reconcile",
 ]
 
 CONFIGMIRRORS = GroupVersionResource("kubemoon.dev", "v1alpha1", "configmirrors")
+"""ConfigMirrors as v1alpha1 (still served, converted by the webhook)."""
+CONFIGMIRRORS_V1BETA1 = GroupVersionResource("kubemoon.dev", "v1beta1", "configmirrors")
+"""ConfigMirrors as v1beta1, the storage version: what the operator watches and writes."""
 CONFIGMAPS = GroupVersionResource("", "v1", "configmaps")
 NAMESPACES = GroupVersionResource("", "v1", "namespaces")
 ACCEPT_MIRRORS_LABEL = "kubemoon.dev/accept-mirrors"
@@ -85,6 +90,45 @@ def _meta(obj: Obj) -> Mapping[str, Any]:
     return metadata if isinstance(metadata, Mapping) else {}
 
 
+def _resource_of(mirror: Obj) -> GroupVersionResource:
+    """The resource path of ``mirror``'s own version, so a write matches what was read."""
+    version = str(mirror.get("apiVersion", "")).rpartition("/")[2]
+    return CONFIGMIRRORS if version == "v1alpha1" else CONFIGMIRRORS_V1BETA1
+
+
+def _selector(mirror: Obj) -> Mapping[str, str] | None:
+    targets = (mirror.get("spec") or {}).get("targets")
+    selector = targets.get("namespaceSelector") if isinstance(targets, Mapping) else None
+    if not isinstance(selector, Mapping):
+        return None
+    labels = selector.get("matchLabels")
+    return dict(labels) if isinstance(labels, Mapping) else {}
+
+
+def mirror_targets(
+    mirror: Obj, namespace_labels: Mapping[str, Mapping[str, str]] | None = None
+) -> list[str]:
+    """The namespaces ``mirror`` targets: those it names (v1alpha1 ``targetNamespaces`` or
+    v1beta1 ``targets.namespaces``), then those of ``namespace_labels`` (name -> labels of
+    the namespaces that accept copies) matching its v1beta1 ``namespaceSelector``, sorted.
+    The mirror's own namespace is never selected."""
+    spec = mirror.get("spec") or {}
+    named = spec.get("targetNamespaces")
+    if named is None:
+        targets = spec.get("targets")
+        named = targets.get("namespaces") if isinstance(targets, Mapping) else None
+    result = [t for t in named or () if isinstance(t, str)]
+    selector = _selector(mirror)
+    if selector is not None and namespace_labels:
+        home = _meta(mirror).get("namespace")
+        result += sorted(
+            name
+            for name, labels in namespace_labels.items()
+            if name != home and all(labels.get(k) == v for k, v in selector.items())
+        )
+    return list(dict.fromkeys(result))
+
+
 def _owner_uid(configmap: Obj) -> str | None:
     annotations = _meta(configmap).get("annotations") or {}
     value = annotations.get(OWNER_UID_ANNOTATION)
@@ -109,7 +153,11 @@ def _finalizers_patch(mirror: Obj, finalizers: list[str]) -> Request:
     # A merge patch that names the resourceVersion is conditional, like an update.
     body = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
     return patch_request(
-        CONFIGMIRRORS, meta["name"], body, patch_type=PatchType.MERGE, namespace=meta["namespace"]
+        _resource_of(mirror),
+        meta["name"],
+        body,
+        patch_type=PatchType.MERGE,
+        namespace=meta["namespace"],
     )
 
 
@@ -185,6 +233,7 @@ def plan_reconcile(
     *,
     allowed_namespaces: Collection[str],
     target_selector: str = ACCEPT_MIRRORS_SELECTOR,
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Plan:
     """Plan one reconcile of ``mirror``.
 
@@ -193,7 +242,9 @@ def plan_reconcile(
     ``managed_copies`` are all ConfigMaps annotated with this mirror's UID, wherever they
     are. ``allowed_namespaces`` are the namespaces that accept copies (they match
     ``target_selector``, which is only named in messages). ``now_iso`` is the wall-clock
-    time for a condition's lastTransitionTime.
+    time for a condition's lastTransitionTime. ``namespace_labels`` (name -> labels of
+    the namespaces that accept copies) resolves a v1beta1 ``namespaceSelector``; see
+    :func:`mirror_targets`. ``mirror`` may be v1alpha1 or v1beta1: writes go to its version.
     """
     meta = _meta(mirror)
     uid, namespace = meta["uid"], meta["namespace"]
@@ -213,7 +264,7 @@ def plan_reconcile(
 
     spec = mirror.get("spec") or {}
     source_name = spec.get("source", "")
-    targets = list(dict.fromkeys(spec.get("targetNamespaces") or []))
+    targets = mirror_targets(mirror, namespace_labels)
     writes: list[Request] = []
     target_states: list[dict[str, str]] = []
     conflicts: list[str] = []
@@ -292,7 +343,9 @@ def plan_reconcile(
     if status != old_status:
         updated = {**mirror, "status": status}
         writes.append(
-            replace_request(CONFIGMIRRORS, updated, namespace=namespace, subresource="status")
+            replace_request(
+                _resource_of(mirror), updated, namespace=namespace, subresource="status"
+            )
         )
     event = _event_for(ready, old_status)
     return Plan(tuple(writes), events=(event,) if event is not None else ())

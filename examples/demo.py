@@ -1,15 +1,19 @@
 """`make demo`: ConfigMirror on a locally started real kube-apiserver, start to finish.
 
-It starts etcd and kube-apiserver (built by `make testenv`), installs the CRD, creates
-the target namespaces with the label that lets them accept copies, runs the
-`kubemoon-configmirror` program against them, and shows a source ConfigMap mirrored into
+It starts etcd and kube-apiserver (built by `make testenv`), installs the CRD (v1beta1
+stored, v1alpha1 served, converted by the operator's webhook), creates the target
+namespaces with the label that lets them accept copies, runs the `kubemoon-configmirror`
+program with its webhooks against them, and shows an invalid mirror refused by the
+validating webhook, a valid one read in both versions, a source ConfigMap mirrored into
 two namespaces, an update propagating, and a deleted copy healing. Everything is torn
 down at the end.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import socket
 import subprocess
 import sys
 import tempfile
@@ -20,13 +24,58 @@ from typing import Any
 import trio
 import yaml
 
-from configmirror import ACCEPT_MIRRORS_LABEL, CONFIGMAPS, CONFIGMIRRORS
-from kubemoon_core import GroupVersionResource, NotFound
-from kubemoon_testing import ApiServer
+from configmirror import (
+    ACCEPT_MIRRORS_LABEL,
+    CONFIGMAPS,
+    CONFIGMIRRORS,
+    CONFIGMIRRORS_V1BETA1,
+    CONVERT_PATH,
+    MUTATE_PATH,
+    VALIDATE_PATH,
+)
+from kubemoon_core import ApiError, GroupVersionResource, NotFound, WriteOptions
+from kubemoon_testing import ApiServer, WebhookCertificates
 from kubemoon_trio import Client
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACES = ["demo-source", "team-a", "team-b"]
+CRDS = GroupVersionResource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+ADMISSION = "admissionregistration.k8s.io"
+VALIDATING = GroupVersionResource(ADMISSION, "v1", "validatingwebhookconfigurations")
+MUTATING = GroupVersionResource(ADMISSION, "v1", "mutatingwebhookconfigurations")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def webhook_configuration(kind: str, name: str, url: str, bundle: str) -> dict[str, Any]:
+    """deploy/webhooks.yaml's configuration, reaching the operator at ``url`` instead."""
+    return {
+        "apiVersion": f"{ADMISSION}/v1",
+        "kind": kind,
+        "metadata": {"name": f"configmirror-{name}"},
+        "webhooks": [
+            {
+                "name": f"{name}.configmirror.kubemoon.dev",
+                "clientConfig": {"url": url, "caBundle": bundle},
+                "rules": [
+                    {
+                        "apiGroups": ["kubemoon.dev"],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["configmirrors"],
+                    }
+                ],
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+            }
+        ],
+    }
 
 
 def say(text: str) -> None:
@@ -65,14 +114,21 @@ async def copies_have(client: Client, data: dict[str, str]) -> bool:
     return True
 
 
-async def demo(server: ApiServer, log_path: Path) -> None:
+async def demo(server: ApiServer, tmp: Path) -> None:
+    certs = WebhookCertificates.create(tmp / "certs")
+    port = free_port()
+    base = f"https://127.0.0.1:{port}"
+    bundle = base64.b64encode(certs.ca_bundle).decode()
     async with Client.from_kubeconfig(str(server.kubeconfig_path)) as client:
-        say("installing the ConfigMirror CRD")
+        say("installing the ConfigMirror CRD (v1beta1 stored, v1alpha1 served)")
         crd = yaml.safe_load((ROOT / "deploy" / "crd.yaml").read_text())
-        await client.create(
-            GroupVersionResource("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
-            crd,
-        )
+        # In a cluster the conversion webhook is a Service and cert-manager injects the CA;
+        # here the operator runs on this machine.
+        crd["spec"]["conversion"]["webhook"]["clientConfig"] = {
+            "url": base + CONVERT_PATH,
+            "caBundle": bundle,
+        }
+        await client.create(CRDS, crd)
         for namespace in NAMESPACES:
             # Targets opt in to receiving copies with a label; the source namespace does not.
             labels = {ACCEPT_MIRRORS_LABEL: "true"} if namespace != NAMESPACES[0] else {}
@@ -84,7 +140,7 @@ async def demo(server: ApiServer, log_path: Path) -> None:
 
         async def crd_served() -> bool:
             try:
-                async for _ in client.list(CONFIGMIRRORS, namespace=NAMESPACES[0]):
+                async for _ in client.list(CONFIGMIRRORS_V1BETA1, namespace=NAMESPACES[0]):
                     pass
             except NotFound:
                 return False
@@ -92,19 +148,66 @@ async def demo(server: ApiServer, log_path: Path) -> None:
 
         await wait_for(crd_served, "the CRD to be served")
 
-        say("starting kubemoon-configmirror")
+        say(f"starting kubemoon-configmirror, its webhooks on {base}")
         argv = [
             sys.executable, "-m", "configmirror", "--kubeconfig", str(server.kubeconfig_path),
             "--probe-address", "127.0.0.1:0", "--log-format", "json",
+            "--webhook-host", "127.0.0.1", "--webhook-port", str(port),
+            "--webhook-cert-file", str(certs.cert_file),
+            "--webhook-key-file", str(certs.key_file),
         ]  # fmt: skip
-        with log_path.open("w") as log:
+        with (tmp / "operator.log").open("w") as log:
             process = subprocess.Popen(argv, stderr=log)
             try:
+                await client.create(
+                    VALIDATING,
+                    webhook_configuration(
+                        "ValidatingWebhookConfiguration", "validate", base + VALIDATE_PATH, bundle
+                    ),
+                )
+                await client.create(
+                    MUTATING,
+                    webhook_configuration(
+                        "MutatingWebhookConfiguration", "default", base + MUTATE_PATH, bundle
+                    ),
+                )
+                await show_validation(client)
                 await run_story(client)
             finally:
                 process.terminate()
                 code = await trio.to_thread.run_sync(process.wait)
                 say(f"operator stopped on SIGTERM with exit status {code}")
+
+
+def alpha_mirror(targets: list[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubemoon.dev/v1alpha1",
+        "kind": "ConfigMirror",
+        "metadata": {"name": "app-settings"},
+        "spec": {"source": "app-settings", "targetNamespaces": targets},
+    }
+
+
+async def show_validation(client: Client) -> None:
+    say("creating an invalid ConfigMirror (its own namespace as a target)")
+    invalid = alpha_mirror([NAMESPACES[1], NAMESPACES[0]])
+
+    async def refused() -> str | None:
+        try:  # a dry run until the apiserver's webhook informer has the configuration
+            await client.create(
+                CONFIGMIRRORS, invalid, namespace=NAMESPACES[0], options=WriteOptions(dry_run=True)
+            )
+        except ApiError as exc:
+            return str(exc) if "denied the request" in str(exc) else None
+        return None
+
+    await wait_for(refused, "the validating webhook to be called")
+    try:
+        await client.create(CONFIGMIRRORS, invalid, namespace=NAMESPACES[0])
+    except ApiError as exc:
+        print(f"   refused ({exc.code}): {exc}")
+    else:
+        raise SystemExit("demo failed: the invalid ConfigMirror was admitted")
 
 
 async def run_story(client: Client) -> None:
@@ -113,14 +216,17 @@ async def run_story(client: Client) -> None:
         "data": {"log_level": "info", "feature_x": "on"},
     }
     await client.create(CONFIGMAPS, source, namespace=NAMESPACES[0])
-    mirror = {
-        "apiVersion": "kubemoon.dev/v1alpha1",
-        "kind": "ConfigMirror",
-        "metadata": {"name": "app-settings"},
-        "spec": {"source": "app-settings", "targetNamespaces": NAMESPACES[1:]},
-    }
+    # Written as v1alpha1, targets unsorted: the mutating webhook sorts them.
+    mirror = alpha_mirror(NAMESPACES[:0:-1])
     await client.create(CONFIGMIRRORS, mirror, namespace=NAMESPACES[0])
-    say(f"created source {NAMESPACES[0]}/app-settings and a ConfigMirror to {NAMESPACES[1:]}")
+    say(f"created source {NAMESPACES[0]}/app-settings and a v1alpha1 ConfigMirror")
+    for resource in (CONFIGMIRRORS, CONFIGMIRRORS_V1BETA1):
+        read = await client.get(resource, "app-settings", namespace=NAMESPACES[0])
+        meta = read["metadata"]
+        print(
+            f"   as {read['apiVersion']}: spec={json.dumps(read['spec'])} "
+            f"labels={json.dumps(meta.get('labels'))} resourceVersion={meta['resourceVersion']}"
+        )
     await wait_for(lambda: copies_have(client, source["data"]), "the first mirror")
     await show_copies(client)
     status = (await client.get(CONFIGMIRRORS, "app-settings", namespace=NAMESPACES[0]))["status"]
@@ -150,7 +256,7 @@ def main() -> int:
     # The demo needs no controllers, and `make demo` builds only kube-apiserver and etcd.
     with ApiServer(controller_manager=False) as server, tempfile.TemporaryDirectory() as tmp:
         print(f"   {server.url} ready in {time.monotonic() - started:.1f}s")
-        trio.run(demo, server, Path(tmp) / "operator.log")
+        trio.run(demo, server, Path(tmp))
         say("tearing down")
     print(f"\ndemo finished in {time.monotonic() - started:.1f}s")
     return 0

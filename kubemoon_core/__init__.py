@@ -238,6 +238,8 @@ from ._watch import (
 )
 from ._webhook import (
     DEFAULT_MAX_BODY_SIZE,
+    AsyncAdmissionHandler,
+    PendingAdmission,
     WebhookApp,
     WebhookKind,
     WebhookReply,
@@ -304,6 +306,8 @@ __all__ = [
     "escape_pointer_token",
     "json_patch",
     "DEFAULT_MAX_BODY_SIZE",
+    "AsyncAdmissionHandler",
+    "PendingAdmission",
     "WebhookApp",
     "WebhookKind",
     "WebhookReply",

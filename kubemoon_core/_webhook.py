@@ -5,21 +5,26 @@ method (405), content type (415), body size (413, decidable from ``Content-Lengt
 before the body is read), malformed JSON or a wrong ``apiVersion``/``kind`` (400), and
 calling the handler. A handler that raises, or returns something that is not a verdict,
 is answered as a denied review (or a failed conversion) with code 500: the server never
-crashes and the API server always gets a review back. An adapter only moves bytes.
+crashes and the API server always gets a review back. An adapter only moves bytes -- and,
+for a handler that returns an awaitable (an ``async def`` handler that needs I/O, such as
+a SubjectAccessReview), awaits it: :meth:`WebhookApp.dispatch` hands back a
+:class:`PendingAdmission` and the verdict goes back through :meth:`PendingAdmission.reply`.
 """
 
 from __future__ import annotations
 
 import base64
 import enum
-from collections.abc import Mapping, Sequence
+import inspect
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from . import _json
 from ._admission import (
     AdmissionHandler,
+    AdmissionRequest,
     AdmissionResponse,
     decode_admission_review,
     encode_admission_review,
@@ -31,6 +36,8 @@ from ._resources import GroupVersionResource
 
 __all__ = [
     "DEFAULT_MAX_BODY_SIZE",
+    "AsyncAdmissionHandler",
+    "PendingAdmission",
     "WebhookApp",
     "WebhookKind",
     "WebhookReply",
@@ -71,12 +78,49 @@ class WebhookReply:
     message: str = ""
 
 
+class AsyncAdmissionHandler(Protocol):
+    """An admission webhook that needs I/O: an ``async def`` from a request to a verdict.
+
+    Served only by an async :class:`~kubemoon_trio.WebhookServer` (trio or asyncio), which
+    awaits it; :meth:`WebhookApp.handle` answers its requests with an error instead.
+    """
+
+    def __call__(self, request: AdmissionRequest, /) -> Awaitable[AdmissionResponse]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class _Route:
     name: str
     kind: WebhookKind
-    handler: AdmissionHandler | None
+    handler: AdmissionHandler | AsyncAdmissionHandler | None
     converter: Converter | None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingAdmission:
+    """An admission review whose handler returned an awaitable: the adapter awaits
+    :attr:`verdict`, then answers with :meth:`reply` (or :meth:`failed` if it raised)."""
+
+    webhook: str
+    kind: WebhookKind
+    request: AdmissionRequest
+    verdict: Awaitable[Any]
+
+    def reply(self, verdict: object) -> WebhookReply:
+        """The answer for the awaited ``verdict`` (anything but a verdict is a 500 denial)."""
+        if inspect.isawaitable(verdict):
+            # Handed back unawaited (by handle() or a blocking server): close a coroutine
+            # so it does not warn "never awaited", and say what to do instead.
+            close = getattr(verdict, "close", None)
+            if callable(close):
+                close()
+            error = TypeError("the handler is asynchronous: serve it with an async server")
+            return _verdict_reply(self.webhook, self.kind, self.request, None, error)
+        return _verdict_reply(self.webhook, self.kind, self.request, verdict)
+
+    def failed(self, error: Exception) -> WebhookReply:
+        """The answer when awaiting :attr:`verdict` raised ``error``: a 500 denial."""
+        return _verdict_reply(self.webhook, self.kind, self.request, None, error)
 
 
 def _media_type(content_type: str | None) -> str:
@@ -114,12 +158,20 @@ class WebhookApp:
             raise LocalProtocolError(f"a webhook is already registered at {path!r}")
         self._routes[path] = route
 
-    def validating(self, path: str, handler: AdmissionHandler, *, name: str = "") -> None:
-        """Serve a validating admission webhook at ``path`` (its verdict may not patch)."""
+    def validating(
+        self, path: str, handler: AdmissionHandler | AsyncAdmissionHandler, *, name: str = ""
+    ) -> None:
+        """Serve a validating admission webhook at ``path`` (its verdict may not patch).
+
+        ``handler`` may be an ``async def`` (:class:`AsyncAdmissionHandler`) when it needs
+        I/O; an async webhook server awaits it.
+        """
         self._add(path, _Route(name or path, WebhookKind.VALIDATING, handler, None))
 
-    def mutating(self, path: str, handler: AdmissionHandler, *, name: str = "") -> None:
-        """Serve a mutating admission webhook at ``path``."""
+    def mutating(
+        self, path: str, handler: AdmissionHandler | AsyncAdmissionHandler, *, name: str = ""
+    ) -> None:
+        """Serve a mutating admission webhook at ``path`` (``handler`` may be async)."""
         self._add(path, _Route(name or path, WebhookKind.MUTATING, handler, None))
 
     def conversion(self, path: str, converter: Converter, *, name: str = "") -> None:
@@ -193,8 +245,25 @@ class WebhookApp:
         """Answer one complete request.
 
         The head checks of :meth:`precheck` come first, unless ``prechecked`` says the
-        caller already ran them and got ``None``.
+        caller already ran them and got ``None``. An async handler cannot be awaited here:
+        its request is answered as a 500 denial (serve it with :meth:`dispatch`).
         """
+        result = self.dispatch(method, target, headers, body, prechecked=prechecked)
+        if isinstance(result, PendingAdmission):
+            return result.reply(result.verdict)
+        return result
+
+    def dispatch(
+        self,
+        method: str,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes,
+        *,
+        prechecked: bool = False,
+    ) -> WebhookReply | PendingAdmission:
+        """Like :meth:`handle`, but an async handler's awaitable comes back as a
+        :class:`PendingAdmission` for the caller to await."""
         route = self._route(target)
         if not prechecked or route is None:
             early = self.precheck(method, target, headers)
@@ -231,26 +300,47 @@ def _json_headers(body: bytes) -> tuple[tuple[str, str], ...]:
     return (("Content-Type", _JSON), ("Content-Length", str(len(body))))
 
 
-def _admit(route: _Route, handler: AdmissionHandler, document: Any) -> WebhookReply:
+def _admit(
+    route: _Route, handler: AdmissionHandler | AsyncAdmissionHandler, document: Any
+) -> WebhookReply | PendingAdmission:
     request = decode_admission_review(document)
     try:
-        verdict: Any = handler(request)
-        if not isinstance(verdict, AdmissionResponse):
-            raise TypeError(f"the handler returned {type(verdict).__name__}, not AdmissionResponse")
-        if verdict.patch and route.kind is WebhookKind.VALIDATING:
-            raise TypeError("a validating webhook cannot patch the object")
+        verdict: object = handler(request)
     except Exception as exc:  # a handler's bug is a denied review, never a crashed server
-        verdict = AdmissionResponse.deny(
-            f"webhook {route.name} failed: {type(exc).__name__}: {exc}",
+        return _verdict_reply(route.name, route.kind, request, None, exc)
+    if inspect.isawaitable(verdict):
+        return PendingAdmission(route.name, route.kind, request, verdict)
+    return _verdict_reply(route.name, route.kind, request, verdict)
+
+
+def _verdict_reply(
+    name: str,
+    kind: WebhookKind,
+    request: AdmissionRequest,
+    verdict: object,
+    error: Exception | None = None,
+) -> WebhookReply:
+    if error is None:
+        if not isinstance(verdict, AdmissionResponse):
+            error = TypeError(
+                f"the handler returned {type(verdict).__name__}, not AdmissionResponse"
+            )
+        elif verdict.patch and kind is WebhookKind.VALIDATING:
+            error = TypeError("a validating webhook cannot patch the object")
+    if error is not None:
+        response = AdmissionResponse.deny(
+            f"webhook {name} failed: {type(error).__name__}: {error}",
             code=500,
             reason="InternalError",
         )
         outcome = "error"
     else:
+        assert isinstance(verdict, AdmissionResponse)
+        response = verdict
         outcome = "patched" if verdict.patch else "allowed" if verdict.allowed else "denied"
-    body = encode_admission_review(request.uid, verdict)
+    body = encode_admission_review(request.uid, response)
     return WebhookReply(
-        200, _json_headers(body), body, route.name, request.uid, outcome, verdict.message
+        200, _json_headers(body), body, name, request.uid, outcome, response.message
     )
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import h11
 
-from kubemoon_core import LocalProtocolError, WebhookApp, WebhookReply
+from kubemoon_core import LocalProtocolError, PendingAdmission, WebhookApp, WebhookReply
 
 from ._backend import (
     TASK_STATUS_IGNORED,
@@ -401,7 +401,11 @@ class WebhookServer:
                     return self.app.too_large(target)  # the rest is never read
                 chunks.append(bytes(event.data))
             elif isinstance(event, h11.EndOfMessage):
-                return self.app.handle(method, target, headers, b"".join(chunks), prechecked=True)
+                body = b"".join(chunks)
+                result = self.app.dispatch(method, target, headers, body, prechecked=True)
+                if isinstance(result, PendingAdmission):
+                    return await _await_verdict(result)
+                return result
             elif event is h11.NEED_DATA:
                 try:
                     await self._receive(stream, conn, deadline)
@@ -440,6 +444,15 @@ class WebhookServer:
             raise _Close from exc
         if close:
             raise _Close
+
+
+async def _await_verdict(pending: PendingAdmission) -> WebhookReply:
+    """Await an async handler's verdict (a handler that does I/O, e.g. an access review)."""
+    try:
+        verdict = await pending.verdict
+    except Exception as exc:  # a handler's failure is a denied review, never a lost server
+        return pending.failed(exc)
+    return pending.reply(verdict)
 
 
 def _path(target: str) -> str:

@@ -1,35 +1,149 @@
-"""End-to-end fixtures: the ConfigMirror CRD on the real apiserver, clients, operators."""
+"""End-to-end fixtures: the ConfigMirror CRD on the real apiserver, clients, operators.
+
+The CRD is deploy/crd.yaml: two versions, v1beta1 stored, converted by a webhook. The
+session runs that conversion webhook (:class:`ConversionServer`, ConfigMirror's own
+converter on a :class:`kubemoon_trio.WebhookServer` in a thread of its own) and each test
+module installs the CRD pointing at it, then removes the CRD and its objects, so that
+other tiers sharing the apiserver may install their own version of it.
+"""
 
 from __future__ import annotations
 
+import base64
 import json
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 import yaml
+from prometheus_client import CollectorRegistry
 
-from configmirror import ACCEPT_MIRRORS_LABEL, CONFIGMIRRORS, ConfigMirrorOperator, OperatorOptions
-from kubemoon_testing import ApiServer
-from kubemoon_trio import Client
+from configmirror import (
+    ACCEPT_MIRRORS_LABEL,
+    CONFIGMIRRORS_V1BETA1,
+    CONVERT_PATH,
+    ConfigMirrorOperator,
+    OperatorOptions,
+    converter,
+)
+from kubemoon_core import WebhookApp
+from kubemoon_testing import ApiServer, WebhookCertificates
+from kubemoon_trio import Client, WebhookServer
 
 CRD_FILE = Path(__file__).parents[2] / "deploy" / "crd.yaml"
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+CRD_NAME = "configmirrors.kubemoon.dev"
 
 
-def install_crd(server: ApiServer) -> None:
-    """Create the ConfigMirror CRD (if missing) and wait until it is served."""
-    crd = yaml.safe_load(CRD_FILE.read_text())
-    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-    response = server.request("POST", path, body=json.dumps(crd).encode())
-    assert response.status in (201, 409), response.body[:300]
+def _path(resource: Any, namespace: str | None = None) -> str:
+    where = f"/namespaces/{namespace}" if namespace else ""
+    return f"/apis/{resource.group}/{resource.version}{where}/{resource.resource}"
+
+
+class ConversionServer:
+    """ConfigMirror's conversion webhook, served from a thread for the whole session."""
+
+    def __init__(self, certs: WebhookCertificates) -> None:
+        self.certs = certs
+        self.port = 0
+        self._ready = threading.Event()
+        self._scope: trio.CancelScope | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._thread = threading.Thread(target=trio.run, args=(self._main,), daemon=True)
+
+    async def _main(self) -> None:
+        app = WebhookApp()
+        app.conversion(CONVERT_PATH, converter())
+        server = WebhookServer(
+            app,
+            cert_file=self.certs.cert_file,
+            key_file=self.certs.key_file,
+            registry=CollectorRegistry(),
+        )
+        self._token = trio.lowlevel.current_trio_token()
+        with trio.CancelScope() as self._scope:
+            async with trio.open_nursery() as nursery:
+                self.port = await nursery.start(server.serve)
+                self._ready.set()
+
+    def start(self) -> ConversionServer:
+        self._thread.start()
+        assert self._ready.wait(30), "the conversion webhook did not start"
+        return self
+
+    def stop(self) -> None:
+        assert self._scope is not None and self._token is not None
+        trio.from_thread.run_sync(self._scope.cancel, trio_token=self._token)
+        self._thread.join(10)
+
+    def client_config(self) -> dict[str, Any]:
+        """The CRD's ``spec.conversion.webhook.clientConfig`` that reaches this server."""
+        return {
+            "url": f"https://127.0.0.1:{self.port}{CONVERT_PATH}",
+            "caBundle": base64.b64encode(self.certs.ca_bundle).decode(),
+        }
+
+
+def crd_manifest(conversion: ConversionServer) -> dict[str, Any]:
+    """deploy/crd.yaml with the conversion webhook at ``conversion`` (not a Service)."""
+    crd: dict[str, Any] = yaml.safe_load(CRD_FILE.read_text())
+    crd["spec"]["conversion"]["webhook"]["clientConfig"] = conversion.client_config()
+    return crd
+
+
+def put_crd(server: ApiServer, crd: dict[str, Any]) -> None:
+    """Create ``crd``, or replace the CRD of that name, and wait until every version serves.
+
+    Served means more than discovery: a dry-run create in each version is answered, so
+    the conversion webhook (when there is one) is reachable too.
+    """
+    response = server.request("POST", CRDS, body=json.dumps(crd).encode())
+    if response.status == 409:  # installed by another tier: take it over
+        current = server.request("GET", f"{CRDS}/{crd['metadata']['name']}").json()
+        crd = {**crd, "metadata": {**crd["metadata"], **current["metadata"]}}
+        response = server.request("PUT", f"{CRDS}/{crd['metadata']['name']}", body=crd)
+    assert response.status in (200, 201), response.body[:500]
+    group = crd["spec"]["group"]
     deadline = time.monotonic() + 30
-    served = f"/apis/{CONFIGMIRRORS.group}/{CONFIGMIRRORS.version}/{CONFIGMIRRORS.resource}"
-    while server.request("GET", served).status != 200:
-        assert time.monotonic() < deadline, "the ConfigMirror CRD never became served"
+    for version in crd["spec"]["versions"]:
+        probe = {
+            "apiVersion": f"{group}/{version['name']}",
+            "kind": "ConfigMirror",
+            "metadata": {"name": "probe"},
+            "spec": {"source": "probe", "targetNamespaces": [], "targets": {"namespaces": []}},
+        }
+        path = f"/apis/{group}/{version['name']}/namespaces/default/configmirrors?dryRun=All"
+        while (answer := server.request("POST", path, body=probe)).status != 201:
+            assert time.monotonic() < deadline, f"{version['name']} not served: {answer.body!r}"
+            time.sleep(0.1)
+
+
+def uninstall_crd(server: ApiServer) -> None:
+    """Delete the CRD and every ConfigMirror (finalizers dropped: no operator is left)."""
+    listed = server.request("GET", _path(CONFIGMIRRORS_V1BETA1))
+    for item in listed.json().get("items", []) if listed.status == 200 else []:
+        meta = item["metadata"]
+        if meta.get("finalizers"):
+            server.request(
+                "PATCH",
+                f"{_path(CONFIGMIRRORS_V1BETA1, meta['namespace'])}/{meta['name']}",
+                body={"metadata": {"finalizers": None}},
+                headers={"Content-Type": "application/merge-patch+json"},
+            )
+    server.request("DELETE", f"{CRDS}/{CRD_NAME}")
+    deadline = time.monotonic() + 60
+    while server.request("GET", f"{CRDS}/{CRD_NAME}").status != 404:
+        assert time.monotonic() < deadline, "the ConfigMirror CRD was never removed"
         time.sleep(0.1)
+
+
+def install_crd(server: ApiServer, conversion: ConversionServer) -> None:
+    """Install the ConfigMirror CRD of deploy/crd.yaml, converting through ``conversion``."""
+    put_crd(server, crd_manifest(conversion))
 
 
 def label_namespace(server: ApiServer, namespace: str, labels: dict[str, str | None]) -> None:
@@ -49,10 +163,22 @@ def accept_mirrors(server: ApiServer, namespace: str, accept: bool = True) -> No
 
 
 @pytest.fixture(scope="session")
-def configmirror_api(kube_apiserver: ApiServer) -> ApiServer:
-    """The session's apiserver with the ConfigMirror CRD installed."""
-    install_crd(kube_apiserver)
-    return kube_apiserver
+def conversion_webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConversionServer]:
+    """ConfigMirror's conversion webhook, running for the whole session."""
+    server = ConversionServer(WebhookCertificates.create(tmp_path_factory.mktemp("conversion")))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def configmirror_api(
+    kube_apiserver: ApiServer, conversion_webhook: ConversionServer
+) -> Iterator[ApiServer]:
+    """The session's apiserver with the ConfigMirror CRD installed for one test module."""
+    install_crd(kube_apiserver, conversion_webhook)
+    yield kube_apiserver
+    uninstall_crd(kube_apiserver)
 
 
 @pytest.fixture

@@ -57,8 +57,8 @@ async def test_a_deleted_target_namespace_loses_its_copy_and_the_rest_stays_in_s
     server = configmirror_api
     home = server.create_namespace(prefix="cm-home")
     kept, doomed = (server.create_namespace(prefix="cm-target") for _ in range(2))
-    for target in (kept, doomed):
-        accept_mirrors(server, target)  # targets are opt-in
+    for ns in (kept, doomed):
+        accept_mirrors(server, ns)  # targets opt in to receiving copies
     await client.create(CONFIGMAPS, _source({"a": "1"}), namespace=home)
     await client.create(CONFIGMIRRORS, _mirror([kept, doomed]), namespace=home)
     await start_operator(namespaces=(home,))
@@ -100,7 +100,7 @@ async def test_a_deleted_home_namespace_cleans_up_the_copies_before_it_goes(
     server = configmirror_api
     home = server.create_namespace(prefix="cm-home")
     target = server.create_namespace(prefix="cm-target")
-    accept_mirrors(server, target)  # targets are opt-in
+    accept_mirrors(server, target)  # targets opt in to receiving copies
     await client.create(CONFIGMAPS, _source({"a": "1"}), namespace=home)
     await client.create(CONFIGMIRRORS, _mirror([target]), namespace=home)
     await start_operator(namespaces=(home,))

@@ -79,11 +79,17 @@ def test_the_checked_in_manifests_are_current(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(ROOT)
+    configmirror = (
+        "configmirror._api:ConfigMirror",
+        "configmirror._api:ConfigMirrorV1beta1",
+        "--webhook-service",
+        "kubemoon-system/configmirror-webhook:443/convert-configmirror",
+    )
     for file, spec in [
-        ("deploy/crd.yaml", "configmirror._api:ConfigMirror"),
-        ("examples/widgets/crd.yaml", "examples/widgets/widget_api.py:Widget"),
+        ("deploy/crd.yaml", configmirror),
+        ("examples/widgets/crd.yaml", ("examples/widgets/widget_api.py:Widget",)),
     ]:
-        status, _, err = run(capsys, "crd", "check", file, spec)
+        status, _, err = run(capsys, "crd", "check", file, *spec)
         assert (status, err) == (0, "")
 
 
@@ -192,7 +198,11 @@ def test_usage_errors(capsys: pytest.CaptureFixture[str], argv: list[str], words
 
 def test_the_console_script_runs(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "kubemoon_cli", "crd", "generate", "configmirror._api:ConfigMirror"],
+        [
+            *(sys.executable, "-m", "kubemoon_cli", "crd", "generate"),
+            *("configmirror._api:ConfigMirror", "configmirror._api:ConfigMirrorV1beta1"),
+            *("--webhook-service", "kubemoon-system/configmirror-webhook:443/convert-configmirror"),
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from configmirror import (
     ACCEPT_MIRRORS_SELECTOR,
     CONFIGMAPS,
-    CONFIGMIRRORS,
+    CONFIGMIRRORS_V1BETA1,
+    CONVERT_PATH,
+    MUTATE_PATH,
     NAMESPACES,
+    VALIDATE_PATH,
     ConfigMirrorOperator,
     OperatorOptions,
 )
 from configmirror._cli import options_from, parse_args
-from kubemoon_core import ClientConfig
+from kubemoon_core import ClientConfig, LocalProtocolError
+from kubemoon_testing import WebhookCertificates
 from kubemoon_trio import Client, LeaderElectionConfig
 
 
@@ -66,6 +72,42 @@ def test_one_controller_per_namespace_on_shared_caches() -> None:
     assert len(informers) == 4
     assert informers.get(CONFIGMAPS) is operator.configmaps
     assert informers.get(NAMESPACES, label_selector=selector) is operator.namespaces
-    assert {i.namespace for i in informers if i.resource == CONFIGMIRRORS} == {"a", "b"}
+    assert {i.namespace for i in informers if i.resource == CONFIGMIRRORS_V1BETA1} == {"a", "b"}
     single = ConfigMirrorOperator(client, OperatorOptions(namespaces=("a",)))
     assert [c.name for c in single.manager.controllers] == ["configmirror"]
+
+
+def test_webhook_flags() -> None:
+    options = options_from(
+        parse_args(["--webhook-port", "9443", "--webhook-cert-dir", "/etc/webhook"])
+    )
+    assert options.webhook_address == ("0.0.0.0", 9443)
+    assert (options.webhook_cert_file, options.webhook_key_file) == (
+        "/etc/webhook/tls.crt",
+        "/etc/webhook/tls.key",
+    )
+    files = ["--webhook-cert-file", "c.pem", "--webhook-key-file", "k.pem"]
+    argv = ["--webhook-port", "0", "--webhook-host", "127.0.0.1", *files]
+    options = options_from(parse_args(argv))
+    assert options.webhook_address == ("127.0.0.1", 0)
+    assert (options.webhook_cert_file, options.webhook_key_file) == ("c.pem", "k.pem")
+    with pytest.raises(LocalProtocolError, match="needs --webhook-cert-dir"):
+        options_from(parse_args(["--webhook-port", "9443"]))
+    assert options_from(parse_args([])).webhook_address is None
+
+
+def test_the_operator_serves_its_webhooks_through_the_manager(tmp_path: Path) -> None:
+    certs = WebhookCertificates.create(tmp_path)
+    client = Client(ClientConfig(server="https://127.0.0.1:6443"))
+    options = OperatorOptions(
+        webhook_address=("127.0.0.1", 0),
+        webhook_cert_file=str(certs.cert_file),
+        webhook_key_file=str(certs.key_file),
+    )
+    operator = ConfigMirrorOperator(client, options)
+    assert operator.webhook_server is not None
+    assert operator.manager.webhook_servers == [operator.webhook_server]
+    assert sorted(operator.webhook_server.app.routes) == sorted(
+        [CONVERT_PATH, MUTATE_PATH, VALIDATE_PATH]
+    )
+    assert ConfigMirrorOperator(client).webhook_server is None

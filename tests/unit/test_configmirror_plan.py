@@ -11,6 +11,7 @@ from configmirror import (
     OWNER_UID_ANNOTATION,
     Plan,
     PlannedEvent,
+    mirror_targets,
 )
 from configmirror import plan_reconcile as plan_with_allowed
 
@@ -340,3 +341,50 @@ def test_finalizer_and_deletion_plans_record_no_events() -> None:
     assert plan_reconcile(mirror(metadata={"finalizers": []}), SOURCE, {}, [], NOW).events == ()
     deleting = mirror(metadata={"deletionTimestamp": NOW})
     assert plan_reconcile(deleting, SOURCE, {}, [copy("a")], NOW).events == ()
+
+
+def beta_mirror(**targets: Any) -> dict[str, Any]:
+    obj = mirror()
+    obj["apiVersion"] = "kubemoon.dev/v1beta1"
+    obj["spec"] = {"source": "settings", "targets": targets}
+    return obj
+
+
+def test_a_v1beta1_mirror_is_planned_and_written_as_v1beta1() -> None:
+    plan = plan_reconcile(beta_mirror(namespaces=["a"]), SOURCE, {}, [], NOW)
+    assert [(r.method, r.path) for r in plan.writes] == [
+        ("POST", "/api/v1/namespaces/a/configmaps"),
+        ("PUT", "/apis/kubemoon.dev/v1beta1/namespaces/src/configmirrors/m/status"),
+    ]
+    fresh = beta_mirror(namespaces=["a"])
+    fresh["metadata"]["finalizers"] = []
+    (patch,) = plan_reconcile(fresh, SOURCE, {}, [], NOW).writes
+    assert patch.path == "/apis/kubemoon.dev/v1beta1/namespaces/src/configmirrors/m"
+
+
+def test_targets_named_and_selected() -> None:
+    labels = {
+        "a": {"tier": "web"},
+        "b": {"tier": "db"},
+        "c": {"tier": "web"},
+        "src": {"tier": "web"},
+    }
+    selecting = beta_mirror(namespaces=["b"], namespaceSelector={"matchLabels": {"tier": "web"}})
+    # Named first, then the selected ones sorted; never the mirror's own namespace.
+    assert mirror_targets(selecting, labels) == ["b", "a", "c"]
+    assert mirror_targets(selecting) == ["b"]  # no namespace information: only the named
+    everything = beta_mirror(namespaces=[], namespaceSelector={})
+    assert mirror_targets(everything, labels) == ["a", "b", "c"]
+    assert mirror_targets(beta_mirror(namespaces=["a"], namespaceSelector="x"), labels) == ["a"]
+    assert mirror_targets(mirror(), labels) == ["a", "b"]
+    plan = plan_with_allowed(
+        selecting,
+        SOURCE,
+        {},
+        [],
+        NOW,
+        allowed_namespaces=labels.keys(),
+        namespace_labels=labels,
+    )
+    created = [r.path for r in plan.writes if r.method == "POST"]
+    assert created == [f"/api/v1/namespaces/{ns}/configmaps" for ns in ("b", "a", "c")]

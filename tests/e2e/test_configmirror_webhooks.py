@@ -1,0 +1,482 @@
+"""ConfigMirror's webhooks, called by the real kube-apiserver over TLS.
+
+The admission webhooks are served by :class:`configmirror.ConfigMirrorWebhooks` on a
+:class:`kubemoon_trio.WebhookServer` at ``https://127.0.0.1:<port>``; each test installs
+webhook configurations that select only its own namespace (by label), so nothing it
+leaves behind can affect another test. The conversion webhook is the session's (see
+conftest.py): the CRD stores v1beta1 and serves v1alpha1 too.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import yaml
+from conftest import (
+    ConversionServer,
+    StartOperator,
+    accept_mirrors,
+    crd_manifest,
+    eventually,
+    label_namespace,
+    put_crd,
+    uninstall_crd,
+)
+from prometheus_client import CollectorRegistry
+
+from configmirror import (
+    CONFIGMAPS,
+    CONFIGMIRRORS,
+    CONFIGMIRRORS_V1BETA1,
+    MUTATE_PATH,
+    VALIDATE_PATH,
+    ConfigMirrorWebhooks,
+)
+from configmirror._api import ConfigMirror
+from kubemoon_core import (
+    ApiError,
+    GroupVersionResource,
+    Invalid,
+    NotFound,
+    WriteOptions,
+    ca_bundle_patch,
+    delete_request,
+)
+from kubemoon_core import crd_manifest as generated_crd
+from kubemoon_testing import ApiServer, WebhookCertificates
+from kubemoon_trio import Client, WebhookServer
+
+pytestmark = pytest.mark.integration
+
+NAMESPACES = GroupVersionResource("", "v1", "namespaces")
+VALIDATING = GroupVersionResource(
+    "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations"
+)
+MUTATING = GroupVersionResource(
+    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"
+)
+TEST_LABEL = "kubemoon.dev/configmirror-webhook-test"
+
+
+def mirror(name: str, targets: list[str], source: str = "settings") -> dict[str, Any]:
+    return {
+        "apiVersion": "kubemoon.dev/v1alpha1",
+        "kind": "ConfigMirror",
+        "metadata": {"name": name},
+        "spec": {"source": source, "targetNamespaces": targets},
+    }
+
+
+class Served:
+    """The ConfigMirror webhooks on a server in the test's nursery; stoppable."""
+
+    def __init__(self, nursery: trio.Nursery, certs: WebhookCertificates, client: Client) -> None:
+        self.nursery = nursery
+        self.certs = certs
+        self.app = ConfigMirrorWebhooks(client).app()
+        self.port = 0
+        self._scope = trio.CancelScope()
+        self._stopped = trio.Event()
+
+    async def start(self) -> None:
+        server = WebhookServer(
+            self.app,
+            cert_file=self.certs.cert_file,
+            key_file=self.certs.key_file,
+            port=self.port,
+            registry=CollectorRegistry(),
+        )
+        scope, stopped = trio.CancelScope(), trio.Event()
+
+        async def run(task_status: trio.TaskStatus[int]) -> None:
+            try:
+                with scope:
+                    await server.serve(task_status=task_status)
+            finally:
+                stopped.set()
+
+        self.port = await self.nursery.start(run)
+        self._scope, self._stopped = scope, stopped
+
+    async def stop(self) -> None:
+        self._scope.cancel()
+        await self._stopped.wait()
+
+    def url(self, path: str) -> str:
+        return f"https://127.0.0.1:{self.port}{path}"
+
+
+def configuration(kind: str, url: str, namespace: str) -> dict[str, Any]:
+    short = "validate" if kind.startswith("Validating") else "default"
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": f"configmirror-{short}-{namespace}"},
+        "webhooks": [
+            {
+                "name": f"{short}.configmirror.kubemoon.dev",
+                "clientConfig": {"url": url},
+                "rules": [
+                    {
+                        "apiGroups": ["kubemoon.dev"],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["configmirrors"],
+                        "scope": "Namespaced",
+                    }
+                ],
+                "namespaceSelector": {"matchLabels": {TEST_LABEL: namespace}},
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "timeoutSeconds": 10,
+            }
+        ],
+    }
+
+
+async def install(client: Client, obj: dict[str, Any], bundle: bytes) -> None:
+    """Create a configuration, then inject the CA bundle (as the operator's installer does)."""
+    resource = VALIDATING if obj["kind"].startswith("Validating") else MUTATING
+    created = await client.create(resource, obj)
+    for _ in range(10):
+        try:
+            await client.request(ca_bundle_patch(created, bundle))
+            return
+        except Invalid:  # changed since it was read: read it again
+            created = await client.get(resource, obj["metadata"]["name"])
+    raise AssertionError("the CA bundle could not be injected")
+
+
+@pytest.fixture
+async def home(client: Client, kube_namespace: str) -> str:
+    """The test's namespace, labelled so that the test's webhook configurations select it."""
+    await client.patch(
+        NAMESPACES, kube_namespace, {"metadata": {"labels": {TEST_LABEL: kube_namespace}}}
+    )
+    return kube_namespace
+
+
+@pytest.fixture
+async def served(
+    client: Client, nursery: trio.Nursery, tmp_path: Path, home: str
+) -> AsyncIterator[Served]:
+    """The webhooks served and registered (validating and mutating) for ``home``."""
+    hooks = Served(nursery, WebhookCertificates.create(tmp_path / "certs"), client)
+    await hooks.start()
+    validating = configuration("ValidatingWebhookConfiguration", hooks.url(VALIDATE_PATH), home)
+    mutating = configuration("MutatingWebhookConfiguration", hooks.url(MUTATE_PATH), home)
+    try:
+        await install(client, validating, hooks.certs.ca_bundle)
+        await install(client, mutating, hooks.certs.ca_bundle)
+        await enforced(client, home)
+        yield hooks
+    finally:
+        await client.send(delete_request(VALIDATING, validating["metadata"]["name"]))
+        await client.send(delete_request(MUTATING, mutating["metadata"]["name"]))
+
+
+async def enforced(client: Client, namespace: str) -> None:
+    """Wait until the apiserver calls the webhooks (its configuration informer lags)."""
+    with trio.move_on_after(30):
+        while True:
+            try:
+                await client.create(
+                    CONFIGMIRRORS,
+                    mirror("probe", [namespace]),
+                    namespace=namespace,
+                    options=WriteOptions(dry_run=True),
+                )
+            except ApiError as exc:
+                if "own namespace" in str(exc):
+                    return
+            await trio.sleep(0.1)
+    raise AssertionError("the ConfigMirror webhooks were never called")
+
+
+async def test_an_invalid_mirror_is_rejected_with_the_webhooks_message(
+    client: Client, served: Served, home: str
+) -> None:
+    with pytest.raises(ApiError) as info:
+        await client.create(CONFIGMIRRORS, mirror("bad", ["other", home]), namespace=home)
+    message = str(info.value)
+    assert info.value.code == 422
+    assert 'admission webhook "validate.configmirror.kubemoon.dev" denied the request' in message
+    assert f"target namespace {home!r} is the ConfigMirror's own namespace" in message
+    with pytest.raises(NotFound):
+        await client.get(CONFIGMIRRORS, "bad", namespace=home)
+
+
+async def test_too_many_targets_are_refused_by_the_webhook(
+    client: Client, served: Served, home: str
+) -> None:
+    # The schema allows 256 targets; the webhook's limit is 100.
+    targets = [f"t-{i:03d}" for i in range(101)]
+    with pytest.raises(ApiError, match="at most 100 target namespaces, got 101"):
+        await client.create(CONFIGMIRRORS, mirror("many", targets), namespace=home)
+
+
+async def test_a_valid_mirror_is_defaulted_and_stored(
+    client: Client, served: Served, home: str
+) -> None:
+    stored = await client.create(
+        CONFIGMIRRORS, mirror("good", ["zeta", "alpha", "mid"]), namespace=home
+    )
+    assert stored["spec"]["targetNamespaces"] == ["alpha", "mid", "zeta"]
+    assert stored["metadata"]["labels"] == {"kubemoon.dev/mirror-source": "settings"}
+    read = await client.get(CONFIGMIRRORS, "good", namespace=home)
+    assert read["spec"] == stored["spec"]
+
+
+async def test_a_dry_run_create_runs_the_webhooks_and_stores_nothing(
+    client: Client, served: Served, home: str
+) -> None:
+    answered = await client.create(
+        CONFIGMIRRORS, mirror("dry", ["b", "a"]), namespace=home, options=WriteOptions(dry_run=True)
+    )
+    assert answered["spec"]["targetNamespaces"] == ["a", "b"]  # the mutating webhook ran
+    with pytest.raises(NotFound):
+        await client.get(CONFIGMIRRORS, "dry", namespace=home)
+    with pytest.raises(ApiError, match="own namespace"):  # and so did the validating one
+        await client.create(
+            CONFIGMIRRORS,
+            mirror("dry-bad", [home]),
+            namespace=home,
+            options=WriteOptions(dry_run=True),
+        )
+
+
+async def test_a_user_may_only_mirror_into_namespaces_they_could_write(
+    configmirror_api: ApiServer, served: Served, home: str
+) -> None:
+    server = configmirror_api
+    writable = await trio.to_thread.run_sync(
+        lambda: server.create_namespace(prefix="kubemoon-writable")
+    )
+    try:
+        await trio.to_thread.run_sync(
+            lambda: server.grant_namespace_access(
+                home,
+                verbs=("create", "get"),
+                resources=("configmirrors",),
+                api_groups=("kubemoon.dev",),
+            )
+        )
+        await trio.to_thread.run_sync(
+            lambda: server.grant_namespace_access(writable, verbs=("create",))
+        )
+        async with Client.from_kubeconfig(str(server.kubeconfig_path), context="limited") as user:
+            with pytest.raises(ApiError) as info:
+                await user.create(
+                    CONFIGMIRRORS, mirror("steal", [writable, "kube-system"]), namespace=home
+                )
+            assert info.value.code == 403
+            message = str(info.value)
+            assert "user 'limited' may not create ConfigMaps in namespace 'kube-system'" in message
+            assert repr(writable) not in message  # only the namespace it may not write to
+            with pytest.raises(NotFound):
+                await user.get(CONFIGMIRRORS, "steal", namespace=home)
+            # Into a namespace where the user may create ConfigMaps: allowed.
+            created = await user.create(CONFIGMIRRORS, mirror("ok", [writable]), namespace=home)
+            assert created["spec"]["targetNamespaces"] == [writable]
+    finally:
+        await trio.to_thread.run_sync(lambda: server.delete_namespace(writable))
+
+
+async def test_failure_policy_fail_with_the_webhook_stopped(
+    client: Client, served: Served, home: str
+) -> None:
+    await served.stop()
+    name = f"while-down-{secrets.token_hex(2)}"
+    with pytest.raises(ApiError) as info:
+        await client.create(CONFIGMIRRORS, mirror(name, ["other"]), namespace=home)
+    assert info.value.code == 500
+    assert "failed calling webhook" in str(info.value)
+    assert "connection refused" in str(info.value)
+    with pytest.raises(NotFound):
+        await client.get(CONFIGMIRRORS, name, namespace=home)
+    await served.start()  # the same port: admissions work again
+    created = await client.create(CONFIGMIRRORS, mirror(name, ["other"]), namespace=home)
+    assert created["metadata"]["name"] == name
+
+
+def comparable(obj: dict[str, Any]) -> dict[str, Any]:
+    """What must not change between reads: everything but apiVersion and managedFields."""
+    meta = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
+    return {**{k: v for k, v in obj.items() if k != "apiVersion"}, "metadata": meta}
+
+
+async def test_a_v1alpha1_mirror_reads_back_in_both_versions(client: Client, home: str) -> None:
+    created = await client.create(
+        CONFIGMIRRORS, mirror("versions", ["b-ns", "a-ns"]), namespace=home
+    )
+    as_beta = await client.get(CONFIGMIRRORS_V1BETA1, "versions", namespace=home)
+    assert as_beta["apiVersion"] == "kubemoon.dev/v1beta1"
+    assert as_beta["spec"] == {"source": "settings", "targets": {"namespaces": ["b-ns", "a-ns"]}}
+    assert as_beta["metadata"]["uid"] == created["metadata"]["uid"]
+    assert as_beta["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    as_alpha = await client.get(CONFIGMIRRORS, "versions", namespace=home)
+    assert as_alpha["apiVersion"] == "kubemoon.dev/v1alpha1"
+    assert comparable(as_alpha) == comparable(created)
+    # A list in either version has it too (one conversion review for the page).
+    listed = [m async for m in client.list(CONFIGMIRRORS_V1BETA1, namespace=home)]
+    assert [m["spec"]["targets"]["namespaces"] for m in listed] == [["b-ns", "a-ns"]]
+
+
+async def test_a_v1beta1_selector_survives_a_v1alpha1_update(client: Client, home: str) -> None:
+    beta = {
+        "apiVersion": "kubemoon.dev/v1beta1",
+        "kind": "ConfigMirror",
+        "metadata": {"name": "selecting"},
+        "spec": {
+            "source": "settings",
+            "targets": {"namespaces": ["x"], "namespaceSelector": {"matchLabels": {"t": "y"}}},
+        },
+    }
+    await client.create(CONFIGMIRRORS_V1BETA1, beta, namespace=home)
+    alpha = await client.get(CONFIGMIRRORS, "selecting", namespace=home)
+    assert alpha["spec"] == {"source": "settings", "targetNamespaces": ["x"]}
+    # A v1alpha1 client edits what it knows; the selector it cannot see is kept.
+    alpha["spec"]["targetNamespaces"] = ["x", "z"]
+    await client.replace(CONFIGMIRRORS, alpha, namespace=home)
+    again = await client.get(CONFIGMIRRORS_V1BETA1, "selecting", namespace=home)
+    assert again["spec"]["targets"] == {
+        "namespaces": ["x", "z"],
+        "namespaceSelector": {"matchLabels": {"t": "y"}},
+    }
+    assert "annotations" not in again["metadata"]
+
+
+async def test_objects_stored_before_the_upgrade_are_served_in_both_versions(
+    configmirror_api: ApiServer, conversion_webhook: ConversionServer, client: Client, home: str
+) -> None:
+    server = configmirror_api
+    # The v1alpha1-only CRD, as released before v1beta1, with objects stored in v1alpha1.
+    await trio.to_thread.run_sync(lambda: uninstall_crd(server))
+    old = generated_crd(ConfigMirror)
+    await trio.to_thread.run_sync(lambda: put_crd(server, old))
+    before = [
+        await client.create(CONFIGMIRRORS, mirror(f"old-{i}", [f"t-{i}"]), namespace=home)
+        for i in range(3)
+    ]
+    # The upgrade: v1beta1 becomes the storage version, converted by the webhook.
+    await trio.to_thread.run_sync(lambda: put_crd(server, crd_manifest(conversion_webhook)))
+    for i, stored in enumerate(before):
+        name = stored["metadata"]["name"]
+        alpha = await client.get(CONFIGMIRRORS, name, namespace=home)
+        assert comparable(alpha) == comparable(stored)
+        beta = await client.get(CONFIGMIRRORS_V1BETA1, name, namespace=home)
+        assert beta["spec"] == {"source": "settings", "targets": {"namespaces": [f"t-{i}"]}}
+        assert beta["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+    names = [
+        m["metadata"]["name"] async for m in client.list(CONFIGMIRRORS_V1BETA1, namespace=home)
+    ]
+    assert sorted(names) == ["old-0", "old-1", "old-2"]
+    # And the old objects can be written in the new version.
+    beta = await client.get(CONFIGMIRRORS_V1BETA1, "old-0", namespace=home)
+    beta["spec"]["targets"]["namespaces"].append("t-new")
+    written = await client.replace(CONFIGMIRRORS_V1BETA1, beta, namespace=home)
+    assert written["spec"]["targets"]["namespaces"] == ["t-0", "t-new"]
+    alpha = await client.get(CONFIGMIRRORS, "old-0", namespace=home)
+    assert alpha["spec"]["targetNamespaces"] == ["t-0", "t-new"]
+
+
+def test_the_deployed_webhook_configurations_are_valid(configmirror_api: ApiServer) -> None:
+    documents = yaml.safe_load_all(
+        (Path(__file__).parents[2] / "deploy" / "webhooks.yaml").read_text()
+    )
+    paths = {
+        "ValidatingWebhookConfiguration": VALIDATING,
+        "MutatingWebhookConfiguration": MUTATING,
+    }
+    checked = []
+    for doc in documents:
+        resource = paths.get(doc["kind"])
+        if resource is None:
+            continue  # namespaced, or cert-manager's kinds (not installed here)
+        url = f"/apis/{resource.group}/{resource.version}/{resource.resource}?dryRun=All"
+        answer = configmirror_api.request("POST", url, body=doc)
+        assert answer.status == 201, answer.body[:500]
+        (hook,) = doc["webhooks"]
+        path = hook["clientConfig"]["service"]["path"]
+        assert path in (VALIDATE_PATH, MUTATE_PATH)
+        checked.append(doc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"])
+    assert checked == ["kubemoon-system/configmirror-webhook"] * 2
+
+
+async def test_the_operator_honours_a_v1beta1_namespace_selector(
+    configmirror_api: ApiServer, client: Client, start_operator: StartOperator, home: str
+) -> None:
+    server = configmirror_api
+    named, web, later = (server.create_namespace(prefix="cm-sel") for _ in range(3))
+    for ns in (named, web, later):
+        accept_mirrors(server, ns)
+    label_namespace(server, web, {"tier": "web"})
+    source = {"metadata": {"name": "settings"}, "data": {"a": "1"}}
+    await client.create(CONFIGMAPS, source, namespace=home)
+    beta = {
+        "apiVersion": "kubemoon.dev/v1beta1",
+        "kind": "ConfigMirror",
+        "metadata": {"name": "m"},
+        "spec": {
+            "source": "settings",
+            "targets": {
+                "namespaces": [named],
+                "namespaceSelector": {"matchLabels": {"tier": "web"}},
+            },
+        },
+    }
+    await client.create(CONFIGMIRRORS_V1BETA1, beta, namespace=home)
+    await start_operator(namespaces=(home,))
+
+    async def copies() -> set[str]:
+        found = set()
+        for ns in (named, web, later):
+            try:
+                await client.get(CONFIGMAPS, "settings", namespace=ns)
+                found.add(ns)
+            except NotFound:
+                pass
+        return found
+
+    await eventually(lambda: _equals(copies, {named, web}), what="copies in named + selected")
+    # A namespace labelled later is selected at once (the Namespace watch re-reconciles).
+    label_namespace(server, later, {"tier": "web"})
+    await eventually(lambda: _equals(copies, {named, web, later}), what="the newly selected copy")
+    # And one that stops matching loses its copy.
+    label_namespace(server, web, {"tier": None})
+    await eventually(lambda: _equals(copies, {named, later}), what="the unselected copy to go")
+    for ns in (named, web, later):
+        server.delete_namespace(ns)
+
+
+async def _equals(check: Callable[[], Awaitable[set[str]]], expected: set[str]) -> bool:
+    return await check() == expected
+
+
+async def test_the_operator_serves_the_webhooks_itself(
+    client: Client, start_operator: StartOperator, home: str, tmp_path: Path
+) -> None:
+    certs = WebhookCertificates.create(tmp_path / "operator-certs")
+    replica = await start_operator(
+        namespaces=(home,),
+        webhook_address=("127.0.0.1", 0),
+        webhook_cert_file=str(certs.cert_file),
+        webhook_key_file=str(certs.key_file),
+    )
+    server = replica.operator.webhook_server
+    assert server is not None and server.serving
+    url = f"{server.url}{VALIDATE_PATH}"
+    validating = configuration("ValidatingWebhookConfiguration", url, home)
+    try:
+        await install(client, validating, certs.ca_bundle)
+        await enforced(client, home)
+        with pytest.raises(ApiError, match="is the ConfigMirror's own namespace"):
+            await client.create(CONFIGMIRRORS, mirror("own", [home]), namespace=home)
+    finally:
+        await client.send(delete_request(VALIDATING, validating["metadata"]["name"]))
