@@ -68,7 +68,8 @@ WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollectio
 SYSTEM_NAMESPACE = "bench-operators"
 KOPF_FILE = Path(__file__).resolve().with_name("kopf_configmirror.py")
 CRD_PATH = ROOT / "deploy" / "crd.yaml"
-MIRRORS_API = "/apis/kubemoon.dev/v1alpha1"
+# The storage version: no conversion webhook is needed to create and read it.
+MIRRORS_API = "/apis/kubemoon.dev/v1beta1"
 
 OPERATORS = ("kubemoon", "kopf")  # ServiceAccount names in SYSTEM_NAMESPACE
 # Only the operators' requests are logged: the orchestration's are not counted anyway.
@@ -215,10 +216,13 @@ def create_workload(admin: Admin, work: Workload) -> None:
             "POST",
             f"{MIRRORS_API}/namespaces/{work.source}/configmirrors",
             {
-                "apiVersion": "kubemoon.dev/v1alpha1",
+                "apiVersion": "kubemoon.dev/v1beta1",
                 "kind": "ConfigMirror",
                 "metadata": {"name": f"mirror-{i:03d}"},
-                "spec": {"source": f"settings-{i:03d}", "targetNamespaces": work.targets},
+                "spec": {
+                    "source": f"settings-{i:03d}",
+                    "targets": {"namespaces": work.targets},
+                },
             },
         )
 

@@ -15,7 +15,7 @@ Behaviour:
   from.
 - A same-named ConfigMap that is not this mirror's copy is left untouched: Ready=False,
   reason TargetConflict. A missing source: Ready=False, reason SourceNotFound.
-- A namespace removed from ``targetNamespaces`` loses its copy; deleting the mirror
+- A namespace removed from ``spec.targets.namespaces`` loses its copy; deleting the mirror
   deletes every copy before kopf removes its finalizer.
 - ConfigMaps are watched too: a changed or deleted source, copy or conflicting ConfigMap
   reconciles the mirrors it concerns.
@@ -47,8 +47,15 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-GROUP, VERSION, PLURAL = "kubemoon.dev", "v1alpha1", "configmirrors"
+GROUP, VERSION, PLURAL = "kubemoon.dev", "v1beta1", "configmirrors"
 FINALIZER = "kubemoon.dev/kopf-cleanup"
+
+
+def _targets(spec: Any) -> list[str]:
+    """The explicit target namespaces of a v1beta1 spec."""
+    return list((spec.get("targets") or {}).get("namespaces") or ())
+
+
 OWNER_UID_ANNOTATION = "kubemoon.dev/owner-uid"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "kopf-configmirror"
@@ -135,7 +142,7 @@ async def mirrors_by_configmap(
     """The mirrors concerned by a ConfigMap: as their source, at a target, or by UID."""
     source = spec.get("source", "")
     keys: list[Key | str] = [(namespace or "", source), uid]
-    keys += [(target, source) for target in spec.get("targetNamespaces") or ()]
+    keys += [(target, source) for target in _targets(spec)]
     return dict.fromkeys(keys, (namespace or "", name))
 
 
@@ -244,7 +251,7 @@ async def sync_copies(
     meta, spec = _meta(mirror), mirror.get("spec") or {}
     uid, namespace = meta["uid"], meta["namespace"]
     source_name = spec.get("source", "")
-    targets = list(dict.fromkeys(spec.get("targetNamespaces") or ()))
+    targets = list(dict.fromkeys(_targets(spec)))
     source = _one(configmaps, (namespace, source_name))
     core = k8s.CoreV1Api(api)
     states: list[dict[str, str]] = []
@@ -439,6 +446,6 @@ def _settled(
         source is not None
         and _owner_uid(copy_) == meta["uid"]
         and copy_meta.get("name") == spec.get("source")
-        and copy_meta.get("namespace") in (spec.get("targetNamespaces") or ())
+        and copy_meta.get("namespace") in (_targets(spec))
         and _in_sync(copy_, _desired_copy(source, copy_meta["namespace"], meta["uid"], copy_))
     )
