@@ -7,7 +7,8 @@ copies only when they opt in (label ``kubemoon.dev/accept-mirrors=true`` by defa
 """
 
 from ._convert import converter
-from ._operator import ConfigMirrorOperator, OperatorOptions
+from ._operator import ConfigMirrorOperator
+from ._options import OperatorOptions
 from ._plan import (
     ACCEPT_MIRRORS_LABEL,
     ACCEPT_MIRRORS_SELECTOR,

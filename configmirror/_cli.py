@@ -20,7 +20,8 @@ from kubemoon_core import KubeMoonError, LeadershipLost, LocalProtocolError
 from kubemoon_trio import Client, LeaderElectionConfig
 
 from ._logs import configure_logging
-from ._operator import ConfigMirrorOperator, OperatorOptions
+from ._operator import ConfigMirrorOperator
+from ._options import OperatorOptions
 from ._plan import ACCEPT_MIRRORS_SELECTOR
 
 __all__ = ["main"]

@@ -105,6 +105,11 @@ def _selector(mirror: Obj) -> Mapping[str, str] | None:
     return dict(labels) if isinstance(labels, Mapping) else {}
 
 
+def namespace_labels(namespaces: Iterable[Obj]) -> dict[str, dict[str, str]]:
+    """Name -> labels of cached Namespaces (what :func:`mirror_targets` selects from)."""
+    return {str(_meta(ns).get("name")): dict(_meta(ns).get("labels") or {}) for ns in namespaces}
+
+
 def mirror_targets(
     mirror: Obj, namespace_labels: Mapping[str, Mapping[str, str]] | None = None
 ) -> list[str]:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import trio
+from prometheus_client import CollectorRegistry
 
 from kubemoon_core import (
     AdmissionRequest,
@@ -21,7 +22,7 @@ from kubemoon_core import (
     Operation,
     WebhookApp,
 )
-from kubemoon_trio import Client
+from kubemoon_trio import Client, WebhookServer
 
 from ._admission import (
     SUBJECT_ACCESS_REVIEWS,
@@ -54,6 +55,24 @@ class ConfigMirrorWebhooks:
 
     def __init__(self, client: Client) -> None:
         self.client = client
+
+    def server(
+        self,
+        address: tuple[str, int],
+        cert_file: str,
+        key_file: str,
+        registry: CollectorRegistry | None = None,
+    ) -> WebhookServer:
+        """A server of :meth:`app` on ``address`` with the (reloaded) certificate files."""
+        host, port = address
+        return WebhookServer(
+            self.app(),
+            cert_file=cert_file,
+            key_file=key_file,
+            host=host,
+            port=port,
+            registry=registry,
+        )
 
     def app(self) -> WebhookApp:
         """A :class:`~kubemoon_core.WebhookApp` with the validating, mutating and

@@ -1,0 +1,76 @@
+"""How mirrors are found in the caches: index functions and change mappers.
+
+Rules: a ConfigMap change concerns its owner mirror and the mirrors that use its name as
+source or copy; a Namespace change concerns the mirrors that name it and those that select
+namespaces by label (indexed under ``*``: no namespace name contains one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kubemoon_core import Change, ObjectKey
+from kubemoon_trio import CacheReader
+
+from ._plan import _meta, _selector, mirror_targets
+from ._plan import _owner_uid as owner_uid
+
+__all__ = [
+    "BY_OWNER_UID",
+    "MIRROR_INDEXERS",
+    "mirrors_of_configmap",
+    "mirrors_targeting",
+    "owner_uid_index",
+    "source_of",
+]
+
+BY_UID, BY_SOURCE, BY_TARGET = "configmirror/uid", "configmirror/source", "configmirror/target"
+BY_TARGET_NAMESPACE, BY_OWNER_UID = "configmirror/target-namespace", "configmirror/owner-uid"
+# The BY_TARGET_NAMESPACE key of mirrors with a namespaceSelector: any Namespace change
+# may concern them. (No namespace name contains a "*".)
+_SELECTING = "*"
+
+
+def _one(value: object) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else ()
+
+
+def _targets(obj: Mapping[str, Any]) -> list[str]:
+    return mirror_targets(obj)  # the named ones: selected namespaces need the cache
+
+
+def _target_namespaces(obj: Mapping[str, Any]) -> tuple[str, ...]:
+    return (*_targets(obj), *((_SELECTING,) if _selector(obj) is not None else ()))
+
+
+def source_of(obj: Mapping[str, Any]) -> tuple[str, ...]:
+    return _one((obj.get("spec") or {}).get("source"))
+
+
+MIRROR_INDEXERS: dict[str, Callable[[Mapping[str, Any]], tuple[str, ...]]] = {
+    BY_UID: lambda obj: _one(_meta(obj).get("uid")),
+    BY_SOURCE: lambda obj: tuple(f"{_meta(obj).get('namespace')}/{s}" for s in source_of(obj)),
+    BY_TARGET: lambda obj: tuple(f"{t}/{s}" for s in source_of(obj) for t in _targets(obj)),
+    BY_TARGET_NAMESPACE: _target_namespaces,
+}
+
+
+def owner_uid_index(obj: Mapping[str, Any]) -> tuple[str, ...]:
+    return _one(owner_uid(obj))
+
+
+def mirrors_of_configmap(mirrors: CacheReader, change: Change) -> Iterable[ObjectKey]:
+    """The mirrors a ConfigMap change concerns: its owner, and those using its name."""
+    where = f"{change.key.namespace}/{change.key.name}"
+    keys = mirrors.keys_by_index(BY_SOURCE, where) + mirrors.keys_by_index(BY_TARGET, where)
+    for obj in (change.old, change.new):
+        for uid in owner_uid_index(obj) if obj is not None else ():
+            keys += mirrors.keys_by_index(BY_UID, uid)
+    return dict.fromkeys(keys)
+
+
+def mirrors_targeting(mirrors: CacheReader, change: Change) -> list[ObjectKey]:
+    """The mirrors that target a Namespace that started or stopped accepting copies."""
+    named = mirrors.keys_by_index(BY_TARGET_NAMESPACE, change.key.name)
+    return list(dict.fromkeys(named + mirrors.keys_by_index(BY_TARGET_NAMESPACE, _SELECTING)))

@@ -1,0 +1,29 @@
+"""How the operator runs: the options the command line fills in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kubemoon_trio import LeaderElectionConfig
+
+from ._plan import ACCEPT_MIRRORS_SELECTOR
+
+__all__ = ["OperatorOptions"]
+
+
+@dataclass(frozen=True)
+class OperatorOptions:
+    """How the operator runs; the command line fills these in."""
+
+    namespaces: tuple[str, ...] = ()  # where ConfigMirrors are watched; () is everywhere
+    workers: int = 4
+    probe_address: tuple[str, int] | None = None
+    leader_election: LeaderElectionConfig | None = None
+    target_namespace_selector: str = ACCEPT_MIRRORS_SELECTOR
+    stall_margin: float = 30.0
+    grace_period: float = 30.0
+    # The webhooks (validating, mutating, conversion) are served when an address is given;
+    # the certificate and key are PEM files, reloaded when they change.
+    webhook_address: tuple[str, int] | None = None
+    webhook_cert_file: str = ""
+    webhook_key_file: str = ""
