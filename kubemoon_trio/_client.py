@@ -303,11 +303,13 @@ class Client:
         ssl_context: ssl.SSLContext | None = None,
         max_connections: int = 10,
         exec_timeout: float = PLUGIN_TIMEOUT,
+        watch_idle_margin: float = WATCH_IDLE_MARGIN,
     ) -> None:
         self.config = config
         self._timeout = timeout
         self._total_timeout = total_timeout
         self._max_body_size = max_body_size
+        self._watch_idle_margin = watch_idle_margin
         self._max_retries = max_retries
         check_transport(config)
         self._proxy = proxy_settings(config)
@@ -619,12 +621,12 @@ class Client:
 
         ``read_timeout`` is how long the stream may stay silent before
         :class:`TransportTimeout` (a half-open connection never answers again). By default
-        it is the server-side ``timeoutSeconds`` plus 30 s, or, without one, the longest a
-        server keeps a watch open (twice its one-hour-at-most request timeout) plus 30 s.
+        it is the server-side ``timeoutSeconds`` plus the client's ``watch_idle_margin``
+        (30 s), or, without one, the longest a server keeps a watch open (an hour) plus it.
         """
         if read_timeout is None:
             server_side = options.timeout_seconds if options is not None else None
-            read_timeout = WATCH_IDLE_MARGIN + (
+            read_timeout = self._watch_idle_margin + (
                 server_side if server_side is not None else MAX_SERVER_WATCH
             )
         return Watch(

@@ -72,6 +72,22 @@ async def test_a_silent_watch_ends_with_a_timeout(adapter: Adapter) -> None:
             await adapter.close(client)
 
 
+async def test_a_silent_watch_times_out_after_its_server_side_timeout(adapter: Adapter) -> None:
+    from kubemoon_core import ListOptions
+
+    async with ScriptedServer() as server:
+        server.add(Reply.watch([], stall=True))
+        # No read_timeout given: timeoutSeconds (1 s) plus the idle margin (0.5 s) applies.
+        client = adapter.client(server.client_config(), watch_idle_margin=0.5)
+        started = time.monotonic()
+        try:
+            with pytest.raises(TransportTimeout, match="stalled"):
+                await adapter.watch_all(client, options=ListOptions(timeout_seconds=1))
+        finally:
+            await adapter.close(client)
+        assert 1.2 < time.monotonic() - started < 5
+
+
 HANGING = "import time\ntime.sleep(60)\n"
 FLOODING = "import sys\nsys.stdout.write('x' * (2 << 20))\n"
 

@@ -30,12 +30,16 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def build_wheel(project: Path, out: Path) -> tuple[list[str], str, str]:
     """``pip wheel --no-deps <project> -w <out>``: the wheel's file names, entry points and
-    metadata."""
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(project), "-w", str(out)],
+    metadata. The build must not warn that its license metadata is deprecated."""
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", str(project), "-w", str(out)],
         check=True,
         capture_output=True,
+        text=True,
     )
+    output = built.stdout + built.stderr
+    assert "project.license` as a TOML table is deprecated" not in output
+    assert "License classifiers are deprecated" not in output
     (path,) = out.glob("*.whl")
     with zipfile.ZipFile(path) as wheel:
         names = wheel.namelist()
