@@ -49,6 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from _table import Row
+from operator_floor import WRITES, Floor, measure_floor
+from operator_reaction import SETTLE_TIMEOUT, UPDATES, Reaction, measure_reaction
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -56,11 +58,13 @@ sys.path.insert(0, str(ROOT))
 from kubemoon_testing import ApiServer, ApiServerError, MissingBinariesError  # noqa: E402
 
 MIRRORS = 300
+SCALE_MIRRORS = 3000
 TARGETS = 3
 WORKERS = 4
 SETTLE_SECONDS = 5.0
 STEADY_SECONDS = 60.0
 CONVERGE_TIMEOUT = 300.0
+SCALE_CONVERGE_TIMEOUT = 900.0
 POLL_INTERVAL = 0.25
 DISTURBED_CPU = 0.5  # seconds of other processes' CPU that make a run "disturbed"
 STOP_TIMEOUT = 20.0
@@ -70,7 +74,9 @@ KOPF_FILE = Path(__file__).resolve().with_name("kopf_configmirror.py")
 # The storage version: no conversion webhook is needed to create and read it.
 MIRRORS_API = "/apis/kubemoon.dev/v1beta1"
 
-OPERATORS = ("kubemoon", "kopf")  # ServiceAccount names in SYSTEM_NAMESPACE
+# ServiceAccount names in SYSTEM_NAMESPACE: one identity per run, so the audit log tells
+# the runs apart.
+OPERATORS = ("kubemoon", "kopf", "kubemoon-scale", "kopf-scale")
 # Only the operators' requests are logged: the orchestration's are not counted anyway.
 AUDIT_POLICY = f"""\
 apiVersion: audit.k8s.io/v1
@@ -92,7 +98,8 @@ class Admin:
     def __init__(self, server: ApiServer) -> None:
         self.port = server.port
         self.token = server.admin_token
-        self.context = ssl.create_default_context(cafile=str(server.ca_file))
+        self.context_cafile = str(server.ca_file)
+        self.context = ssl.create_default_context(cafile=self.context_cafile)
         self.conn: http.client.HTTPSConnection | None = None
 
     def close(self) -> None:
@@ -106,12 +113,14 @@ class Admin:
         path: str,
         body: object = None,
         ok: tuple[int, ...] = (200, 201),
+        *,
         accept: str = "application/json",
+        content_type: str = "application/json",
     ) -> Any:
         data = None if body is None else json.dumps(body).encode()
         headers = {"Authorization": f"Bearer {self.token}", "Accept": accept}
         if data is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         for attempt in range(2):
             if self.conn is None:
                 self.conn = http.client.HTTPSConnection(
@@ -183,6 +192,7 @@ class Workload:
     """One operator's namespaces: a source namespace and the shared target namespaces."""
 
     prefix: str
+    mirrors: int = MIRRORS
 
     @property
     def source(self) -> str:
@@ -204,13 +214,13 @@ def create_workload(admin: Admin, work: Workload) -> None:
         admin.request(
             "POST", "/api/v1/namespaces", {"metadata": {"name": namespace, "labels": labels}}
         )
-    for i in range(MIRRORS):
+    for i in range(work.mirrors):
         admin.request(
             "POST",
             f"/api/v1/namespaces/{work.source}/configmaps",
             {"metadata": {"name": f"settings-{i:03d}"}, "data": source_data(i)},
         )
-    for i in range(MIRRORS):
+    for i in range(work.mirrors):
         admin.request(
             "POST",
             f"{MIRRORS_API}/namespaces/{work.source}/configmirrors",
@@ -340,12 +350,24 @@ class Run:
     counts: dict[str, Counter[str]] = field(default_factory=dict)  # window -> verb counts
     conflicts: dict[str, int] = field(default_factory=dict)  # window -> 409 answers
     first_request_s: float | None = None  # after process start: imports and startup
+    mirrors: int = MIRRORS
+    reaction: Reaction | None = None
 
 
 def run_operator(
-    admin: Admin, work: Workload, run: Run, *, argv: list[str], env: dict[str, str], log: Path
+    admin: Admin,
+    work: Workload,
+    run: Run,
+    *,
+    argv: list[str],
+    env: dict[str, str],
+    log: Path,
+    steady: bool = True,
+    timeout: float = CONVERGE_TIMEOUT,
 ) -> None:
-    """Start the operator from cold, time convergence, then watch 60 s of steady state."""
+    """Start the operator from cold and time convergence; with ``steady``, then watch 60 s
+    of steady state and measure the reaction latency."""
+    run.mirrors = work.mirrors
     create_workload(admin, work)
     server_before = server_cpu_seconds()
     busy_before, own_before = machine_busy_seconds(), own_cpu_seconds()
@@ -358,16 +380,16 @@ def run_operator(
     try:
         while True:
             ready = ready_count(admin, work)
-            if ready == MIRRORS:
+            if ready == work.mirrors:
                 break
             if proc.poll() is not None:
-                run.error = f"exited with {proc.returncode} ({ready}/{MIRRORS} Ready): " + (
+                run.error = f"exited with {proc.returncode} ({ready}/{work.mirrors} Ready): " + (
                     log_tail(log)
                 )
                 return
-            if time.monotonic() - started > CONVERGE_TIMEOUT:
+            if time.monotonic() - started > timeout:
                 run.error = (
-                    f"did not converge: {ready}/{MIRRORS} Ready after {CONVERGE_TIMEOUT:.0f} s; "
+                    f"did not converge: {ready}/{work.mirrors} Ready after {timeout:.0f} s; "
                     + log_tail(log)
                 )
                 return
@@ -380,6 +402,10 @@ def run_operator(
             busy = machine_busy_seconds() - busy_before
             ours = run.cpu_converge + run.server_cpu_converge + own_cpu_seconds() - own_before
             run.other_cpu_converge = max(0.0, busy - ours)
+        if not steady:
+            run.rss_mib = peak_rss_mib(proc.pid)
+            run.copies_ok = verify_copies(admin, work, mirror_uids(admin, work))
+            return
         time.sleep(SETTLE_SECONDS)
         run.windows["steady"] = time.time()
         cpu_before, server_before = cpu_seconds(proc.pid), server_cpu_seconds()
@@ -391,9 +417,11 @@ def run_operator(
             run.cpu_steady = cpu_after - cpu_before
         run.rss_mib = peak_rss_mib(proc.pid)
         ready = ready_count(admin, work)
-        if ready != MIRRORS:
-            run.error = f"only {ready}/{MIRRORS} still Ready after the steady window"
+        if ready != work.mirrors:
+            run.error = f"only {ready}/{work.mirrors} still Ready after the steady window"
         run.copies_ok = verify_copies(admin, work, mirror_uids(admin, work))
+        # Last: it changes the first source, which the copy check compares with.
+        run.reaction = measure_reaction(admin, work.source, work.targets)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -442,9 +470,9 @@ def count_requests(path: Path, runs: list[Run]) -> None:
                 owner.first_request_s = since
         if w["start"] <= at <= w["converged"]:
             window = "converge"
-        elif w["converged"] < at <= w["steady"]:
+        elif "steady" in w and w["converged"] < at <= w["steady"]:
             window = "tail"
-        elif w["steady"] < at <= w["end"]:
+        elif "end" in w and w["steady"] < at <= w["end"]:
             window = "steady"
         else:
             continue
@@ -474,14 +502,14 @@ def operator_rows(run: Run, inputs: str) -> list[Row]:
     if run.converge_s is None:
         return [Row(f"operator: {name}, convergence", inputs, f"failed: {run.error}", "", False)]
     c, t, s = run.counts["converge"], run.counts["tail"], run.counts["steady"]
-    copies = MIRRORS * TARGETS
+    copies = run.mirrors * TARGETS
     note = f"; {run.error}" if run.error else ""
     rss = f"{run.rss_mib:.0f} MiB" if run.rss_mib is not None else "n/a"
     rows = [
         Row(
             f"operator: {name}, convergence",
             inputs,
-            f"{run.converge_s:.1f} s to {MIRRORS}/{MIRRORS} Ready; "
+            f"{run.converge_s:.1f} s to {run.mirrors}/{run.mirrors} Ready; "
             f"{run.copies_ok}/{copies} copies verified; other processes on the machine "
             f"used {_seconds(run.other_cpu_converge)} CPU meanwhile{note}",
             "",
@@ -569,6 +597,146 @@ def comparison_rows(kubemoon: Run, kopf: Run) -> list[Row]:
     return rows
 
 
+def _cpu_per_write(run: Run) -> tuple[float, int] | None:
+    """CPU seconds per write over the convergence, and the writes, or None."""
+    writes = _writes(run.counts.get("converge", Counter()))
+    if run.cpu_converge is None or not writes:
+        return None
+    return run.cpu_converge / writes, writes
+
+
+def cost_rows(kubemoon: Run, floor: Floor | None) -> list[Row]:
+    """KubeMoon's CPU per write against bare httpcore's, and against the servers' CPU."""
+    inputs = (
+        f"{MIRRORS} mirrors, cold start; floor: {WRITES} bare creates of a copy-sized ConfigMap"
+    )
+    per = _cpu_per_write(kubemoon)
+    if per is None or floor is None:
+        why = kubemoon.error or "no CPU or write count"
+        return [Row("operator: KubeMoon CPU per converged write vs bare httpcore", inputs,
+                    f"not measured: {why}", "≤ 1.5x", False)]  # fmt: skip
+    cpu, writes = per
+    ratio = cpu / floor.blocking
+    rows = [
+        Row(
+            "operator: KubeMoon CPU per converged write vs bare httpcore",
+            inputs,
+            f"{cpu * 1e3:.2f} ms per write ({writes} writes in {kubemoon.cpu_converge:.2f} s); "
+            f"bare httpcore.ConnectionPool {floor.blocking * 1e3:.2f} ms: {ratio:.2f}x "
+            f"(httpcore.AsyncConnectionPool on trio {floor.trio * 1e3:.2f} ms: "
+            f"{cpu / floor.trio:.2f}x)",
+            "≤ 1.5x the blocking floor",
+            ratio <= 1.5,
+        )
+    ]
+    if kubemoon.server_cpu_converge:
+        share = (kubemoon.cpu_converge or 0.0) / kubemoon.server_cpu_converge
+        rows.append(
+            Row(
+                "operator: KubeMoon CPU vs kube-apiserver + etcd CPU, same convergence",
+                f"{MIRRORS} mirrors, cold start",
+                f"{share:.0%} ({kubemoon.cpu_converge:.2f} s vs "
+                f"{kubemoon.server_cpu_converge:.2f} s; the servers spent "
+                f"{kubemoon.server_cpu_converge / writes * 1e3:.2f} ms per write)",
+                "≤ 25%",
+                share <= 0.25,
+            )
+        )
+    return rows
+
+
+def reaction_rows(kubemoon: Run, kopf: Run) -> list[Row]:
+    """Reaction latency of each operator, and KubeMoon's p99 against kopf's."""
+    inputs = (
+        f"source of 1 mirror x {TARGETS} targets patched {UPDATES} times, every 0.1 s, "
+        "converged and idle operator"
+    )
+    rows: list[Row] = []
+    for run in (kubemoon, kopf):
+        r = run.reaction
+        if r is None or r.error:
+            why = (r.error if r else None) or run.error or "not measured"
+            rows.append(Row(f"operator: {run.name}, reaction latency", inputs, f"failed: {why}"))
+            continue
+        rows.append(
+            Row(
+                f"operator: {run.name}, reaction latency",
+                inputs,
+                f"p50 {r.p50 * 1e3:.1f} ms, p99 {r.p99 * 1e3:.1f} ms, max "
+                f"{max(r.latencies) * 1e3:.1f} ms; {len(r.latencies)}/{UPDATES} updates reached "
+                f"every copy within {SETTLE_TIMEOUT:.0f} s of the last; {r.floor_text()}",
+                "",
+                (None if not r.missing else False) if run is kubemoon else None,
+            )
+        )
+    ours, theirs = kubemoon.reaction, kopf.reaction
+    if ours and theirs and ours.latencies and theirs.latencies:
+        share = ours.p99 / theirs.p99
+        rows.append(
+            Row(
+                "operator: reaction latency p99, KubeMoon / kopf",
+                "same run, same apiserver",
+                f"{share:.2f} ({ours.p99 * 1e3:.1f} ms vs {theirs.p99 * 1e3:.1f} ms; p50 "
+                f"{ours.p50 * 1e3:.1f} vs {theirs.p50 * 1e3:.1f} ms)",
+                "≤ 1/3",
+                share <= 1 / 3 and not ours.missing,
+            )
+        )
+    return rows
+
+
+def scale_rows(small: Run, kubemoon: Run | None, kopf: Run | None) -> list[Row]:
+    """The 3,000-mirror runs: convergence, CPU per write against the 300-mirror run, RSS."""
+    inputs = f"{SCALE_MIRRORS} ConfigMirrors x {TARGETS} targets = {SCALE_MIRRORS * TARGETS} copies"
+    rows: list[Row] = []
+    for run in (kubemoon, kopf):
+        if run is None:
+            continue
+        if run.converge_s is None:
+            rows.append(Row(f"operator at scale: {run.name}", inputs, f"failed: {run.error}",
+                            "converges", False))  # fmt: skip
+            continue
+        per = _cpu_per_write(run)
+        cost = f"{per[0] * 1e3:.2f} ms CPU per write ({per[1]} writes)" if per else "n/a"
+        rss = f"{run.rss_mib:.0f} MiB" if run.rss_mib is not None else "n/a"
+        ok = run.copies_ok == SCALE_MIRRORS * TARGETS
+        rows.append(
+            Row(
+                f"operator at scale: {run.name}",
+                inputs,
+                f"converged in {run.converge_s:.1f} s, {run.copies_ok}/{SCALE_MIRRORS * TARGETS} "
+                f"copies verified; {_seconds(run.cpu_converge)} CPU, {cost}; peak RSS {rss}; "
+                f"kube-apiserver + etcd: {_seconds(run.server_cpu_converge)} CPU"
+                f"{_disturbed(run)}",
+                "converges",
+                ok,
+            )
+        )
+    big = _cpu_per_write(kubemoon) if kubemoon is not None else None
+    base = _cpu_per_write(small)
+    if big is not None and base is not None:
+        growth = big[0] / base[0]
+        rows.append(
+            Row(
+                f"operator at scale: KubeMoon CPU per write, {SCALE_MIRRORS} vs {MIRRORS} mirrors",
+                "same run",
+                f"{growth:.2f}x ({big[0] * 1e3:.2f} vs {base[0] * 1e3:.2f} ms)",
+                "≤ 1.2x",
+                growth <= 1.2,
+            )
+        )
+    if kubemoon is not None and kopf is not None and kubemoon.rss_mib and kopf.rss_mib:
+        rows.append(
+            Row(
+                f"operator at scale: peak RSS, KubeMoon / kopf at {SCALE_MIRRORS} mirrors",
+                "same run",
+                f"{kubemoon.rss_mib / kopf.rss_mib:.2f} ({kubemoon.rss_mib:.0f} MiB vs "
+                f"{kopf.rss_mib:.0f} MiB)",
+            )
+        )
+    return rows
+
+
 # -- the benchmark -----------------------------------------------------------------------------
 
 
@@ -600,11 +768,36 @@ def install_crd(admin: Admin) -> None:
             time.sleep(0.2)
 
 
-def measure(tmp: Path) -> tuple[Run, Run]:
+@dataclass
+class Measured:
+    """Every run of one benchmark: 300 mirrors per operator, the scale runs, the floor."""
+
+    kubemoon: Run
+    kopf: Run
+    kubemoon_scale: Run | None = None
+    kopf_scale: Run | None = None
+    floor: Floor | None = None
+
+
+def _kubemoon_argv(config: Path, work: Workload) -> list[str]:
+    return [
+        sys.executable, "-m", "configmirror", "--kubeconfig", str(config),
+        "--context", config.stem, "--probe-address", "127.0.0.1:0",
+        "--workers", str(WORKERS), "--namespace", work.source,
+    ]  # fmt: skip
+
+
+def _kopf_argv(work: Workload) -> list[str]:
+    argv = [sys.executable, "-m", "kopf", "run", str(KOPF_FILE), "--standalone"]
+    for namespace in [work.source, *work.targets]:
+        argv += ["-n", namespace]
+    return argv
+
+
+def measure(tmp: Path, *, scale: bool = True) -> Measured:
     policy, audit_log = tmp / "audit-policy.yaml", tmp / "audit.log"
     policy.write_text(AUDIT_POLICY, encoding="utf-8")
-    kubemoon = Run("KubeMoon configmirror")
-    kopf = Run("kopf")
+    result = Measured(Run("KubeMoon configmirror"), Run("kopf"))
     # Batch mode: events are written by a goroutine, off the requests' path.
     extra = [
         f"--audit-policy-file={policy}",
@@ -617,42 +810,60 @@ def measure(tmp: Path) -> tuple[Run, Run]:
         try:
             install_crd(admin)
             admin.request("POST", "/api/v1/namespaces", {"metadata": {"name": SYSTEM_NAMESPACE}})
+            admin.request("POST", "/api/v1/namespaces", {"metadata": {"name": "bench-floor"}})
+            # The floor first, on a server holding nothing else yet.
+            result.floor = measure_floor(admin, "bench-floor", source_data(0))
             env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+            if (missing := kopf_missing()) is not None:
+                result.kopf.error = missing
 
-            work = Workload("bench-kubemoon")
-            config = tmp / "kubemoon.kubeconfig"
-            kubemoon.username = service_account_kubeconfig(server, admin, "kubemoon", config)
-            argv = [
-                sys.executable, "-m", "configmirror", "--kubeconfig", str(config),
-                "--context", "kubemoon", "--probe-address", "127.0.0.1:0",
-                "--workers", str(WORKERS), "--namespace", work.source,
-            ]  # fmt: skip
-            run_operator(admin, work, kubemoon, argv=argv, env=env, log=tmp / "kubemoon.log")
+            def kubemoon(run: Run, identity: str, work: Workload, **how: Any) -> None:
+                config = tmp / f"{identity}.kubeconfig"
+                run.username = service_account_kubeconfig(server, admin, identity, config)
+                argv = _kubemoon_argv(config, work)
+                log = tmp / f"{identity}.log"
+                run_operator(admin, work, run, argv=argv, env=env, log=log, **how)
 
-            missing = kopf_missing()
-            if missing is not None:
-                kopf.error = missing
-            else:
-                config = tmp / "kopf.kubeconfig"
-                kopf.username = service_account_kubeconfig(server, admin, "kopf", config)
-                work = Workload("bench-kopf")
-                argv = [sys.executable, "-m", "kopf", "run", str(KOPF_FILE), "--standalone"]
-                for namespace in [work.source, *work.targets]:
-                    argv += ["-n", namespace]
-                env = {**env, "KUBECONFIG": str(config)}
-                run_operator(admin, work, kopf, argv=argv, env=env, log=tmp / "kopf.log")
-            count_requests(audit_log, [kubemoon, kopf])
+            def kopf(run: Run, identity: str, work: Workload, **how: Any) -> None:
+                config = tmp / f"{identity}.kubeconfig"
+                run.username = service_account_kubeconfig(server, admin, identity, config)
+                run_env = {**env, "KUBECONFIG": str(config)}
+                log = tmp / f"{identity}.log"
+                run_operator(admin, work, run, argv=_kopf_argv(work), env=run_env, log=log, **how)
+
+            kubemoon(result.kubemoon, "kubemoon", Workload("bench-kubemoon", MIRRORS))
+            if missing is None:
+                kopf(result.kopf, "kopf", Workload("bench-kopf", MIRRORS))
+            if scale:
+                how = {"steady": False, "timeout": SCALE_CONVERGE_TIMEOUT}
+                result.kubemoon_scale = Run("KubeMoon configmirror")
+                work = Workload("scale-kubemoon", SCALE_MIRRORS)
+                kubemoon(result.kubemoon_scale, "kubemoon-scale", work, **how)
+                if missing is None:
+                    result.kopf_scale = Run("kopf")
+                    kopf(
+                        result.kopf_scale,
+                        "kopf-scale",
+                        Workload("scale-kopf", SCALE_MIRRORS),
+                        **how,
+                    )
+            runs = [result.kubemoon, result.kopf, result.kubemoon_scale, result.kopf_scale]
+            count_requests(audit_log, [run for run in runs if run is not None])
         finally:
             admin.close()
-    return kubemoon, kopf
+    return result
 
 
 def rows() -> list[Row]:
-    """Run both operators on one apiserver; the rows of each and the comparison."""
+    """Run both operators on one apiserver; the rows of each and the comparisons.
+
+    ``BENCH_OPERATOR_SCALE=0`` leaves out the 3,000-mirror runs (about 10 minutes).
+    """
     inputs = f"{MIRRORS} ConfigMirrors x {TARGETS} targets = {MIRRORS * TARGETS} copies"
+    scale = os.environ.get("BENCH_OPERATOR_SCALE", "1") != "0"
     with tempfile.TemporaryDirectory(prefix="bench-operator-") as tmp:
         try:
-            kubemoon, kopf = measure(Path(tmp))
+            measured = measure(Path(tmp), scale=scale)
         except MissingBinariesError as exc:
             reason = str(exc).splitlines()[0]
             return [Row("operator: KubeMoon vs kopf", inputs, f"not run: {reason}", "", None)]
@@ -662,16 +873,22 @@ def rows() -> list[Row]:
         if os.environ.get("BENCH_KEEP_LOGS"):
             keep = Path(os.environ["BENCH_KEEP_LOGS"])
             keep.mkdir(parents=True, exist_ok=True)
-            for name in ("kubemoon.log", "kopf.log", "audit.log"):
+            for log in Path(tmp).glob("*.log"):
                 with contextlib.suppress(OSError):
-                    (keep / name).write_bytes((Path(tmp) / name).read_bytes())
+                    (keep / log.name).write_bytes(log.read_bytes())
+    kubemoon, kopf = measured.kubemoon, measured.kopf
     kubemoon_inputs = f"{inputs}, --workers {WORKERS}"
     out = operator_rows(kubemoon, kubemoon_inputs)
     if kopf.converge_s is None and kopf.username == "":
         out.append(Row("operator: kopf", inputs, f"not run: {kopf.error}", "", None))
     else:
         out += operator_rows(kopf, f"{inputs}, kopf {_kopf_version()}")
-    return out + comparison_rows(kubemoon, kopf)
+    out += comparison_rows(kubemoon, kopf)
+    out += cost_rows(kubemoon, measured.floor)
+    out += reaction_rows(kubemoon, kopf)
+    if scale:
+        out += scale_rows(kubemoon, measured.kubemoon_scale, measured.kopf_scale)
+    return out
 
 
 def _kopf_version() -> str:

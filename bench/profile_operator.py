@@ -34,9 +34,6 @@ finally:
 
 def main() -> int:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "configmirror.prof").resolve()
-    # Convergence only: no settle or steady window.
-    op.SETTLE_SECONDS = 0
-    op.STEADY_SECONDS = 0
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         wrapper = tmp / "profile_wrapper.py"
@@ -58,9 +55,15 @@ def main() -> int:
                     "--context", "kubemoon", "--probe-address", "127.0.0.1:0",
                     "--workers", str(op.WORKERS), "--namespace", work.source,
                 ]  # fmt: skip
-                op.run_operator(admin, work, run, argv=argv, env=env, log=tmp / "operator.log")
+                # Convergence only: no steady window, no reaction latency.
+                op.run_operator(
+                    admin, work, run, argv=argv, env=env, log=tmp / "operator.log", steady=False
+                )
             finally:
                 admin.close()
+                if keep := op.os.environ.get("BENCH_KEEP_LOGS"):
+                    Path(keep).mkdir(parents=True, exist_ok=True)
+                    (Path(keep) / "operator.log").write_bytes((tmp / "operator.log").read_bytes())
         print(
             f"converged in {run.converge_s} s, CPU {run.cpu_converge} s, copies ok "
             f"{run.copies_ok}, error {run.error}, exit {run.exit_code}"

@@ -22,6 +22,7 @@ from ._plan import (
     OWNER_UID_ANNOTATION,
     Plan,
     PlannedEvent,
+    copy_settled,
     mirror_targets,
     plan_reconcile,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "Plan",
     "PlannedEvent",
     "converter",
+    "copy_settled",
     "mirror_targets",
     "plan_reconcile",
 ]

@@ -36,6 +36,12 @@ def _address(value: str) -> tuple[str, int]:
     return host or "0.0.0.0", int(port)
 
 
+def _positive(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    return int(value)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse the command line."""
     parser = argparse.ArgumentParser(
@@ -57,7 +63,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=ACCEPT_MIRRORS_SELECTOR,
         help="label selector of the namespaces that accept copies (default: %(default)s)",
     )
-    parser.add_argument("--workers", type=int, default=4, help="concurrent reconciles")
+    parser.add_argument("--workers", type=_positive, default=4, help="concurrent reconciles")
+    parser.add_argument(
+        "--write-concurrency",
+        type=_positive,
+        default=4,
+        help="writes of one mirror's copies in flight at once (default: %(default)s)",
+    )
     parser.add_argument(
         "--probe-address",
         type=_address,
@@ -122,6 +134,7 @@ def options_from(args: argparse.Namespace) -> OperatorOptions:
     return OperatorOptions(
         namespaces=tuple(args.namespace),
         workers=args.workers,
+        write_concurrency=args.write_concurrency,
         probe_address=args.probe_address,
         leader_election=election,
         target_namespace_selector=args.target_namespace_selector,

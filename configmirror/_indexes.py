@@ -13,7 +13,7 @@ from typing import Any
 from kubemoon_core import Change, ObjectKey
 from kubemoon_trio import CacheReader
 
-from ._plan import _meta, _selector, mirror_targets
+from ._plan import _meta, _selector, copy_settled, mirror_targets
 from ._plan import _owner_uid as owner_uid
 
 __all__ = [
@@ -60,13 +60,30 @@ def owner_uid_index(obj: Mapping[str, Any]) -> tuple[str, ...]:
     return _one(owner_uid(obj))
 
 
-def mirrors_of_configmap(mirrors: CacheReader, change: Change) -> Iterable[ObjectKey]:
-    """The mirrors a ConfigMap change concerns: its owner, and those using its name."""
+def mirrors_of_configmap(
+    mirrors: CacheReader, configmaps: CacheReader, change: Change
+) -> Iterable[ObjectKey]:
+    """The mirrors a ConfigMap change concerns: its owner, and those using its name.
+
+    The owner is left out when the change leaves its copy settled (see
+    :func:`~configmirror.copy_settled`): the echo of a mirror's own write costs no
+    reconcile, and cannot start one from a cache that has seen only some of its writes.
+    """
     where = f"{change.key.namespace}/{change.key.name}"
     keys = mirrors.keys_by_index(BY_SOURCE, where) + mirrors.keys_by_index(BY_TARGET, where)
     for obj in (change.old, change.new):
         for uid in owner_uid_index(obj) if obj is not None else ():
             keys += mirrors.keys_by_index(BY_UID, uid)
+    new = change.new
+    if new is not None and keys:
+        for uid in owner_uid_index(new):
+            for key in mirrors.keys_by_index(BY_UID, uid):
+                mirror = mirrors.get(key)
+                if mirror is None:
+                    continue
+                source = configmaps.get("".join(source_of(mirror)), key.namespace)
+                if copy_settled(new, mirror, source):
+                    keys = [k for k in keys if k != key]
     return dict.fromkeys(keys)
 
 

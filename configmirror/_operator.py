@@ -16,6 +16,7 @@ import functools
 
 from kubemoon_core import (
     AlreadyExists,
+    ApiError,
     Conflict,
     NotFound,
     Outcome,
@@ -44,6 +45,7 @@ from ._plan import (
     CONFIGMAPS,
     CONFIGMIRRORS_V1BETA1,
     NAMESPACES,
+    Plan,
     _meta,
     mirror_targets,
     namespace_labels,
@@ -86,6 +88,7 @@ class ConfigMirrorOperator:
         self.configmaps: Informer = informers.get(
             CONFIGMAPS, indexers={BY_OWNER_UID: owner_uid_index}
         )
+        configmap_cache = self.manager.cache(CONFIGMAPS)
         selector = opts.target_namespace_selector
         self.namespaces: Informer = informers.get(NAMESPACES, label_selector=selector)
         for namespace in opts.namespaces or (None,):
@@ -93,7 +96,9 @@ class ConfigMirrorOperator:
             mirrors = self.manager.cache(CONFIGMIRRORS_V1BETA1, namespace=namespace)
             name = f"configmirror-{namespace}" if len(opts.namespaces) > 1 else "configmirror"
             builder = self.manager.controller(name, CONFIGMIRRORS_V1BETA1, namespace=namespace)
-            builder.watches(CONFIGMAPS, functools.partial(mirrors_of_configmap, mirrors))
+            builder.watches(
+                CONFIGMAPS, functools.partial(mirrors_of_configmap, mirrors, configmap_cache)
+            )
             builder.watches(
                 NAMESPACES,
                 functools.partial(mirrors_targeting, mirrors),
@@ -121,18 +126,37 @@ class ConfigMirrorOperator:
             target_selector=self.options.target_namespace_selector,
             namespace_labels=labels,
         )
-        for request in plan.writes:
-            try:
-                await ctx.client.request(request)
-            except NotFound:
-                if request.method != "DELETE":
-                    raise
-            except (Conflict, AlreadyExists) as exc:
-                # Someone wrote first, or the cache was behind: look again with fresh data.
-                ctx.log.info("write conflict, requeueing: %s", exc)
-                return Requeue()
-            self.writes += 1
-            ctx.log.info("%s %s", request.method, request.path)
+        try:
+            outcome = await self._write(ctx, plan)
+        finally:
+            self.writes += ctx.writes
+        if outcome is not None:
+            return outcome
+        if ctx.writes:
+            ctx.log.info("%d write(s)", ctx.writes)
         for event in plan.events:
             ctx.events.record(mirror, event.type, event.reason, event.note)
         return RequeueAfter(1.0) if plan.wait_for_deletions else Reconciled()
+
+    async def _write(self, ctx: ReconcileContext, plan: Plan) -> Outcome | None:
+        """The plan's copy writes together, then the mirror's own in order; a Requeue if
+        one of them lost a race (someone wrote first, or the cache was behind)."""
+        results = await ctx.write_all(plan.copies, concurrency=self.options.write_concurrency)
+        for request, result in zip(plan.copies, results, strict=True):
+            if isinstance(result, NotFound) and request.method == "DELETE":
+                continue  # gone already: what the delete wanted
+            if isinstance(result, Conflict | AlreadyExists):
+                ctx.log.info("write conflict, requeueing: %s", result)
+                return Requeue()
+            if isinstance(result, ApiError):
+                raise result
+            ctx.log.debug("%s %s", request.method, request.path)
+        for request in plan.mirror:
+            try:
+                await ctx.client.request(request)
+            except Conflict as exc:
+                ctx.log.info("write conflict, requeueing: %s", exc)
+                return Requeue()
+            ctx.writes += 1
+            ctx.log.debug("%s %s", request.method, request.path)
+        return None

@@ -17,6 +17,7 @@ class OperatorOptions:
 
     namespaces: tuple[str, ...] = ()  # where ConfigMirrors are watched; () is everywhere
     workers: int = 4
+    write_concurrency: int = 4  # a mirror's copy writes in flight at once
     probe_address: tuple[str, int] | None = None
     leader_election: LeaderElectionConfig | None = None
     target_namespace_selector: str = ACCEPT_MIRRORS_SELECTOR

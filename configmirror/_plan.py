@@ -41,6 +41,7 @@ __all__ = [
     "OWNER_UID_ANNOTATION",
     "Plan",
     "PlannedEvent",
+    "copy_settled",
     "mirror_targets",
     "plan_reconcile",
 ]
@@ -73,16 +74,25 @@ class PlannedEvent:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """The writes of one reconcile, in order, the Events to record, and whether to look
-    again soon.
+    """The writes of one reconcile, the Events to record, and whether to look again soon.
 
-    ``wait_for_deletions`` is true while the finalizer waits for deleted targets to be
-    seen gone; the caller requeues the key rather than wait for an event.
+    ``copies`` are the ConfigMap writes (creates, updates and deletes of copies), each on a
+    different object and none depending on another: they may go out together. ``mirror``
+    are the writes to the ConfigMirror itself (its finalizer or its status), sent in order
+    once every copy write succeeded, so a status never reports a copy that was not
+    written. ``wait_for_deletions`` is true while the finalizer waits for deleted targets
+    to be seen gone; the caller requeues the key rather than wait for an event.
     """
 
-    writes: tuple[Request, ...] = ()
+    copies: tuple[Request, ...] = ()
+    mirror: tuple[Request, ...] = ()
     wait_for_deletions: bool = False
     events: tuple[PlannedEvent, ...] = ()
+
+    @property
+    def writes(self) -> tuple[Request, ...]:
+        """Every write, in the order they complete: the copies, then the mirror's own."""
+        return self.copies + self.mirror
 
 
 def _meta(obj: Obj) -> Mapping[str, Any]:
@@ -198,6 +208,26 @@ def _in_sync(existing: Obj, desired: Obj) -> bool:
     )
 
 
+def copy_settled(copy: Obj, mirror: Obj, source: Obj | None) -> bool:
+    """Whether ``copy`` is exactly what ``mirror`` wants there, as planning would find it.
+
+    Typically it is the echo of the mirror's own write: a change that leaves a copy
+    settled needs no reconcile of its mirror. Anything in doubt is not settled: a mirror
+    being deleted, a missing source, a copy in a namespace the mirror only selects by label
+    (the decision needs the namespace's labels).
+    """
+    meta, mirror_meta = _meta(copy), _meta(mirror)
+    uid = mirror_meta.get("uid")
+    if source is None or mirror_meta.get("deletionTimestamp") or _owner_uid(copy) != uid:
+        return False
+    if meta.get("name") != (mirror.get("spec") or {}).get("source"):
+        return False
+    namespace = meta.get("namespace")
+    if not isinstance(namespace, str) or namespace not in mirror_targets(mirror):
+        return False
+    return _in_sync(copy, _desired_copy(source, namespace, str(uid), copy))
+
+
 def _condition(status: bool, reason: str, message: str, generation: int) -> dict[str, Any]:
     return {
         "type": "Ready",
@@ -262,10 +292,10 @@ def plan_reconcile(
         if managed:
             return Plan(tuple(_delete_exactly(c) for c in managed), wait_for_deletions=True)
         finalizers.remove(FINALIZER)
-        return Plan((_finalizers_patch(mirror, finalizers),))
+        return Plan(mirror=(_finalizers_patch(mirror, finalizers),))
     if FINALIZER not in finalizers:
         # Nothing is created before the finalizer is in place, so nothing can leak.
-        return Plan((_finalizers_patch(mirror, [*finalizers, FINALIZER]),))
+        return Plan(mirror=(_finalizers_patch(mirror, [*finalizers, FINALIZER]),))
 
     spec = mirror.get("spec") or {}
     source_name = spec.get("source", "")
@@ -345,12 +375,13 @@ def plan_reconcile(
         "conditions": [_with_transition_time(ready, old_status, now_iso)],
         "targets": target_states,
     }
+    own: tuple[Request, ...] = ()
     if status != old_status:
         updated = {**mirror, "status": status}
-        writes.append(
+        own = (
             replace_request(
                 _resource_of(mirror), updated, namespace=namespace, subresource="status"
-            )
+            ),
         )
     event = _event_for(ready, old_status)
-    return Plan(tuple(writes), events=(event,) if event is not None else ())
+    return Plan(tuple(writes), own, events=(event,) if event is not None else ())

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kubemoon_core import (
+    ApiError,
     GroupVersionKind,
     GroupVersionResource,
     LocalProtocolError,
     NotFound,
     ObjectKey,
+    Request,
     WorkItem,
     WriteAction,
     plan_status,
@@ -27,16 +29,20 @@ from kubemoon_core import (
     set_condition,
 )
 
+from . import _backend
 from ._cache import CacheReader
 from ._client import Client
 
 if TYPE_CHECKING:
     from ._events import EventRecorder
 
-__all__ = ["CONTROLLER_UID_INDEX", "ReconcileContext"]
+__all__ = ["CONTROLLER_UID_INDEX", "DEFAULT_WRITE_CONCURRENCY", "ReconcileContext"]
 
 CONTROLLER_UID_INDEX = "kubemoon.dev/controller-uid"
 """The index of owned objects by the uid of their controller (set up by ``owns``)."""
+_UNSENT: Any = object()  # a write_all result slot not filled (yet)
+DEFAULT_WRITE_CONCURRENCY = 4
+"""How many writes :meth:`ReconcileContext.write_all` has in flight at most, by default."""
 
 
 class _KeyLogger(logging.LoggerAdapter[logging.Logger]):
@@ -194,6 +200,50 @@ class ReconcileContext:
             observed_generation=int((obj.get("metadata") or {}).get("generation") or 0),
             wall=datetime.datetime.now(datetime.UTC),
         )
+
+    async def write_all(
+        self, requests: Sequence[Request], *, concurrency: int = DEFAULT_WRITE_CONCURRENCY
+    ) -> list[Any]:
+        """Send writes that do not depend on each other, at most ``concurrency`` at a time.
+
+        Returns one result per request, in order: the decoded answer, or the
+        :class:`~kubemoon_core.ApiError` the server answered with (a refused write does not
+        stop the others, so each is judged on its own). Any other failure (the connection,
+        a deadline) cancels the writes still in flight and is raised. Every write that
+        succeeded counts in :attr:`writes`. Requests are started in order; with
+        ``concurrency=1`` they are sent one after another.
+        """
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise LocalProtocolError(f"concurrency must be a positive int, not {concurrency!r}")
+        results: list[Any] = [_UNSENT] * len(requests)
+        # One iterator shared by the workers: each takes the next request when it is free.
+        pending = iter(enumerate(requests))
+
+        async def send_next() -> None:
+            for index, request in pending:
+                try:
+                    results[index] = await self.client.request(request)
+                except ApiError as exc:
+                    results[index] = exc
+
+        workers = min(concurrency, len(requests))
+        try:
+            if workers <= 1:
+                await send_next()
+            else:
+                try:
+                    async with _backend.TaskGroup() as group:
+                        for _ in range(workers):
+                            group.start_soon(send_next)
+                except ExceptionGroup as failures:
+                    # Raised as itself, as a sequential write would raise it.
+                    raise failures.exceptions[0] from None
+        finally:
+            # Counted once all are done: the workers may be threads.
+            self.writes += sum(
+                1 for r in results if r is not _UNSENT and not isinstance(r, ApiError)
+            )
+        return results
 
     async def update_status(self, status: Mapping[str, Any]) -> bool:
         """Patch the primary's status subresource if it differs; True if a write was made."""

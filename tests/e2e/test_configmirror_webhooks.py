@@ -297,7 +297,11 @@ async def test_failure_policy_fail_with_the_webhook_stopped(
         await client.create(CONFIGMIRRORS, mirror(name, ["other"]), namespace=home)
     assert info.value.code == 500
     assert "failed calling webhook" in str(info.value)
-    assert "connection refused" in str(info.value)
+    # A new connection is refused; a kept-alive one the stopped server closed breaks when
+    # the apiserver writes to it before it has seen the close.
+    assert any(
+        why in str(info.value) for why in ("connection refused", "broken pipe", "connection reset")
+    ), str(info.value)
     with pytest.raises(NotFound):
         await client.get(CONFIGMIRRORS, name, namespace=home)
     await served.start()  # the same port: admissions work again

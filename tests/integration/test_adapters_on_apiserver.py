@@ -4,6 +4,7 @@ ConfigMaps, and leader election between two candidates."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -240,5 +241,89 @@ async def test_an_exec_plugin_may_authenticate_with_a_client_certificate(
         # The admin certificate (O=system:masters) may read anything: no token is sent.
         namespace = await adapter.call(client.get, NAMESPACES, "default")
         assert namespace["metadata"]["name"] == "default"
+    finally:
+        await adapter.close(client)
+
+
+class _InFlight:
+    """The real client, counting how many of its requests are in flight at once."""
+
+    def __init__(self, client: Any, threaded: bool) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+        self.now = self.peak = 0
+        if threaded:
+            self.request = self._request_blocking
+        else:
+            self.request = self._request_async
+
+    def _enter(self) -> None:
+        with self._lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.now -= 1
+
+    async def _request_async(self, request: Any) -> Any:
+        self._enter()
+        try:
+            return await self._client.request(request)
+        finally:
+            self._leave()
+
+    def _request_blocking(self, request: Any) -> Any:
+        self._enter()
+        try:
+            return self._client.request(request)
+        finally:
+            self._leave()
+
+
+async def test_write_all_sends_independent_writes_together_and_judges_each(
+    adapter: Adapter, kube_apiserver: ApiServer, kube_namespace: str
+) -> None:
+    from kubemoon_core import AlreadyExists, ObjectKey, WorkItem, create_request, delete_request
+
+    ns = kube_namespace
+    client = adapter.module.Client.from_kubeconfig(str(kube_apiserver.kubeconfig_path))
+    try:
+        await adapter.call(client.create, CM, cm("taken", k="old"), namespace=ns)
+        counting = _InFlight(client, threaded=adapter.name == "sync")
+        ctx = adapter.module.ReconcileContext(
+            controller="write-all",
+            item=WorkItem(ObjectKey(ns, "x"), 1, 0.0, 0),
+            client=counting,
+            primary=None,
+            primary_resource=CM,
+            primary_kind=None,
+            caches={},
+            events=None,
+        )
+        requests = [create_request(CM, cm(f"w{i}", i=str(i)), namespace=ns) for i in range(6)]
+        requests.insert(2, create_request(CM, cm("taken", k="new"), namespace=ns))
+        requests.append(delete_request(CM, "never-was", namespace=ns))
+        results = await adapter.call(ctx.write_all, requests, concurrency=3)
+        assert [type(r).__name__ for r in results] == [
+            "dict", "dict", "AlreadyExists", "dict", "dict", "dict", "dict", "NotFound",
+        ]  # fmt: skip
+        assert isinstance(results[2], AlreadyExists)
+        assert [r["metadata"]["name"] for r in results if isinstance(r, dict)] == [
+            f"w{i}" for i in range(6)
+        ]
+        assert ctx.writes == 6
+        assert 2 <= counting.peak <= 3, counting.peak
+        # What the server holds: every write that succeeded, and the refused one untouched.
+        items = await adapter.collect(client.list(CM, namespace=ns))
+        data = {item["metadata"]["name"]: item["data"] for item in items}
+        assert data == {"taken": {"k": "old"}, **{f"w{i}": {"i": str(i)} for i in range(6)}}
+        # One at a time when asked, and a bad bound is the caller's error.
+        counting.peak = 0
+        more = [create_request(CM, cm(f"s{i}"), namespace=ns) for i in range(3)]
+        await adapter.call(ctx.write_all, more, concurrency=1)
+        assert counting.peak == 1 and ctx.writes == 9
+        with pytest.raises(LocalProtocolError, match="concurrency must be a positive int"):
+            await adapter.call(ctx.write_all, more, concurrency=0)
     finally:
         await adapter.close(client)

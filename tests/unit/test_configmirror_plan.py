@@ -11,6 +11,7 @@ from configmirror import (
     OWNER_UID_ANNOTATION,
     Plan,
     PlannedEvent,
+    copy_settled,
     mirror_targets,
 )
 from configmirror import plan_reconcile as plan_with_allowed
@@ -388,3 +389,38 @@ def test_targets_named_and_selected() -> None:
     )
     created = [r.path for r in plan.writes if r.method == "POST"]
     assert created == [f"/api/v1/namespaces/{ns}/configmaps" for ns in ("b", "a", "c")]
+
+
+def test_copy_writes_are_independent_and_the_status_follows_them() -> None:
+    stale = copy("b", data={"k": "old"})
+    plan = plan_reconcile(mirror(), SOURCE, {"b": stale}, [stale, copy("gone")], NOW)
+    assert [(r.method, r.path) for r in plan.copies] == [
+        ("POST", "/api/v1/namespaces/a/configmaps"),
+        ("PUT", "/api/v1/namespaces/b/configmaps/settings"),
+        ("DELETE", "/api/v1/namespaces/gone/configmaps/settings"),
+    ]
+    assert [r.path for r in plan.mirror] == [
+        "/apis/kubemoon.dev/v1alpha1/namespaces/src/configmirrors/m/status"
+    ]
+    assert plan.writes == plan.copies + plan.mirror
+    finalizing = plan_reconcile(mirror(metadata={"finalizers": []}), SOURCE, {}, [], NOW)
+    assert (finalizing.copies, len(finalizing.mirror)) == ((), 1)
+
+
+def test_a_copy_is_settled_only_when_planning_would_leave_it_alone() -> None:
+    assert copy_settled(copy("a"), mirror(), SOURCE)
+    # Each thing a reconcile would fix, or cannot judge from the copy alone, is unsettled.
+    assert not copy_settled(copy("a", data={"k": "old"}), mirror(), SOURCE)
+    assert not copy_settled(copy("a", uid="someone-else"), mirror(), SOURCE)
+    assert not copy_settled(copy("a"), mirror(), None)
+    assert not copy_settled(copy("c"), mirror(), SOURCE)  # not a target (any more)
+    assert not copy_settled(copy("a"), mirror(spec={"source": "other"}), SOURCE)
+    deleting = mirror(metadata={"deletionTimestamp": "2026-11-29T18:00:00Z"})
+    assert not copy_settled(copy("a"), deleting, SOURCE)
+    unlabelled = copy("a")
+    unlabelled["metadata"]["labels"] = {}
+    assert not copy_settled(unlabelled, mirror(), SOURCE)
+    # Planning agrees: a settled copy gets no write.
+    plan = plan_reconcile(mirror(status=SYNCED_STATUS), SOURCE, {"a": copy("a"), "b": copy("b")},
+                          [copy("a"), copy("b")], NOW)  # fmt: skip
+    assert plan.copies == ()
