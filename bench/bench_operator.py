@@ -624,7 +624,7 @@ def cost_rows(kubemoon: Run, floor: Floor | None) -> list[Row]:
             f"{cpu * 1e3:.2f} ms per write ({writes} writes in {kubemoon.cpu_converge:.2f} s); "
             f"bare httpcore.ConnectionPool {floor.blocking * 1e3:.2f} ms: {ratio:.2f}x "
             f"(httpcore.AsyncConnectionPool on trio {floor.trio * 1e3:.2f} ms: "
-            f"{cpu / floor.trio:.2f}x)",
+            f"{cpu / floor.trio:.2f}x; on asyncio {floor.asyncio * 1e3:.2f} ms)",
             "≤ 1.5x the blocking floor",
             ratio <= 1.5,
         )

@@ -230,5 +230,8 @@ class Informer:
         finally:
             await stream.aclose()
             reflector.watch_ended(_backend.current_time(), error)
-            # An error answer's Status is known only once its body is read and the watch ended.
-            self._report("watch", error if ok else (reflector.last_error or error))
+            # Cancellation (a stop) is not a failure of the watch: nothing to report.
+            if error is None or isinstance(error, Exception):
+                # An error answer's Status is known only once its body is read and the
+                # watch ended.
+                self._report("watch", error if ok else (reflector.last_error or error))
