@@ -15,7 +15,7 @@ import math
 import ssl
 import subprocess
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar, cast
@@ -160,17 +160,44 @@ async def wait_event(event: asyncio.Event, deadline: float | None) -> bool:
     return event.is_set()
 
 
-@contextlib.asynccontextmanager
-async def fail_after(seconds: float | None) -> AsyncIterator[None]:
-    """Raise ``TimeoutError`` if the body takes longer than ``seconds`` (None: no limit)."""
-    if seconds is None:
-        yield
-        return
-    try:
-        async with asyncio.timeout(max(seconds, 0.0)):
-            yield
-    except TimeoutError:
-        raise TimeoutError(f"no result within {seconds:g} s") from None
+class _FailAfter:
+    """The scope :func:`fail_after` returns: ``asyncio.timeout`` in a plain class.
+
+    Entered once per request, so no generator-based async context manager around it.
+    """
+
+    __slots__ = ("_seconds", "_timeout")
+
+    def __init__(self, seconds: float | None) -> None:
+        self._seconds = seconds
+        self._timeout: asyncio.Timeout | None = None
+
+    async def __aenter__(self) -> None:
+        if self._seconds is not None:
+            self._timeout = asyncio.timeout(max(self._seconds, 0.0))
+            await self._timeout.__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        timeout = self._timeout
+        if timeout is None:
+            return
+        try:
+            await timeout.__aexit__(exc_type, exc, tb)
+        except TimeoutError:
+            raise TimeoutError(f"no result within {self._seconds:g} s") from None
+
+
+def fail_after(seconds: float | None) -> _FailAfter:
+    """Raise ``TimeoutError`` if the body takes longer than ``seconds`` (None: no limit).
+
+    Use as ``async with fail_after(seconds): ...``.
+    """
+    return _FailAfter(seconds)
 
 
 def shielded() -> AbstractContextManager[object]:
@@ -246,9 +273,10 @@ class BodyReader:
         assert hasattr(stream, "__aiter__"), "an async response stream"
         self._chunks = cast(AsyncGenerator[bytes, None], stream.__aiter__())
         self._read_timeout: asyncio.Timeout | None = None
-        self._read_done = asyncio.Event()
-        self._read_done.set()
+        self._read_done: asyncio.Event | None = None
         self._closing = False
+        # True once the body ended: its generators are finished, nothing is left to close.
+        self._finished = False
 
     async def receive(self, deadline: float | None = None) -> bytes:
         """The next chunk of the body, ``b""`` at its end (or once it is being closed)."""
@@ -260,6 +288,7 @@ class BodyReader:
                 self._read_timeout = timeout
                 return await self._chunks.__anext__()
         except StopAsyncIteration:
+            self._finished = True
             return b""
         except httpcore.ReadTimeout as exc:
             raise TimeoutError("no data before the read timeout") from exc
@@ -271,6 +300,20 @@ class BodyReader:
             self._read_timeout = None
             self._read_done.set()
 
+    async def read_chunk(self) -> bytes:
+        """The next chunk, ``b""`` at the end, for a body only this task reads and closes.
+
+        No timeout of its own: the caller's deadline bounds the read (a whole CRUD response
+        is read under its call's deadline), and no other task stops it midway.
+        """
+        try:
+            return await self._chunks.__anext__()
+        except StopAsyncIteration:
+            self._finished = True
+            return b""
+        except httpcore.ReadTimeout as exc:
+            raise TimeoutError("no data before the read timeout") from exc
+
     def closing(self) -> bool:
         """True once :meth:`aclose` has begun (possibly from another task)."""
         return self._closing
@@ -278,7 +321,11 @@ class BodyReader:
     async def aclose(self) -> None:
         """Close the body, and with it the connection it came on."""
         self._closing = True
+        if self._finished:
+            await self._response.aclose()  # the body's generators are done already
+            return
         if self._read_timeout is not None:
+            assert self._read_done is not None
             self._read_timeout.reschedule(asyncio.get_running_loop().time())
             await self._read_done.wait()
         try:

@@ -21,7 +21,7 @@ import ssl
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar, cast
@@ -252,16 +252,35 @@ def wait_event(event: threading.Event, deadline: float | None) -> bool:
     return event.wait(timeout)
 
 
-@contextlib.contextmanager
-def fail_after(seconds: float | None) -> Iterator[None]:
+class _FailAfter:
+    """The scope :func:`fail_after` returns: a plain class (entered once per request)."""
+
+    __slots__ = ("_seconds", "_start")
+
+    def __init__(self, seconds: float | None) -> None:
+        self._seconds = seconds
+        self._start = 0.0
+
+    def __enter__(self) -> None:
+        self._start = time.monotonic()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        seconds = self._seconds
+        if exc_type is None and seconds is not None and time.monotonic() - self._start > seconds:
+            raise TimeoutError(f"no result within {seconds:g} s")
+
+
+def fail_after(seconds: float | None) -> _FailAfter:
     """A total deadline, as far as a blocking call allows: checked when the body returns.
 
     Each read is bounded by the client's timeout; the body is not interrupted midway.
     """
-    start = time.monotonic()
-    yield
-    if seconds is not None and time.monotonic() - start > seconds:
-        raise TimeoutError(f"no result within {seconds:g} s")
+    return _FailAfter(seconds)
 
 
 def shielded() -> AbstractContextManager[object]:
@@ -378,6 +397,10 @@ class BodyReader:
         except (httpcore.NetworkError, httpcore.ProtocolError):
             _check()  # a shutdown by cancellation is a cancellation, not a broken stream
             raise
+
+    def read_chunk(self) -> bytes:
+        """The next chunk, ``b""`` at the end, for a body only this thread reads and closes."""
+        return self.receive()
 
     def closing(self) -> bool:
         """True once :meth:`close` has begun."""

@@ -15,7 +15,7 @@ import signal
 import ssl
 import subprocess
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any, Protocol, cast
@@ -100,17 +100,47 @@ async def wait_event(event: trio.Event, deadline: float | None) -> bool:
     return event.is_set()
 
 
-@contextlib.asynccontextmanager
-async def fail_after(seconds: float | None) -> AsyncIterator[None]:
-    """Raise ``TimeoutError`` if the body takes longer than ``seconds`` (None: no limit)."""
-    if seconds is None:
-        yield
-        return
-    try:
-        with trio.fail_after(max(seconds, 0.0)):
-            yield
-    except trio.TooSlowError:
-        raise TimeoutError(f"no result within {seconds:g} s") from None
+class _FailAfter:
+    """The scope :func:`fail_after` returns: one cancel scope, no generator machinery.
+
+    A CRUD request enters one of these per call, so it is a plain class around a bare
+    ``CancelScope`` rather than ``trio.fail_after`` under an async context manager (three
+    generator frames and two context managers more, per request).
+    """
+
+    __slots__ = ("_scope", "_seconds")
+
+    def __init__(self, seconds: float | None) -> None:
+        self._seconds = seconds
+        self._scope: trio.CancelScope | None = None
+
+    async def __aenter__(self) -> None:
+        if self._seconds is not None:
+            self._scope = trio.CancelScope(deadline=trio.current_time() + max(self._seconds, 0.0))
+            self._scope.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        scope = self._scope
+        if scope is None:
+            return False
+        suppressed = scope.__exit__(exc_type, exc, tb)
+        if scope.cancelled_caught:
+            assert self._seconds is not None
+            raise TimeoutError(f"no result within {self._seconds:g} s") from None
+        return suppressed
+
+
+def fail_after(seconds: float | None) -> _FailAfter:
+    """Raise ``TimeoutError`` if the body takes longer than ``seconds`` (None: no limit).
+
+    Use as ``async with fail_after(seconds): ...``.
+    """
+    return _FailAfter(seconds)
 
 
 def shielded() -> AbstractContextManager[object]:
@@ -188,8 +218,10 @@ class BodyReader:
         # The read in progress, so that aclose from another task can stop it first: the
         # body's generators cannot be closed while a read is suspended inside them.
         self._read_scope: trio.CancelScope | None = None
-        self._read_done = trio.Event()
+        self._read_done: trio.Event | None = None
         self._closing = False
+        # True once the body ended: its generators are finished, nothing is left to unwind.
+        self._finished = False
 
     async def receive(self, deadline: float | None = None) -> bytes:
         """The next chunk of the body, ``b""`` at its end (or once it is being closed)."""
@@ -201,6 +233,7 @@ class BodyReader:
             try:
                 return await self._chunks.__anext__()
             except StopAsyncIteration:
+                self._finished = True
                 return b""
             except httpcore.ReadTimeout as exc:
                 raise TimeoutError("no data before the read timeout") from exc
@@ -210,6 +243,20 @@ class BodyReader:
         if self.closing():
             return b""  # stopped by aclose from another task
         raise TimeoutError("no data before the deadline")
+
+    async def read_chunk(self) -> bytes:
+        """The next chunk, ``b""`` at the end, for a body only this task reads and closes.
+
+        No scope of its own: the caller's deadline bounds the read (a whole CRUD response is
+        read under its call's deadline), and no other task stops it midway.
+        """
+        try:
+            return await self._chunks.__anext__()
+        except StopAsyncIteration:
+            self._finished = True
+            return b""
+        except httpcore.ReadTimeout as exc:
+            raise TimeoutError("no data before the read timeout") from exc
 
     def closing(self) -> bool:
         """True once :meth:`aclose` has begun (possibly from another task)."""
@@ -224,8 +271,14 @@ class BodyReader:
         through every generator, each of which then cleans up and finishes.
         """
         self._closing = True
+        if self._finished:
+            # The body was read to its end: its generators are done, only the response is
+            # left to close (httpcore shields its return of the connection to the pool).
+            await self._response.aclose()
+            return
         with shielded():
             if self._read_scope is not None:
+                assert self._read_done is not None
                 self._read_scope.cancel()
                 await self._read_done.wait()
             with trio.CancelScope() as unwind:

@@ -88,7 +88,7 @@ Headers = tuple[tuple[str, str], ...]
 
 
 def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> Headers:
-    return tuple((name.decode("latin-1"), value.decode("latin-1")) for name, value in raw)
+    return tuple([(name.decode("latin-1"), value.decode("latin-1")) for name, value in raw])
 
 
 class StreamResponse:
@@ -325,6 +325,13 @@ class Client:
         # (code, method, host) -> requests answered: rest_client_requests_total.
         self.request_counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
         self._host = config.host_header
+        # What every request sends the same way, encoded once: the Host header, the
+        # encoded forms of the core's few distinct header sets, the last Authorization
+        # value, and the timeout extension of a CRUD read.
+        self._host_field = (b"Host", config.host_header.encode("ascii"))
+        self._encoded_headers: dict[Headers, list[tuple[bytes, bytes]]] = {}
+        self._authorization: tuple[str, tuple[bytes, bytes]] | None = None
+        self._crud_extensions = self._extensions(timeout)
 
     def __repr__(self) -> str:
         context = f" context={self.config.context!r}" if self.config.context else ""
@@ -393,15 +400,7 @@ class Client:
 
     # -- performing requests ---------------------------------------------------------------
 
-    def _raw_request(
-        self, request: Request, url: str, authorization: str | None, read_timeout: float | None
-    ) -> httpcore.Request:
-        headers = [(b"Host", self.config.host_header.encode("ascii"))]
-        headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in request.headers]
-        if request.body or request.method in ("POST", "PUT", "PATCH"):
-            headers.append((b"Content-Length", str(len(request.body)).encode("ascii")))
-        if authorization is not None:
-            headers.append((b"Authorization", authorization.encode("latin-1")))
+    def _extensions(self, read_timeout: float | None) -> dict[str, Any]:
         extensions: dict[str, Any] = {
             "timeout": {
                 "connect": self._timeout,
@@ -412,6 +411,31 @@ class Client:
         }
         if self.config.tls_server_name:
             extensions["sni_hostname"] = self.config.tls_server_name
+        return extensions
+
+    def _raw_request(
+        self, request: Request, url: str, authorization: str | None, read_timeout: float | None
+    ) -> httpcore.Request:
+        encoded = self._encoded_headers.get(request.headers)
+        if encoded is None:
+            encoded = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in request.headers]
+            if len(self._encoded_headers) >= 64:
+                self._encoded_headers.clear()  # bounded: callers may send headers of their own
+            self._encoded_headers[request.headers] = encoded
+        headers = [self._host_field, *encoded]
+        if request.body or request.method in ("POST", "PUT", "PATCH"):
+            headers.append((b"Content-Length", str(len(request.body)).encode("ascii")))
+        if authorization is not None:
+            cached = self._authorization
+            if cached is None or cached[0] != authorization:
+                cached = (authorization, (b"Authorization", authorization.encode("latin-1")))
+                self._authorization = cached
+            headers.append(cached[1])
+        extensions = (
+            self._crud_extensions
+            if read_timeout == self._timeout
+            else self._extensions(read_timeout)
+        )
         return httpcore.Request(
             request.method, url, headers=headers, content=request.body, extensions=extensions
         )
@@ -427,10 +451,7 @@ class Client:
         raw_request = self._raw_request(request, url, authorization, read_timeout)
         try:
             raw = await self._pool.handle_async_request(raw_request)
-            try:
-                body = await self._read_body(raw, deadline)
-            finally:
-                await raw.aclose()
+            body = await self._read_body(raw, deadline)
         except _NETWORK_ERRORS as exc:
             self.request_counts["<error>", request.method, self._host] += 1
             raise transport_error(exc, self.config.origin, self.config.tls_server_name) from None
@@ -440,13 +461,15 @@ class Client:
     async def _read_body(self, raw: httpcore.Response, deadline: float) -> bytes:
         # Bounded: an error body is cut at 64 KiB, any other body over the cap is refused,
         # and a body that trickles in stops at the call's deadline (even where a blocking
-        # read cannot be interrupted, each chunk is checked).
+        # read cannot be interrupted, each chunk is checked). The reads need no scope of
+        # their own: the call's deadline scope (send) bounds them. The response is closed
+        # here, whatever happens.
         limit = self._max_body_size if 200 <= raw.status < 300 else ERROR_BODY_LIMIT
-        chunks: list[bytes] = []
-        size = 0
         reader = _backend.BodyReader(raw)
         try:
-            while chunk := await reader.receive():
+            chunks: list[bytes] = []
+            size = 0
+            while chunk := await reader.read_chunk():
                 if _backend.current_time() > deadline:
                     raise TimeoutError("the response body is still arriving at the deadline")
                 chunks.append(chunk)
@@ -460,7 +483,7 @@ class Client:
                     )
         finally:
             await reader.aclose()
-        return b"".join(chunks)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     async def _authorize(self) -> tuple[str | None, int]:
         """The Authorization header; a client certificate from an exec plugin is loaded."""
