@@ -388,10 +388,10 @@ def run_operator(
                 )
                 return
             if time.monotonic() - started > timeout:
-                run.error = (
-                    f"did not converge: {ready}/{work.mirrors} Ready after {timeout:.0f} s; "
-                    + log_tail(log)
-                )
+                run.error = f"did not converge: {ready}/{work.mirrors} Ready after {timeout:.0f} s"
+                run.cpu_converge = cpu_seconds(proc.pid)
+                run.server_cpu_converge = server_cpu_seconds() - server_before
+                run.rss_mib = peak_rss_mib(proc.pid)
                 return
             time.sleep(POLL_INTERVAL)
         run.converge_s = time.monotonic() - started
@@ -693,8 +693,10 @@ def scale_rows(small: Run, kubemoon: Run | None, kopf: Run | None) -> list[Row]:
         if run is None:
             continue
         if run.converge_s is None:
-            rows.append(Row(f"operator at scale: {run.name}", inputs, f"failed: {run.error}",
-                            "converges", False))  # fmt: skip
+            seen = f"; {_seconds(run.cpu_converge)} CPU meanwhile" if run.cpu_converge else ""
+            rss = f", peak RSS {run.rss_mib:.0f} MiB" if run.rss_mib else ""
+            rows.append(Row(f"operator at scale: {run.name}", inputs,
+                            f"failed: {run.error}{seen}{rss}", "converges", False))  # fmt: skip
             continue
         per = _cpu_per_write(run)
         cost = f"{per[0] * 1e3:.2f} ms CPU per write ({per[1]} writes)" if per else "n/a"
@@ -726,12 +728,13 @@ def scale_rows(small: Run, kubemoon: Run | None, kopf: Run | None) -> list[Row]:
             )
         )
     if kubemoon is not None and kopf is not None and kubemoon.rss_mib and kopf.rss_mib:
+        unfinished = " (kopf had not converged)" if kopf.converge_s is None else ""
         rows.append(
             Row(
                 f"operator at scale: peak RSS, KubeMoon / kopf at {SCALE_MIRRORS} mirrors",
                 "same run",
                 f"{kubemoon.rss_mib / kopf.rss_mib:.2f} ({kubemoon.rss_mib:.0f} MiB vs "
-                f"{kopf.rss_mib:.0f} MiB)",
+                f"{kopf.rss_mib:.0f} MiB{unfinished})",
             )
         )
     return rows
