@@ -705,14 +705,18 @@ class Reflector:
         if kind == "ERROR":
             self._error_event(event)
             return
-        rv = self._event_rv(event)
+        obj = event.object
+        # The hot path, once per event: what a JSON decoder produced, read directly.
+        metadata = obj.get("metadata")
+        rv = metadata.get("resourceVersion") if type(metadata) is dict else None
+        if type(rv) is not str or not rv:
+            rv = self._event_rv(event)
         self._received += 1
         if kind == "BOOKMARK":
             self._bookmarks += 1
         else:
             self._events += 1
-            store = self._store
-            change = store.delete(event.object) if kind == "DELETED" else store.upsert(event.object)
+            change = self._store.delete(obj) if kind == "DELETED" else self._store.upsert(obj)
             if change is not None:
                 changes.append(change)
         self._rv = rv

@@ -274,7 +274,9 @@ class WatchDecoder:
         pieces = self._pieces
         if not buffer:
             pieces.append((data, 0, stop, start))
-        elif stop < _LARGE:
+        elif stop < _LARGE and _json.json_backend() == "json":
+            # One text, one scan for a small chunk (other backends split bytes: the lines
+            # of a bytes object are bytes, those of a bytearray cost two allocations each).
             buffer += memoryview(data)[:stop]
             pieces.append((buffer, 0, len(buffer), start))
         else:
