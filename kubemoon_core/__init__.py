@@ -233,6 +233,7 @@ from ._watch import (
     DEFAULT_MAX_LINE_LENGTH,
     GC_PAUSE_MIN,
     INITIAL_EVENTS_END_ANNOTATION,
+    PULL_WINDOW,
     WatchDecoder,
     WatchEvent,
 )
@@ -350,6 +351,7 @@ __all__ = [
     "Forbidden",
     "Format",
     "GC_PAUSE_MIN",
+    "PULL_WINDOW",
     "Gone",
     "Histogram",
     "GroupVersion",

@@ -670,22 +670,34 @@ class Reflector:
             room = ERROR_BODY_LIMIT - len(self._error_body)
             self._error_body += data[: max(room, 0)]
             return []
+        decoder = self._decoder
         try:
-            events = self._decoder.receive_data(data)
+            decoder.feed(data)
         except KubeMoonError as exc:
             self._broken(exc)
             return []
+        # Events are decoded and applied one window at a time (WatchDecoder.next_event), so
+        # a large chunk's events never all exist at once; a bad line ends the loop after the
+        # events before it, as if the chunk had been cut just before it.
         changes: list[Change] = []
-        for event in events:
+        next_event = decoder.next_event
+        watching = state is ReflectorState.WATCHING
+        while True:
             try:
-                if self._state is ReflectorState.WATCHING:
+                event = next_event()
+                if event is None:
+                    break
+                if watching:
                     self._watch_event(event, changes)
                 else:
                     self._stream_event(event, changes, now)
             except KubeMoonError as exc:
                 self._broken(exc)
-            if self._state in _CLOSING:
-                break
+            if self._state is not state:
+                state = self._state
+                if state in _CLOSING:
+                    break
+                watching = state is ReflectorState.WATCHING
         return changes
 
     def _watch_event(self, event: WatchEvent, changes: list[Change]) -> None:
@@ -693,14 +705,18 @@ class Reflector:
         if kind == "ERROR":
             self._error_event(event)
             return
-        rv = self._event_rv(event)
+        obj = event.object
+        # The hot path, once per event: what a JSON decoder produced, read directly.
+        metadata = obj.get("metadata")
+        rv = metadata.get("resourceVersion") if type(metadata) is dict else None
+        if type(rv) is not str or not rv:
+            rv = self._event_rv(event)
         self._received += 1
         if kind == "BOOKMARK":
             self._bookmarks += 1
         else:
             self._events += 1
-            store = self._store
-            change = store.delete(event.object) if kind == "DELETED" else store.upsert(event.object)
+            change = self._store.delete(obj) if kind == "DELETED" else self._store.upsert(obj)
             if change is not None:
                 changes.append(change)
         self._rv = rv

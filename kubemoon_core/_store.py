@@ -213,15 +213,22 @@ class Store:
         The change is ``ADDED`` when the key was absent and ``MODIFIED`` otherwise, whatever
         the event said: the store, not the event, knows what readers saw.
         """
-        self._no_epoch("upsert")
+        # The hot path of every watch event: the calls of _no_epoch, _transformed and _put
+        # are inlined for the common case (no epoch, no index).
+        if self._epoch is not None:
+            self._no_epoch("upsert")
         key = _key(obj)
-        old = self._objects.get(key)
+        objects = self._objects
+        old = objects.get(key)
         if old is not None:
             rv = _rv(obj)
             if rv is not None and rv == _rv(old):
                 return None  # a replay of what is stored
-        new = self._transformed(obj)
-        self._put(key, old, new)
+        new = obj if self._transform is None else self._transform(obj)
+        if self._indexers:
+            self._put(key, old, new)
+        else:
+            objects[key] = new
         return _change(_ADDED if old is None else _MODIFIED, key, old, new)
 
     def delete(self, obj: Obj) -> Change | None:

@@ -12,6 +12,22 @@ Rules:
   offset where the line starts; it is never delivered as data. When a call raises, the
   events of that call are discarded (resume from the last delivered resourceVersion).
 - ``receive_data(b"")`` ends the stream; a partial line left over is an error.
+- Two ways to read, same events: ``receive_data(chunk)`` returns the list of every event the
+  chunk completes; the pull side, ``feed(chunk)`` then ``next_event()`` until it returns
+  None (or ``for event in events(chunk)``, the same thing), decodes the complete lines one
+  window of ``PULL_WINDOW`` bytes (or one longer line) at a time, so a consumer that drops
+  each event never holds a large chunk's worth of them. Every event of a chunk is taken
+  before the next is fed: feeding (either way) with events pending raises
+  ``LocalProtocolError``. Both sides may alternate on one decoder between chunks.
+- Errors on the pull side come in stream order: the events of every line before a bad one
+  are handed out, then ``next_event()`` raises the error, exactly as if the stream had been
+  cut just before the bad line and decoded with ``receive_data``. A line found too long by
+  ``feed`` (one inside the chunk, or the unfinished tail) is such a bad line too; only a
+  first line (with what was buffered before it) or an unfinished line too long, whose
+  predecessors have all been taken, and the end inside an event, raise from ``feed``
+  itself. The decoder is failed from the moment it finds the bad line: ``feed`` and
+  ``receive_data`` raise "already failed" even while events before it are still to be
+  taken, and ``next_event`` raises "already failed" after raising the error once.
 - After an error, or after the end, every further call raises: the decoder is single-use.
 - Cost is linear in the input: the tail of an unfinished line is appended to one
   ``bytearray`` (amortised O(1) per byte), a chunk is split or decoded to text once (one
@@ -41,7 +57,7 @@ Rules:
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from json.scanner import make_scanner
 from typing import Any, Literal, cast
@@ -54,6 +70,7 @@ __all__ = [
     "DEFAULT_MAX_LINE_LENGTH",
     "GC_PAUSE_MIN",
     "INITIAL_EVENTS_END_ANNOTATION",
+    "PULL_WINDOW",
     "WatchDecoder",
     "WatchEvent",
 ]
@@ -63,6 +80,9 @@ DEFAULT_MAX_LINE_LENGTH = 16 * 1024 * 1024
 GC_PAUSE_MIN = 1024 * 1024
 """Chunks at least this long are decoded with the cyclic garbage collector paused."""
 INITIAL_EVENTS_END_ANNOTATION = "k8s.io/initial-events-end"
+PULL_WINDOW = 64 * 1024
+"""How many bytes of lines :meth:`WatchDecoder.next_event` decodes at a time (at least one
+line)."""
 
 # The values of WatchEvent.type (a typing alias, not exported: it is not a runtime object).
 WatchEventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
@@ -136,7 +156,18 @@ class WatchDecoder:
     that call only (see the module rules).
     """
 
-    __slots__ = ("_buffer", "_closed", "_error", "_gc_pause", "_max", "_offset")
+    __slots__ = (
+        "_buffer",
+        "_closed",
+        "_error",
+        "_gc_pause",
+        "_late",
+        "_max",
+        "_next",
+        "_offset",
+        "_pieces",
+        "_ready",
+    )
 
     def __init__(
         self, *, max_line_length: int = DEFAULT_MAX_LINE_LENGTH, gc_pause: bool = True
@@ -153,6 +184,13 @@ class WatchDecoder:
         self._offset = 0
         self._closed = False
         self._error: RemoteProtocolError | None = None
+        # The pull API: complete lines fed but not decoded yet, as (bytes, start, stop,
+        # stream offset of start); the decoded events of one window, and the next to hand
+        # out; and an error that next_event() raises once the events before it are taken.
+        self._pieces: list[tuple[bytes | bytearray, int, int, int]] = []
+        self._ready: list[WatchEvent] = []
+        self._next = 0
+        self._late: RemoteProtocolError | None = None
 
     @property
     def buffered(self) -> int:
@@ -163,28 +201,18 @@ class WatchDecoder:
         """Decode a chunk; return the events of every line it completes.
 
         ``b""`` marks the end of the stream: it raises :class:`RemoteProtocolError` if an
-        unfinished event is left over.
+        unfinished event is left over. When the call raises, none of the chunk's events is
+        delivered. Refused while events fed with :meth:`feed` are still to be taken.
         """
-        if self._error is not None:
-            raise RemoteProtocolError(f"the watch stream already failed: {self._error}")
-        if self._closed:
-            raise LocalProtocolError("the watch stream already ended")
+        self._check_open()
         if not data:
-            self._closed = True
-            if self._buffer.strip(_BLANK):
-                raise self._fail(
-                    DecodeError("the stream ended inside an event", offset=self._line_start())
-                )
+            self._end()
             return []
         buffer = self._buffer
         limit = self._max
         end = data.rfind(b"\n")
         if end < 0:
-            # No line ends in this chunk: it only extends the unfinished one.
-            if len(buffer) + len(data) > limit:
-                raise self._fail(self._too_long(self._line_start()))
-            buffer += data
-            self._offset += len(data)
+            self._extend(data)
             return []
         start = self._offset - len(buffer)
         first = data.find(b"\n")
@@ -192,31 +220,194 @@ class WatchDecoder:
             raise self._fail(self._too_long(start))
         if len(data) - end - 1 > limit:
             raise self._fail(self._too_long(self._offset + end + 1))
-        if len(data) > limit:
-            self._check_lines(data, end)
+        if len(data) > limit and (bad := self._long_line(data, end)) >= 0:
+            raise self._fail(self._too_long(self._offset + bad))
+        events: list[WatchEvent] = []
         if self._gc_pause and len(data) >= GC_PAUSE_MIN and gc.isenabled():
             gc.disable()
             try:
-                events = self._events(data, first, end, start)
+                self._events(data, first, end, start, events)
             finally:
                 gc.enable()
         else:
-            events = self._events(data, first, end, start)
+            self._events(data, first, end, start, events)
         self._offset += len(data)
         if end + 1 < len(data):
             self._buffer += data[end + 1 :]
         return events
 
-    def _check_lines(self, data: bytes, end: int) -> None:
-        """Only a chunk longer than the limit can hold a whole line over it: find it."""
+    def feed(self, data: bytes) -> None:
+        """Take a chunk without decoding it; :meth:`next_event` then decodes its events.
+
+        The pull side of the decoder, for a consumer that handles events one at a time:
+        only a bounded window of lines (:data:`PULL_WINDOW` bytes, or one longer line) is
+        decoded at a time, so the events of a large chunk never exist all at once. ``b""``
+        ends the stream, as for :meth:`receive_data`. Take every event of a chunk (until
+        :meth:`next_event` returns None) before feeding the next: feeding earlier raises
+        :class:`LocalProtocolError`, and so does :meth:`receive_data`. The module rules
+        say how errors are delivered.
+        """
+        self._check_open()
+        if not data:
+            self._end()
+            return
+        buffer = self._buffer
+        end = data.rfind(b"\n")
+        if end < 0:
+            self._extend(data)
+            return
+        offset = self._offset
+        start = offset - len(buffer)
+        first = data.find(b"\n")
+        if len(buffer) + first > self._max:
+            raise self._fail(self._too_long(start))
+        # A later line too long is raised by next_event() once the lines before it are
+        # taken: the stream is decoded up to ``stop`` only.
+        stop = end + 1
+        late = None
+        if len(data) > self._max and (bad := self._long_line(data, end)) >= 0:
+            stop = bad
+            late = self._too_long(offset + bad)
+        elif len(data) - stop > self._max:
+            late = self._too_long(offset + stop)
+        self._buffer = bytearray()
+        pieces = self._pieces
+        if not buffer:
+            pieces.append((data, 0, stop, start))
+        elif stop < _LARGE and _json.json_backend() == "json":
+            # One text, one scan for a small chunk (other backends split bytes: the lines
+            # of a bytes object are bytes, those of a bytearray cost two allocations each).
+            buffer += memoryview(data)[:stop]
+            pieces.append((buffer, 0, len(buffer), start))
+        else:
+            buffer += memoryview(data)[: first + 1]
+            pieces.append((buffer, 0, len(buffer), start))
+            if stop > first + 1:
+                pieces.append((data, first + 1, stop, offset + first + 1))
+        self._offset = offset + len(data)
+        if late is not None:
+            self._error = self._late = late
+        elif stop < len(data):
+            self._buffer += data[stop:]
+
+    def next_event(self) -> WatchEvent | None:
+        """The next event of what :meth:`feed` took, or None when more data is needed (or
+        the stream has ended and every event was taken).
+
+        When a line is bad, the events before it are returned first, then this raises the
+        error (once; every later call raises "already failed").
+        """
+        index = self._next
+        ready = self._ready
+        if index < len(ready):
+            self._next = index + 1
+            return ready[index]
+        return self._refill()
+
+    def events(self, data: bytes) -> Iterator[WatchEvent]:
+        """:meth:`feed` ``data`` now; return an iterator of its events (:meth:`next_event`
+        until it returns None). An iterator left unfinished leaves its events pending:
+        :meth:`next_event` hands them out."""
+        self.feed(data)
+        return iter(self.next_event, None)
+
+    def _check_open(self) -> None:
+        if self._error is not None:
+            raise RemoteProtocolError(f"the watch stream already failed: {self._error}")
+        if self._closed:
+            raise LocalProtocolError("the watch stream already ended")
+        if self._pieces or self._next < len(self._ready):
+            raise LocalProtocolError(
+                "events of the previous chunk are still to be taken: "
+                "call next_event() until it returns None"
+            )
+
+    def _end(self) -> None:
+        self._closed = True
+        if self._buffer.strip(_BLANK):
+            raise self._fail(
+                DecodeError("the stream ended inside an event", offset=self._line_start())
+            )
+
+    def _extend(self, data: bytes) -> None:
+        """No line ends in ``data``: it only extends the unfinished one."""
+        if len(self._buffer) + len(data) > self._max:
+            raise self._fail(self._too_long(self._line_start()))
+        self._buffer += data
+        self._offset += len(data)
+
+    def _refill(self) -> WatchEvent | None:
+        """Decode the next window of the pending lines; return its first event."""
+        pieces = self._pieces
+        while pieces:
+            raw, start, stop, offset = pieces[0]
+            # The window ends with the first newline at least PULL_WINDOW bytes on, if any.
+            cut = (
+                stop
+                if stop - start <= PULL_WINDOW
+                else raw.find(b"\n", start + PULL_WINDOW - 1) + 1
+            )
+            if cut >= stop:
+                del pieces[0]
+            else:
+                pieces[0] = (raw, cut, stop, offset + cut - start)
+            events: list[WatchEvent] = []
+            self._ready = events
+            try:
+                self._window(raw, start, cut, offset, events)
+            except RemoteProtocolError as exc:
+                # The events before the bad line are handed out first, then the error.
+                self._late = exc
+            if events:
+                self._next = 1
+                return events[0]
+        self._ready = []
+        self._next = 0
+        late = self._late
+        if late is not None:
+            self._late = None
+            raise late
+        if self._error is not None:
+            raise RemoteProtocolError(f"the watch stream already failed: {self._error}")
+        return None
+
+    def _window(
+        self, raw: bytes | bytearray, start: int, stop: int, offset: int, events: list[WatchEvent]
+    ) -> None:
+        """Decode the complete lines ``raw[start:stop]`` (at stream offset ``offset``) into
+        ``events``; the events before a bad line are there when it raises."""
+        if _json.json_backend() != "json":
+            lines: list[Any] = raw[start:stop].split(b"\n")
+            lines.pop()  # b"": the window ends with a newline
+            self._decode(lines, offset, events)
+            return
+        view = memoryview(raw)[start:stop]
+        try:
+            text = str(view, "utf-8")
+        except UnicodeDecodeError as exc:
+            # Decode the lines before the bad one, then fail at its start.
+            good = bytes(view[: exc.start]).rfind(b"\n") + 1
+            self._scan(str(view[:good], "utf-8"), offset, events)
+            raise self._fail(
+                DecodeError("watch line is not valid UTF-8", offset=offset + good)
+            ) from None
+        self._scan(text, offset, events)
+
+    def _long_line(self, data: bytes, end: int) -> int:
+        """Where the first complete line of ``data`` longer than the limit starts, or -1.
+
+        Only a chunk longer than the limit can hold a whole line over it."""
         line_start = 0
         while line_start <= end:
             newline = data.find(b"\n", line_start)
             if newline - line_start > self._max:
-                raise self._fail(self._too_long(self._offset + line_start))
+                return line_start
             line_start = newline + 1
+        return -1
 
-    def _events(self, data: bytes, first: int, end: int, start: int) -> list[WatchEvent]:
+    def _events(
+        self, data: bytes, first: int, end: int, start: int, events: list[WatchEvent]
+    ) -> None:
         """The events of the lines that end in ``data``, the first at ``first``, the last at
         ``end``; the first line starts at stream offset ``start``.
 
@@ -234,20 +425,22 @@ class WatchDecoder:
             if buffer:
                 buffer += lines[0]
                 lines[0] = buffer
-            return self._decode(lines, start)
+            self._decode(lines, start, events)
+            return
         view = memoryview(data)
         if not buffer:
-            return self._scan(self._text(view[: end + 1], start), start)
+            self._scan(self._text(view[: end + 1], start), start, events)
+            return
         if end < _LARGE:
             # A small chunk is copied whole after the buffered bytes: one text, one scan.
             buffer += view[: end + 1]
-            return self._scan(self._text(buffer, start), start)
+            self._scan(self._text(buffer, start), start, events)
+            return
         buffer += view[: first + 1]
-        events = self._scan(self._text(buffer, start), start)
+        self._scan(self._text(buffer, start), start, events)
         if first < end:
             rest = self._offset + first + 1
-            events += self._scan(self._text(view[first + 1 : end + 1], rest), rest)
-        return events
+            self._scan(self._text(view[first + 1 : end + 1], rest), rest, events)
 
     def _text(self, raw: bytearray | memoryview, offset: int) -> str:
         """Decode complete lines that start at stream offset ``offset`` as UTF-8."""
@@ -259,13 +452,12 @@ class WatchDecoder:
                 DecodeError("watch line is not valid UTF-8", offset=offset + line_start)
             ) from None
 
-    def _decode(self, lines: list[Any], start: int) -> list[WatchEvent]:
+    def _decode(self, lines: list[Any], start: int, events: list[WatchEvent]) -> None:
         """Decode the lines (bytes), the first of which starts at stream offset ``start``."""
         # The hot loop: one decode, two subscripts and three C calls per line.
         loads = _json.loads
         plain = _PLAIN_TYPES
         new, set_type, set_object = _NEW_EVENT, _SET_TYPE, _SET_OBJECT
-        events: list[WatchEvent] = []
         append = events.append
         line: Any = b""
         doc: Any = None
@@ -295,9 +487,8 @@ class WatchDecoder:
                 raise self._fail(_bad_event(doc, _offset_of(lines, line, start)))
         except (KeyError, TypeError):
             raise self._fail(_bad_event(doc, _offset_of(lines, line, start))) from None
-        return events
 
-    def _scan(self, text: str, start: int) -> list[WatchEvent]:
+    def _scan(self, text: str, start: int, events: list[WatchEvent]) -> None:
         """Decode ``text``, lines each ended by a newline, the first at stream offset ``start``.
 
         Each document is scanned where it stands in the text: no line is copied out, and
@@ -310,7 +501,6 @@ class WatchDecoder:
         scan, find, size = _SCAN, text.find, len(text)
         plain = _PLAIN_TYPES
         new, set_type, set_object = _NEW_EVENT, _SET_TYPE, _SET_OBJECT
-        events: list[WatchEvent] = []
         append = events.append
         pos = 0
         doc: Any = None
@@ -349,7 +539,6 @@ class WatchDecoder:
                 raise self._fail(_bad_event(doc, _text_offset(text, pos, start)))
         except (KeyError, TypeError):
             raise self._fail(_bad_event(doc, _text_offset(text, pos, start))) from None
-        return events
 
     def _line_start(self) -> int:
         return self._offset - len(self._buffer)
@@ -360,6 +549,7 @@ class WatchDecoder:
     def _fail(self, error: RemoteProtocolError) -> RemoteProtocolError:
         self._error = error
         self._buffer = bytearray()
+        self._pieces.clear()
         return error
 
 

@@ -79,6 +79,18 @@ def chunks_of(data: bytes, cuts: list[int]) -> list[bytes]:
     return [data[a:b] for a, b in itertools.pairwise(points) if b > a]
 
 
+def pull(chunks: list[bytes]) -> list[WatchEvent]:
+    """The pull side: every chunk through ``events()``, the end through ``feed(b"")``."""
+    decoder = WatchDecoder()
+    events: list[WatchEvent] = []
+    for chunk in chunks:
+        if chunk:
+            events += decoder.events(chunk)
+    decoder.feed(b"")
+    assert decoder.next_event() is None
+    return events
+
+
 def decode(chunks: list[bytes], *, max_line_length: int | None = None) -> list[WatchEvent]:
     decoder = (
         WatchDecoder() if max_line_length is None else WatchDecoder(max_line_length=max_line_length)
@@ -137,8 +149,11 @@ def test_every_chunking_gives_the_events_of_the_whole(
     whole = decode([stream])
     assert [(e.type, e.object) for e in whole] == events
     assert decode(chunks_of(stream, cuts)) == whole
+    assert pull(chunks_of(stream, cuts)) == whole
+    assert pull([stream]) == whole
     if len(stream) <= 4000:
         assert decode([stream[i : i + 1] for i in range(len(stream))]) == whole
+        assert pull([stream[i : i + 1] for i in range(len(stream))]) == whole
     for event in whole:
         if event.type == "ERROR":
             assert event.error is not None and event.error.code == 410
@@ -170,6 +185,7 @@ def test_objects_of_several_mebibytes(
     whole = decode([stream])
     assert [(e.type, e.object) for e in whole] == events
     assert decode(chunks_of(stream, cuts)) == whole
+    assert pull(chunks_of(stream, cuts)) == whole
 
 
 @st.composite
@@ -218,3 +234,35 @@ def test_corruption_raises_only_kubemoon_errors(
     else:
         assert error is None
         assert got == expected
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    stream=corrupted() | st.binary(max_size=300),
+    cuts=st.lists(st.integers(0, 3000), max_size=20),
+    limit=st.sampled_from([16 << 20, 64, 200]),
+)
+def test_the_pull_side_delivers_every_event_before_the_first_bad_line(
+    backend: str, stream: bytes, cuts: list[int], limit: int
+) -> None:
+    """feed()/next_event() deliver exactly the oracle's events, then raise if it fails:
+    as if the stream had been cut just before the bad line."""
+    expected, fails = oracle(stream, backend, limit)
+    decoder = WatchDecoder(max_line_length=limit)
+    delivered: list[WatchEvent] = []
+    error: KubeMoonError | None = None
+    try:
+        for chunk in [*chunks_of(stream, cuts), b""]:
+            decoder.feed(chunk)
+            while (event := decoder.next_event()) is not None:
+                delivered.append(event)
+            assert decoder.buffered <= limit
+    except KubeMoonError as exc:
+        error = exc
+    assert [(e.type, e.object) for e in delivered] == expected
+    assert (error is not None) == fails
+    if fails:
+        with pytest.raises(KubeMoonError):
+            decoder.next_event()
+        with pytest.raises(KubeMoonError):
+            decoder.feed(b"{}\n")

@@ -10,6 +10,7 @@ import pytest
 
 from kubemoon_core import (
     APIResource,
+    DecodeError,
     GroupVersionKind,
     GroupVersionResource,
     LocalProtocolError,
@@ -565,6 +566,30 @@ def test_events_before_a_bad_event_in_the_same_chunk_still_count() -> None:
     assert [c.key.name for c in changes] == ["b"]
     assert r.resource_version == "11"
     assert state(r) is State.WATCH_CLOSING
+
+
+def test_events_before_malformed_json_in_the_same_chunk_still_count() -> None:
+    # As if the chunk had been cut just before the bad line: the events before it apply.
+    r = synced()
+    chunk = line("ADDED", cm("b", "11")) + b"{oops}\n" + line("ADDED", cm("c", "12"))
+    changes = r.receive_watch_data(chunk, 1.0)
+    assert [c.key.name for c in changes] == ["b"]
+    assert r.resource_version == "11"
+    assert state(r) is State.WATCH_CLOSING
+    assert isinstance(r.last_error, DecodeError)
+    assert r.receive_watch_data(line("ADDED", cm("d", "13")), 1.0) == []
+    assert stored(r) == {"b": "11"}
+
+
+def test_a_line_over_the_limit_abandons_the_watch() -> None:
+    r = make(max_line_length=100)
+    request(r)
+    r.receive_response(page([], "10"), 0.0)
+    request(r)
+    r.receive_watch_head(200, (), 0.0)
+    assert r.receive_watch_data(b"x" * 101, 1.0) == []
+    assert state(r) is State.WATCH_CLOSING
+    assert isinstance(r.last_error, DecodeError)
 
 
 def test_an_error_event_with_retry_after() -> None:
