@@ -166,7 +166,8 @@ class Watch:
     cancellation closes the connection. The
     iteration ends when the server ends the stream cleanly (``timeoutSeconds``); a cut
     stream raises :class:`TransportError` (a partial event is never dropped silently); a
-    malformed line raises the core's ``DecodeError``; an ``ERROR`` event raises its
+    malformed line raises the core's ``DecodeError`` after the events before it; an
+    ``ERROR`` event raises its
     ``ApiError`` (410 is ``Gone``/``Expired``).
     """
 
@@ -175,8 +176,10 @@ class Watch:
         self._request = request
         self._read_timeout = read_timeout
         self._stream: StreamResponse | None = None
+        # Pulled one event at a time: a large chunk is never decoded all at once, and the
+        # events before a malformed line are delivered before its error.
         self._decoder = WatchDecoder()
-        self._pending: collections.deque[WatchEvent] = collections.deque()
+        self._ended = False  # the body's end was fed to the decoder
         self._done = False
         self._entered = False
 
@@ -215,12 +218,12 @@ class Watch:
             raise StopAsyncIteration
         try:
             stream = await self._open()
-            while not self._pending:
-                data = await stream.receive()
-                self._pending.extend(self._decoder.receive_data(data))
-                if not data and not self._pending:
+            while (event := self._decoder.next_event()) is None:
+                if self._ended:
                     raise StopAsyncIteration
-            event = self._pending.popleft()
+                data = await stream.receive()
+                self._decoder.feed(data)
+                self._ended = not data
             if event.error is not None:
                 raise event.error
             return event

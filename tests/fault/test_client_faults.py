@@ -433,6 +433,25 @@ async def test_a_malformed_line_is_a_typed_error(adapter: Adapter) -> None:
         assert isinstance(info.value, KubeMoonError)
 
 
+async def test_events_before_a_malformed_line_in_the_same_chunk_come_first(
+    adapter: Adapter,
+) -> None:
+    good = b'{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n'
+    chunk = good + good.replace(b'"a"', b'"b"') + b"{not json}\n" + good
+    async with ScriptedServer() as server:
+        server.add(Reply(200, chunks=(chunk,)))
+        client = adapter.client(server.client_config())
+        got: list[Any] = []
+        try:
+            with pytest.raises(DecodeError) as info:
+                await adapter.watch_collect(client, got)
+        finally:
+            await adapter.close(client)
+        # As if the stream had been cut just before the bad line; nothing after it.
+        assert [e.object["metadata"]["name"] for e in got] == ["a", "b"]
+        assert info.value.offset == 2 * len(good)
+
+
 async def test_a_watch_error_event_raises_its_api_error(adapter: Adapter) -> None:
     expired = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}
     async with ScriptedServer() as server:
