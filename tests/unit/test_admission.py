@@ -22,7 +22,7 @@ from kubemoon_core import (
     encode_admission_review,
 )
 
-CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}}
+CONFIGMAP: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}}
 
 
 def review(**request: Any) -> dict[str, Any]:
