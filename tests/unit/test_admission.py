@@ -22,7 +22,12 @@ from kubemoon_core import (
     encode_admission_review,
 )
 
-CONFIGMAP: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}}
+CONFIGMAP: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {"name": "c"},
+    "data": {},
+}
 
 
 def review(**request: Any) -> dict[str, Any]:
