@@ -286,13 +286,10 @@ class BodyReader:
         try:
             async with asyncio.timeout_at(deadline) as timeout:
                 self._read_timeout = timeout
-                return await self._chunks.__anext__()
-        except StopAsyncIteration:
-            self._finished = True
-            return b""
-        except httpcore.ReadTimeout as exc:
-            raise TimeoutError("no data before the read timeout") from exc
+                return await self.read_chunk()
         except TimeoutError:
+            if not timeout.expired():
+                raise  # httpcore's own read timeout, not the deadline
             if self.closing():
                 return b""  # stopped by aclose from another task
             raise TimeoutError("no data before the deadline") from None

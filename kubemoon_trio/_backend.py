@@ -231,12 +231,7 @@ class BodyReader:
         with trio.move_on_at(math.inf if deadline is None else deadline) as scope:
             self._read_scope = scope
             try:
-                return await self._chunks.__anext__()
-            except StopAsyncIteration:
-                self._finished = True
-                return b""
-            except httpcore.ReadTimeout as exc:
-                raise TimeoutError("no data before the read timeout") from exc
+                return await self.read_chunk()
             finally:
                 self._read_scope = None
                 self._read_done.set()

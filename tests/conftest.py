@@ -1,12 +1,18 @@
-"""Shared test configuration: Hypothesis profiles.
+"""Shared test configuration: Hypothesis profiles, and the ``backend`` fixture.
 
 ``default`` keeps the everyday loop fast; ``fuzz`` (``make fuzz``) runs the same suites much
 longer. Select with HYPOTHESIS_PROFILE.
 """
 
+import json
 import os
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from kubemoon_core import set_json_backend, use_fast_json, use_standard_json
+from kubemoon_core._json import dumps
 
 settings.register_profile("default", max_examples=100, deadline=None)
 settings.register_profile(
@@ -16,3 +22,17 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture(params=["json", "orjson", "custom"])
+def backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Each JSON backend in turn: the standard library, orjson, and any other (which the
+    watch decoder hands bytes lines)."""
+    if request.param == "orjson":
+        assert use_fast_json()
+    elif request.param == "custom":
+        set_json_backend("custom", lambda data: json.loads(bytes(data)), dumps)
+    try:
+        yield request.param
+    finally:
+        use_standard_json()

@@ -206,12 +206,16 @@ def corrupted(draw: st.DrawFn) -> bytes:
     return bytes(data)
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
+# Streams with a corruption somewhere (or random bytes), cut anywhere, under several limits.
+corrupted_streams = given(
     stream=corrupted() | st.binary(max_size=300),
     cuts=st.lists(st.integers(0, 3000), max_size=20),
     limit=st.sampled_from([16 << 20, 64, 200]),
 )
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@corrupted_streams
 def test_corruption_raises_only_kubemoon_errors(
     backend: str, stream: bytes, cuts: list[int], limit: int
 ) -> None:
@@ -237,11 +241,7 @@ def test_corruption_raises_only_kubemoon_errors(
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    stream=corrupted() | st.binary(max_size=300),
-    cuts=st.lists(st.integers(0, 3000), max_size=20),
-    limit=st.sampled_from([16 << 20, 64, 200]),
-)
+@corrupted_streams
 def test_the_pull_side_delivers_every_event_before_the_first_bad_line(
     backend: str, stream: bytes, cuts: list[int], limit: int
 ) -> None:

@@ -15,11 +15,9 @@ from kubemoon_core import (
     KubeMoonError,
     LocalProtocolError,
     RemoteProtocolError,
-    set_json_backend,
     use_fast_json,
     use_standard_json,
 )
-from kubemoon_core._json import dumps
 from kubemoon_core._watch import WatchDecoder, WatchEvent
 
 
@@ -38,19 +36,6 @@ EXPIRED = {
     "reason": "Expired",
     "message": "too old resource version: 1 (5)",
 }
-
-
-@pytest.fixture(params=["json", "orjson", "custom"])
-def backend(request: pytest.FixtureRequest) -> Iterator[str]:
-    if request.param == "orjson":
-        assert use_fast_json()
-    elif request.param == "custom":
-        # Any other backend gets bytes lines.
-        set_json_backend("custom", lambda data: json.loads(bytes(data)), dumps)
-    try:
-        yield request.param
-    finally:
-        use_standard_json()
 
 
 def test_events_and_their_properties(backend: str) -> None:

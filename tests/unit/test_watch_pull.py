@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,7 +14,6 @@ from kubemoon_core import (
     RemoteProtocolError,
     WatchDecoder,
     set_json_backend,
-    use_fast_json,
     use_standard_json,
 )
 from kubemoon_core._json import dumps
@@ -24,18 +22,6 @@ from kubemoon_core._json import dumps
 def line(name: str, pad: int = 0, kind: str = "ADDED") -> bytes:
     obj = {"metadata": {"name": name, "resourceVersion": "1"}, "data": {"k": "x" * pad}}
     return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
-
-
-@pytest.fixture(params=["json", "orjson", "custom"])
-def backend(request: pytest.FixtureRequest) -> Iterator[str]:
-    if request.param == "orjson":
-        assert use_fast_json()
-    elif request.param == "custom":
-        set_json_backend("custom", lambda data: json.loads(bytes(data)), dumps)
-    try:
-        yield request.param
-    finally:
-        use_standard_json()
 
 
 def names(events: Any) -> list[str]:
