@@ -118,10 +118,12 @@ def test_make_dist_artefacts_pass_twine_and_install_into_a_clean_venv(
     target = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(target)
     python = str(target / "bin" / "python")
-    (library,) = dist.glob("kubemoon-*.whl")
-    (operator,) = dist.glob("kubemoon_configmirror-*.whl")
-    wanted = [f"kubemoon[testing] @ {library.as_uri()}", str(operator)]
-    run([python, "-m", "pip", "install", "-q", *wanted], tmp_path, env)
+    # The README's and docs/testing.rst's commands, as written (from the directory
+    # holding dist/).
+    library = f"./dist/kubemoon-{VERSION}-py3-none-any.whl[testing]"
+    operator = f"./dist/kubemoon_configmirror-{VERSION}-py3-none-any.whl"
+    for wanted in (library, operator):
+        run([python, "-m", "pip", "install", "-q", wanted], tmp_path, env)
     shown = run(
         [
             python,
@@ -182,3 +184,25 @@ def test_the_version_script_bumps_every_copy_and_checks_the_tag(tmp_path: Path) 
     )
     drift = status("check")
     assert drift.returncode == 1 and "kubemoon>= requirement is 0.0.1" in drift.stderr
+
+
+@pytest.mark.integration
+def test_the_documented_git_url_forms_build(tmp_path: Path) -> None:
+    """``pip install "kubemoon[testing] @ git+file://$PWD"`` and the ConfigMirror form with
+    ``#subdirectory=configmirror``, from the README, in a clone (this checkout's HEAD)."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    url = f"git+file://{ROOT}"
+    out = tmp_path / "wheels"
+    for requirement in (
+        f"kubemoon[testing] @ {url}",
+        f"kubemoon-configmirror @ {url}#subdirectory=configmirror",
+    ):
+        run(
+            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), requirement],
+            tmp_path,
+        )
+    assert sorted(p.name for p in out.iterdir()) == [
+        f"kubemoon-{VERSION}-py3-none-any.whl",
+        f"kubemoon_configmirror-{VERSION}-py3-none-any.whl",
+    ]
