@@ -55,6 +55,9 @@ _GO_HINT = (
     "it fetches everything else from the Go module proxy"
 )
 _VERSION_PKG = "k8s.io/component-base/version"
+#: Where ``build`` looks for envtest archives unless ``--index`` says: a URL, a file, or
+#: ``none`` (a mirror, or no download at all).
+_INDEX_ENV = "KUBEMOON_TESTENV_INDEX"
 _ETCD_MODULE = "go.etcd.io/etcd/server/v3"
 
 
@@ -433,9 +436,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     build_cmd.add_argument(
         "--index",
         metavar="URL_OR_FILE",
-        default=_envtest.ENVTEST_INDEX_URL,
-        help="controller-tools' envtest-releases.yaml to find a prebuilt archive in "
-        "(default: %(default)s)",
+        default=os.environ.get(_INDEX_ENV) or _envtest.ENVTEST_INDEX_URL,
+        help="controller-tools' envtest-releases.yaml to find a prebuilt archive in, or "
+        f"'none' (default: ${_INDEX_ENV}, else %(default)s)",
     )
     build_cmd.add_argument(
         "--archive",
@@ -455,7 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "build":
             source = _Prebuilt(
-                index=None if args.no_archive else args.index,
+                index=None if args.no_archive or args.index == "none" else args.index,
                 archive=None if args.no_archive else args.archive,
                 sha512=args.sha512,
             )

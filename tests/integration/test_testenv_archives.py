@@ -204,7 +204,11 @@ def test_no_fitting_archive_falls_back_to_the_go_build(
     members = {PREFIX + "kube-apiserver": b"a", PREFIX + "etcd": b"e"}
     sha512 = make_archive(root / "a.tar.gz", members)
     write_index(root / "good.yaml", f"{base}/a.tar.gz", sha512)
-    assert main(["build", "--index", f"{base}/good.yaml"]) == 1
+    monkeypatch.setenv("KUBEMOON_TESTENV_INDEX", "none")
+    assert main(["build", "--only", "etcd"]) == 1  # no index at all: straight to Go
+    assert "installing" not in capsys.readouterr().out
+    monkeypatch.setenv("KUBEMOON_TESTENV_INDEX", f"{base}/good.yaml")  # a mirror
+    assert main(["build"]) == 1
     captured = capsys.readouterr()
     assert "cannot build kube-controller-manager" in captured.err
     assert "without garbage collection" in captured.err
