@@ -261,3 +261,21 @@ def test_hostile_archives_write_nothing_outside_and_are_refused(
             find_envtest_archive(str(tmp_path / "i.yaml"))
     with pytest.raises(EnvtestArchiveError, match="cannot read"):
         find_envtest_archive(str(tmp_path / "missing.yaml"))
+
+
+def test_sizes_are_bounded(
+    served: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kubemoon_testing import _envtest
+
+    root, base = served
+    (root / "index.yaml").write_text("releases: {}\n" + "#" * 200)
+    monkeypatch.setattr(_envtest, "_MAX_INDEX_BYTES", 100)
+    with pytest.raises(EnvtestArchiveError, match="larger than 100 bytes"):
+        find_envtest_archive(f"{base}/index.yaml")
+    members = {PREFIX + "kube-apiserver": b"x" * 5000, PREFIX + "etcd": b"e"}
+    sha512 = make_archive(root / "a.tar.gz", members, level=0)
+    monkeypatch.setattr(_envtest, "_MAX_ARCHIVE_BYTES", 1000)
+    with pytest.raises(EnvtestArchiveError, match="larger than 1000 bytes"):
+        install_envtest_archive(f"{base}/a.tar.gz", tmp_path / "bin", sha512=sha512)
+    assert not (tmp_path / "bin" / "kube-apiserver").exists()
