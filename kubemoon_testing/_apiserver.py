@@ -1153,11 +1153,15 @@ class ApiServer:
             names.append(name)
         deadline = time.monotonic() + timeout
         for manifest, name in zip(manifests, names, strict=True):
+            # The apiserver accepted it, so these fields exist; serve-check the first served
+            # version (none served: Established is all there is to wait for).
             spec = manifest["spec"]
-            version = next(v["name"] for v in spec["versions"] if v.get("served", True))
-            plural = spec["names"]["plural"]
-            served = f"/apis/{spec['group']}/{version}/{plural}?limit=1"
-            while not (self._established(name) and self.request("GET", served).status == 200):
+            version = next((v["name"] for v in spec["versions"] if v.get("served")), None)
+            served = f"/apis/{spec['group']}/{version}/{spec['names']['plural']}?limit=1"
+            while not (
+                self._established(name)
+                and (version is None or self.request("GET", served).status == 200)
+            ):
                 if time.monotonic() >= deadline:
                     raise CrdInstallError(f"CRD {name} not established after {timeout:.0f} s")
                 time.sleep(0.05)
