@@ -108,6 +108,9 @@ def _open(source: str) -> IO[bytes]:
         return open(source, "rb")
     except EnvtestArchiveError:
         raise
+    except urllib.error.HTTPError as exc:
+        exc.close()  # it holds the error response open
+        raise EnvtestArchiveError(f"cannot read {source}: {exc}") from None
     except (OSError, ValueError, urllib.error.URLError) as exc:
         raise EnvtestArchiveError(f"cannot read {source}: {exc}") from None
 
