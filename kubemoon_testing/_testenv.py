@@ -416,8 +416,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="kubemoon-testenv",
         description=(
-            f"Build (once) or locate kube-apiserver, etcd and kube-controller-manager "
-            f"{KUBERNETES_VERSION} for kubemoon_testing's real test environment. Binaries "
+            f"Get (once) or locate kube-apiserver, etcd and kube-controller-manager "
+            f"{KUBERNETES_VERSION} for kubemoon_testing's real test environment: from "
+            "controller-tools' envtest release archive where one fits (SHA-512 checked), "
+            "else built with Go (kube-controller-manager always is). Binaries "
             "are cached in $KUBEMOON_TESTENV_DIR/<version> (default "
             "${XDG_CACHE_HOME:-~/.cache}/kubemoon/testenv/<version>)."
         ),

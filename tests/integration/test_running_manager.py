@@ -122,3 +122,18 @@ async def test_a_failing_manager_ends_the_test_with_its_own_error(
         with pytest.raises(CacheSyncTimeout):
             async with running_manager(manager, timeout=1):
                 pytest.fail("a cache of a resource that does not exist never syncs")
+
+
+async def test_a_failing_test_body_stops_the_manager_and_keeps_its_error(
+    kube_apiserver: ApiServer, kube_namespace: str
+) -> None:
+    import kubemoon_trio as km
+
+    async with km.Client.from_kubeconfig(str(kube_apiserver.kubeconfig_path)) as client:
+        manager = km.Manager(
+            client, leader_election=km.LeaderElectionConfig("test-manager", kube_namespace)
+        )
+        with pytest.raises(AssertionError, match="the test's own failure"):
+            async with running_manager(manager):
+                raise AssertionError("the test's own failure")
+        assert lease_holder(kube_apiserver, kube_namespace) is None
