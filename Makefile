@@ -11,7 +11,7 @@ CORE_COVERAGE_MIN := 95
 CONFIGMIRROR_CRD := configmirror._api:ConfigMirror configmirror._api:ConfigMirrorV1beta1 \
 	--webhook-service kubemoon-system/configmirror-webhook:443/convert-configmirror
 
-.PHONY: all install lint typecheck test test-fast test-matrix unit property fault integration docs fuzz bench testenv demo clean
+.PHONY: all install lint typecheck test test-fast test-matrix unit property fault integration docs fuzz bench testenv demo dist clean
 
 all: test
 
@@ -23,23 +23,33 @@ $(STAMP): pyproject.toml configmirror/pyproject.toml
 
 install: $(STAMP)
 
-lint: $(STAMP)
+# actionlint (the GitHub workflows' linter), from the Go module proxy into .venv/bin.
+ACTIONLINT := github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
+$(BIN)/actionlint: | $(STAMP)
+	GOBIN=$(abspath $(BIN)) GOFLAGS=-mod=mod go install $(ACTIONLINT)
+
+lint: $(STAMP) $(BIN)/actionlint
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python scripts/unasync.py --check
 	$(BIN)/kubemoon crd check deploy/crd.yaml $(CONFIGMIRROR_CRD)
 	$(BIN)/kubemoon crd check examples/widgets/crd.yaml examples/widgets/widget_api.py:Widget
+	$(BIN)/python scripts/version.py check
+	$(BIN)/actionlint -no-color
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict $(PACKAGES)
 
-# The real kube-apiserver, etcd and kube-controller-manager, built once from Go modules and
-# cached outside the clone (kubemoon-testenv ships with kubemoon_testing; it needs Go).
+# The real kube-apiserver, etcd and kube-controller-manager, cached outside the clone:
+# kube-apiserver and etcd from controller-tools' envtest release archive of that version
+# when there is one (SHA-512 checked), the rest built with Go (kubemoon-testenv ships with
+# kubemoon_testing).
 testenv: $(STAMP)
 	$(BIN)/kubemoon-testenv build
 
-# Every tier: unit, property, fault, integration (real apiserver), end to end, and the docs.
-test: lint typecheck testenv
+# Every tier: unit, property, fault, integration (real apiserver), end to end, the docs,
+# and the release artefacts (make dist; a test installs the wheels into a clean venv).
+test: lint typecheck testenv dist
 	@rm -f .coverage .coverage.*
 	$(BIN)/coverage run -m pytest -q tests
 	@echo "== branch coverage of kubemoon_core =="
@@ -84,5 +94,15 @@ demo: $(STAMP)
 	$(BIN)/kubemoon-testenv build --only kube-apiserver,etcd
 	$(BIN)/python examples/demo.py
 
+# The sdist and wheel of both distributions (the library, then ConfigMirror) into dist/,
+# built in .venv without network (setuptools is in the dev extra), then `twine check`.
+dist: $(STAMP)
+	$(BIN)/python scripts/version.py check
+	rm -rf dist build configmirror/build
+	$(BIN)/python -m build --no-isolation --outdir dist .
+	$(BIN)/python -m build --no-isolation --outdir dist configmirror
+	rm -rf build configmirror/build
+	$(BIN)/twine check --strict dist/*
+
 clean:
-	rm -rf $(VENV) .venv-3.* .coverage docs/_build .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-3.* .coverage docs/_build .mypy_cache .ruff_cache .hypothesis dist

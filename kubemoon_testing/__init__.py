@@ -2,7 +2,7 @@
 
 A strict fake transport for the pure core, a scripted h11 server for faults, and a real
 kube-apiserver with etcd and kube-controller-manager for integration tests (see the pytest
-plugin; ``kubemoon-testenv build`` builds the binaries once).
+plugin; ``kubemoon-testenv build`` installs or builds the binaries once).
 """
 
 from ._apiserver import (
@@ -13,32 +13,56 @@ from ._apiserver import (
     NOBODY_USER,
     ApiServer,
     ApiServerError,
+    CrdInstallError,
+    CrdSource,
     MissingBinariesError,
     RawResponse,
+    controller_manager_wanted,
     default_binary_dir,
 )
 from ._certs import WebhookCertificates
+from ._envtest import (
+    ENVTEST_INDEX_URL,
+    ArchiveHashError,
+    EnvtestArchive,
+    EnvtestArchiveError,
+    find_envtest_archive,
+    install_envtest_archive,
+)
 from ._fake import Exchange, FakeTransport, FakeTransportError, json_response
+from ._running import ManagerStopTimeout, running_manager, running_manager_in_thread
 from ._scripted import RecordedRequest, Reply, ScriptedServer, watch_lines
 
 __all__ = [
     "ADMIN_USER",
     "CONTROLLER_MANAGER_USER",
+    "ENVTEST_INDEX_URL",
     "KUBERNETES_VERSION",
     "LIMITED_USER",
     "NOBODY_USER",
     "ApiServer",
     "ApiServerError",
+    "ArchiveHashError",
+    "CrdInstallError",
+    "CrdSource",
+    "EnvtestArchive",
+    "EnvtestArchiveError",
     "Exchange",
     "FakeTransport",
     "FakeTransportError",
+    "ManagerStopTimeout",
     "MissingBinariesError",
     "RawResponse",
     "RecordedRequest",
     "Reply",
     "ScriptedServer",
     "WebhookCertificates",
+    "controller_manager_wanted",
     "default_binary_dir",
+    "find_envtest_archive",
+    "install_envtest_archive",
     "json_response",
+    "running_manager",
+    "running_manager_in_thread",
     "watch_lines",
 ]

@@ -51,8 +51,11 @@ __all__ = [
     "NOBODY_USER",
     "ApiServer",
     "ApiServerError",
+    "CrdInstallError",
+    "CrdSource",
     "MissingBinariesError",
     "RawResponse",
+    "controller_manager_wanted",
     "default_binary_dir",
 ]
 
@@ -69,7 +72,7 @@ LIMITED_USER = "limited"
 
 _ADMIN_GROUP = "system:masters"
 _LOG_TAIL_LINES = 40
-#: Setting this to ``0`` makes ``ApiServer()`` default to ``controller_manager=False``.
+#: ``0``/``1`` makes ``ApiServer()`` default to ``controller_manager=False``/``True``.
 _CONTROLLER_MANAGER_ENV = "KUBEMOON_TESTENV_CONTROLLER_MANAGER"
 #: The controllers the test kube-controller-manager runs: cascading deletion and namespace
 #: deletion. Everything else (service-account tokens, pods, nodes, ...) stays off.
@@ -89,6 +92,52 @@ class MissingBinariesError(ApiServerError):
     """A binary is not built yet (run ``kubemoon-testenv build``; it needs Go)."""
 
 
+class CrdInstallError(ApiServerError):
+    """A CRD given to :class:`ApiServer` could not be read, created or established."""
+
+
+#: What ``ApiServer(crds=...)`` takes: a YAML file, a CRD manifest, a declared class, or the
+#: declared classes of one kind's versions.
+CrdSource = str | os.PathLike[str] | Mapping[str, Any] | type | tuple[type, ...]
+_CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+def _crd_manifests(source: CrdSource) -> list[dict[str, Any]]:
+    """The CRD manifests ``source`` stands for (imports PyYAML and the core lazily)."""
+    if isinstance(source, (type, tuple)):
+        from kubemoon_core import KubeMoonError, crd_manifest  # noqa: PLC0415
+
+        classes = (source,) if isinstance(source, type) else source
+        try:
+            return [crd_manifest(*classes)]
+        except KubeMoonError as exc:
+            raise CrdInstallError(f"cannot make a CRD of {classes!r}: {exc}") from None
+    if isinstance(source, Mapping):
+        documents: list[Any] = [dict(source)]
+        where = "a CRD manifest"
+    else:
+        import yaml  # noqa: PLC0415
+
+        where = os.fspath(source)
+        try:
+            with open(where, encoding="utf-8") as f:
+                documents = [d for d in yaml.safe_load_all(f) if d is not None]
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise CrdInstallError(f"cannot read CRDs from {where}: {exc}") from None
+    for document in documents:
+        if not (
+            isinstance(document, dict)
+            and document.get("kind") == "CustomResourceDefinition"
+            and isinstance(document.get("spec"), dict)
+            and isinstance(document["spec"].get("versions"), list)
+            and isinstance(document["spec"].get("names"), dict)
+        ):
+            raise CrdInstallError(f"{where}: not a CustomResourceDefinition with versions")
+    if not documents:
+        raise CrdInstallError(f"{where}: no CustomResourceDefinition in it")
+    return documents
+
+
 def default_binary_dir() -> Path:
     """The directory where ``kubemoon-testenv build`` puts the binaries.
 
@@ -101,6 +150,17 @@ def default_binary_dir() -> Path:
         cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
         base = os.path.join(cache, "kubemoon", "testenv")
     return Path(base) / KUBERNETES_VERSION
+
+
+def controller_manager_wanted(binary_dir: str | os.PathLike[str] | None = None) -> bool:
+    """Whether ``ApiServer()`` runs kube-controller-manager when not told: ``False`` if
+    ``KUBEMOON_TESTENV_CONTROLLER_MANAGER=0``, ``True`` if it is ``1``, else whether the
+    binary is built in ``binary_dir`` (default :func:`default_binary_dir`)."""
+    setting = os.environ.get(_CONTROLLER_MANAGER_ENV, "").strip()
+    if setting in ("0", "1"):
+        return setting == "1"
+    directory = Path(binary_dir) if binary_dir is not None else default_binary_dir()
+    return os.access(directory / "kube-controller-manager", os.X_OK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -498,10 +558,20 @@ class ApiServer:
     :param startup_timeout: seconds to wait for readiness before giving up.
     :param keep_work_dir: keep the temporary directory (logs, certificates) after stop.
     :param controller_manager: start ``kube-controller-manager``. ``None`` (the default)
-        means yes unless the environment variable ``KUBEMOON_TESTENV_CONTROLLER_MANAGER``
-        is ``0``; ``False`` gives the bare API, where deleted namespaces stay
-        ``Terminating`` and nothing is garbage collected.
+        asks :func:`controller_manager_wanted`: yes if it is built (envtest archives lack
+        it; ``kubemoon-testenv build`` builds it with Go), unless the environment variable
+        ``KUBEMOON_TESTENV_CONTROLLER_MANAGER`` says ``0`` (never) or ``1`` (always: a
+        missing binary is an error). ``False`` gives the bare API, where deleted namespaces
+        stay ``Terminating`` and nothing is garbage collected; :attr:`controller_manager`
+        says which mode a server runs in.
     :param controller_manager_args: more ``kube-controller-manager`` flags, appended last.
+    :param crds: CustomResourceDefinitions to install once the API serves and *before*
+        the controller manager starts, so its garbage collector knows their kinds from the
+        first moment (a CRD added later is noticed only at its next discovery resync, about
+        30 s on). Each item is a YAML file (one or more CRD documents), a CRD manifest
+        (a mapping), a class declared with :func:`kubemoon_core.custom_resource`, or a
+        tuple of such classes (the versions of one kind). :meth:`start` returns once every
+        one is ``Established`` and served; :attr:`crds` lists their names.
     """
 
     def __init__(
@@ -515,10 +585,11 @@ class ApiServer:
         keep_work_dir: bool = False,
         controller_manager: bool | None = None,
         controller_manager_args: Sequence[str] = (),
+        crds: Sequence[CrdSource] = (),
     ) -> None:
-        if controller_manager is None:
-            controller_manager = os.environ.get(_CONTROLLER_MANAGER_ENV, "1").strip() != "0"
         self._binary_dir = Path(binary_dir) if binary_dir is not None else default_binary_dir()
+        if controller_manager is None:
+            controller_manager = controller_manager_wanted(self._binary_dir)
         self._watch_cache = watch_cache
         self._min_request_timeout = min_request_timeout
         self._extra_args = tuple(extra_args)
@@ -526,6 +597,8 @@ class ApiServer:
         self._keep_work_dir = keep_work_dir
         self._with_kcm = controller_manager
         self._kcm_args = tuple(controller_manager_args)
+        self._crd_sources = tuple(crds)
+        self._crd_names: tuple[str, ...] = ()
         self._kcm: _Child | None = None
         self._work_dir: Path | None = None
         self._pki: _Pki | None = None
@@ -594,6 +667,8 @@ class ApiServer:
                     self._stop_children()
                     if attempt == 2:
                         raise
+            if self._crd_sources:
+                self._crd_names = tuple(self.install_crds(self._crd_sources))
             if self._with_kcm:
                 self._start_controller_manager()
         except BaseException:
@@ -1049,6 +1124,55 @@ class ApiServer:
         return result
 
     # -- test helpers ----------------------------------------------------------------------
+
+    @property
+    def crds(self) -> tuple[str, ...]:
+        """Names of the CRDs installed by :meth:`start` (the ``crds`` argument)."""
+        return self._crd_names
+
+    def install_crds(self, crds: Sequence[CrdSource], *, timeout: float = 30.0) -> list[str]:
+        """Create the CRDs (files, manifests or declared classes, as the ``crds`` argument
+        takes) and return their names once each is ``Established`` and served.
+
+        Raises :class:`CrdInstallError` naming the CRD if one is malformed, refused by the
+        apiserver, or not established within ``timeout`` seconds. The garbage collector
+        of a running controller manager learns a new kind only at its next discovery
+        resync; pass ``crds=`` to the constructor to install them before it starts.
+        """
+        self._started()
+        manifests = [m for source in crds for m in _crd_manifests(source)]
+        names: list[str] = []
+        for manifest in manifests:
+            name = str(manifest.get("metadata", {}).get("name", ""))
+            resp = self.request("POST", _CRDS, body=manifest)
+            if resp.status != 201:
+                raise CrdInstallError(
+                    f"CRD {name or '<unnamed>'}: {resp.status} {resp.reason}: "
+                    f"{resp.body[:500].decode(errors='replace')}"
+                )
+            names.append(name)
+        deadline = time.monotonic() + timeout
+        for manifest, name in zip(manifests, names, strict=True):
+            # The apiserver accepted it, so these fields exist; serve-check the first served
+            # version (none served: Established is all there is to wait for).
+            spec = manifest["spec"]
+            version = next((v["name"] for v in spec["versions"] if v.get("served")), None)
+            served = f"/apis/{spec['group']}/{version}/{spec['names']['plural']}?limit=1"
+            while not (
+                self._established(name)
+                and (version is None or self.request("GET", served).status == 200)
+            ):
+                if time.monotonic() >= deadline:
+                    raise CrdInstallError(f"CRD {name} not established after {timeout:.0f} s")
+                time.sleep(0.05)
+        return names
+
+    def _established(self, name: str) -> bool:
+        resp = self.request("GET", f"{_CRDS}/{name}")
+        if resp.status != 200:
+            return False
+        conditions = resp.json().get("status", {}).get("conditions") or []
+        return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
     def create_namespace(self, name: str | None = None, *, prefix: str = "kubemoon-test") -> str:
         """Create a namespace as admin and return its name (random if not given)."""

@@ -11,7 +11,13 @@ Rules of this module:
   never leaves a half-written binary. Concurrent builds serialize on a ``flock`` of
   ``.build.lock`` in the cache directory (the same lock the old ``testenv/build.sh`` took).
 - A build never edits the module files: it runs in a temporary copy with ``-mod=readonly``
-  and ``GOWORK=off``. Only the standard library is used.
+  and ``GOWORK=off``.
+- Programs that controller-tools' envtest release archives carry (kube-apiserver, etcd,
+  kubectl) are taken from the archive of this Kubernetes version when the index lists one
+  for this OS and architecture (or from ``--archive``), checked against its SHA-512; what
+  no archive provides (always kube-controller-manager) is built with Go. An index that
+  cannot be reached, or that lists no archive that fits, means the Go build; an archive
+  whose hash is wrong stops the command.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, NoReturn
 
+from . import _envtest
 from ._apiserver import KUBERNETES_VERSION, default_binary_dir
 
 __all__ = ["main"]
@@ -48,6 +55,9 @@ _GO_HINT = (
     "it fetches everything else from the Go module proxy"
 )
 _VERSION_PKG = "k8s.io/component-base/version"
+#: Where ``build`` looks for envtest archives unless ``--index`` says: a URL, a file, or
+#: ``none`` (a mirror, or no download at all).
+_INDEX_ENV = "KUBEMOON_TESTENV_INDEX"
 _ETCD_MODULE = "go.etcd.io/etcd/server/v3"
 
 
@@ -298,8 +308,49 @@ def _summary(directory: Path, go: str | None) -> None:
             )
 
 
-def _run_build(names: str | None, *, force: bool) -> int:
-    """Build the selected programs (all by default) unless they are cached; return 0."""
+@dataclass(frozen=True, slots=True)
+class _Prebuilt:
+    """Where prebuilt programs may come from (``build --index/--archive/--no-archive``)."""
+
+    index: str | None = _envtest.ENVTEST_INDEX_URL
+    archive: str | None = None
+    sha512: str | None = None
+
+
+def _install_prebuilt(directory: Path, todo: list[_Program], source: _Prebuilt) -> list[_Program]:
+    """Install what an envtest archive can provide; return the programs still to build."""
+    fits = [p for p in todo if p.name in _envtest.ARCHIVED_PROGRAMS]
+    if not fits or (source.archive is None and source.index is None):
+        return todo
+    names = [p.name for p in fits]
+    if source.archive is not None:
+        url, sha512 = source.archive, source.sha512
+    else:
+        assert source.index is not None
+        try:
+            found = _envtest.find_envtest_archive(source.index)
+        except _envtest.EnvtestArchiveError as exc:
+            _say(f"no prebuilt archive ({exc}); building with Go instead")
+            return todo
+        if found is None:
+            _say(
+                f"{source.index} lists no envtest archive of {KUBERNETES_VERSION} for this "
+                "OS and architecture; building with Go instead"
+            )
+            return todo
+        url, sha512 = found.url, found.sha512
+    _say(f"installing {', '.join(names)} from {url} ...")
+    start = time.monotonic()
+    _envtest.install_envtest_archive(url, directory, sha512=sha512, programs=names)
+    checked = "SHA-512 verified" if sha512 else "no SHA-512 given"
+    _say(f"installed {', '.join(names)} in {_elapsed(time.monotonic() - start)} ({checked})")
+    return [p for p in todo if p not in fits]
+
+
+def _run_build(names: str | None, *, force: bool, source: _Prebuilt | None = None) -> int:
+    """Install (from an envtest archive) or build (with Go) the selected programs, all by
+    default, unless they are cached; return 0."""
+    source = source if source is not None else _Prebuilt()
     directory = default_binary_dir()
     programs = _select(names)
     if not force and not _missing(directory, programs):
@@ -309,9 +360,6 @@ def _run_build(names: str | None, *, force: bool) -> int:
         )
         return 0
     go = shutil.which("go")
-    if go is None:
-        wanted = ", ".join(p.name for p in _missing(directory, programs) or programs)
-        raise _BuildError(f"cannot build {wanted} {KUBERNETES_VERSION}: {_GO_HINT}")
     directory.mkdir(parents=True, exist_ok=True)
     with _build_lock(directory):
         start = time.monotonic()  # not counting the wait for another build
@@ -320,8 +368,18 @@ def _run_build(names: str | None, *, force: bool) -> int:
             for stale in directory.glob(f".{program.name}.*"):
                 stale.unlink(missing_ok=True)
         todo = list(programs) if force else _missing(directory, programs)
+        todo = _install_prebuilt(directory, todo, source)
         if not todo:
-            _say(f"built by the other build in {directory}")
+            _say(f"nothing left to build in {directory}")
+        elif go is None:
+            wanted = ", ".join(p.name for p in todo)
+            off = (
+                "; without it the test fixtures run without garbage collection and "
+                "namespace deletion (controller_manager=False)"
+                if [p.name for p in todo] == ["kube-controller-manager"]
+                else ""
+            )
+            raise _BuildError(f"cannot build {wanted} {KUBERNETES_VERSION}: {_GO_HINT}{off}")
         else:
             _say(
                 f"building {', '.join(p.name for p in todo)} {KUBERNETES_VERSION} into "
@@ -330,7 +388,7 @@ def _run_build(names: str | None, *, force: bool) -> int:
             )
             _build(directory, todo, go)
     _say(f"done in {_elapsed(time.monotonic() - start)}")
-    _summary(directory, go)
+    _summary(directory, go if todo else None)
     return 0
 
 
@@ -358,29 +416,57 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="kubemoon-testenv",
         description=(
-            f"Build (once) or locate kube-apiserver, etcd and kube-controller-manager "
-            f"{KUBERNETES_VERSION} for kubemoon_testing's real test environment. Binaries "
+            f"Get (once) or locate kube-apiserver, etcd and kube-controller-manager "
+            f"{KUBERNETES_VERSION} for kubemoon_testing's real test environment: from "
+            "controller-tools' envtest release archive where one fits (SHA-512 checked), "
+            "else built with Go (kube-controller-manager always is). Binaries "
             "are cached in $KUBEMOON_TESTENV_DIR/<version> (default "
             "${XDG_CACHE_HOME:-~/.cache}/kubemoon/testenv/<version>)."
         ),
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    build_cmd = commands.add_parser("build", help="build what is missing (needs Go)")
+    build_cmd = commands.add_parser(
+        "build",
+        help="install what is missing from a prebuilt envtest archive, build the rest with Go",
+    )
     build_cmd.add_argument(
         "--only",
         metavar="NAMES",
         help="comma-separated subset: kube-apiserver, etcd, kube-controller-manager",
     )
     build_cmd.add_argument("--force", action="store_true", help="rebuild even if cached")
+    build_cmd.add_argument(
+        "--index",
+        metavar="URL_OR_FILE",
+        default=os.environ.get(_INDEX_ENV) or _envtest.ENVTEST_INDEX_URL,
+        help="controller-tools' envtest-releases.yaml to find a prebuilt archive in, or "
+        f"'none' (default: ${_INDEX_ENV}, else %(default)s)",
+    )
+    build_cmd.add_argument(
+        "--archive",
+        metavar="URL_OR_FILE",
+        help="take kube-apiserver and etcd from this envtest archive instead of the index",
+    )
+    build_cmd.add_argument(
+        "--sha512", metavar="HEX", help="expected SHA-512 of --archive (required for a URL)"
+    )
+    build_cmd.add_argument(
+        "--no-archive", action="store_true", help="build everything with Go, download nothing"
+    )
     path_cmd = commands.add_parser("path", help="print the cache directory or one binary")
     path_cmd.add_argument("name", nargs="?", help="print this binary's path; exit 1 if missing")
     args = parser.parse_args(argv)
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         if args.command == "build":
-            return _run_build(args.only, force=args.force)
+            source = _Prebuilt(
+                index=None if args.no_archive or args.index == "none" else args.index,
+                archive=None if args.no_archive else args.archive,
+                sha512=args.sha512,
+            )
+            return _run_build(args.only, force=args.force, source=source)
         return _path(args.name)
-    except _BuildError as exc:
+    except (_BuildError, _envtest.EnvtestArchiveError) as exc:
         _say(str(exc), sys.stderr)
         return 1
     except KeyboardInterrupt:

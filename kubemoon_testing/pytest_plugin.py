@@ -4,7 +4,10 @@ Fixtures:
 
 - ``kube_apiserver`` (session): an :class:`~kubemoon_testing.ApiServer` with the default
   profile (watch cache on, kube-controller-manager running the garbage collector and the
-  namespace controller), started the first time a test asks for it.
+  namespace controller when it is built), started the first time a test asks for it,
+  with the CRDs of ``kube_apiserver_crds`` installed before the controller manager starts.
+- ``kube_apiserver_crds`` (session): what ``kube_apiserver`` installs at startup, empty
+  by default; override it in your ``conftest.py`` to return CRD files or declared classes.
 - ``kube_apiserver_nocache`` (session): a second server with ``--watch-cache=false``, for
   tests that compact etcd and expect the API to report it; started only if requested.
 - ``kube_apiserver_no_controllers`` (session): a server without kube-controller-manager,
@@ -16,22 +19,31 @@ Fixtures:
 
 The binaries come from ``kubemoon-testenv build`` (needs Go; ``make testenv`` in the
 KubeMoon repository); without them the fixtures fail (never skip) with a message saying
-so. This module is loaded by every pytest run in an environment where KubeMoon is
-installed, so it imports nothing heavy and registers only the ``integration`` marker.
+so. The report header says where the binaries are and whether the controller manager
+(garbage collection, namespace deletion) runs. This module is loaded by every pytest run in
+an environment where KubeMoon is installed, so it imports nothing heavy and registers only
+the ``integration`` marker.
 """
 
 from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 
-from kubemoon_testing import ApiServer
+from kubemoon_testing import (
+    KUBERNETES_VERSION,
+    ApiServer,
+    CrdSource,
+    controller_manager_wanted,
+    default_binary_dir,
+)
 
 __all__ = [
     "kube_apiserver",
+    "kube_apiserver_crds",
     "kube_apiserver_no_controllers",
     "kube_apiserver_nocache",
     "kube_namespace",
@@ -46,10 +58,44 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Leave tests marked ``@pytest.mark.asyncio`` to pytest-asyncio even where
+    pytest-trio's ``trio_mode`` (which marks every ``async def`` test for trio) is on, so a
+    project can test on both loops."""
+    for item in items:
+        if item.get_closest_marker("asyncio") is not None:
+            item.own_markers[:] = [m for m in item.own_markers if m.name != "trio"]
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """One line: the binaries' directory and the mode ``kube_apiserver`` runs in."""
+    if controller_manager_wanted():
+        mode = "with kube-controller-manager (garbage collection, namespace deletion)"
+    else:
+        mode = (
+            "WITHOUT kube-controller-manager: nothing is garbage collected and deleted "
+            "namespaces stay Terminating (`kubemoon-testenv build` builds it with Go)"
+        )
+    return f"kubemoon: kube-apiserver {KUBERNETES_VERSION} from {default_binary_dir()}, {mode}"
+
+
 @pytest.fixture(scope="session")
-def kube_apiserver() -> Iterator[ApiServer]:
-    """A real kube-apiserver shared by the whole session (watch cache on, controllers on)."""
-    with ApiServer() as server:
+def kube_apiserver_crds() -> Sequence[CrdSource]:
+    """The CRDs ``kube_apiserver`` installs before it starts the controller manager.
+
+    Empty here; override this fixture in your ``conftest.py`` to return CRD YAML files,
+    manifests or classes declared with ``custom_resource``, so the garbage collector
+    handles your kinds' children from the first test on.
+    """
+    return ()
+
+
+@pytest.fixture(scope="session")
+def kube_apiserver(kube_apiserver_crds: Sequence[CrdSource]) -> Iterator[ApiServer]:
+    """A real kube-apiserver shared by the whole session (watch cache on, the controller
+    manager on when built), with ``kube_apiserver_crds`` installed."""
+    with ApiServer(crds=kube_apiserver_crds) as server:
         yield server
 
 

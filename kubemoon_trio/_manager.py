@@ -75,7 +75,16 @@ class LeaderElectionConfig:
 
 
 class Manager:
-    """Runs controllers on shared caches; see the module rules.
+    """Runs controllers on shared caches, with leader election, probes, metrics and Events.
+
+    Informers start at once, so a standby replica keeps warm caches; controllers reconcile
+    only while this replica leads (with ``leader_election``) and once every cache has
+    synced. A lost Lease stops every controller and :meth:`run` raises
+    :class:`~kubemoon_core.LeadershipLost`. :meth:`stop` (also SIGTERM/SIGINT with
+    ``handle_signals``) stops taking work, lets running reconciles finish within
+    ``grace_period`` seconds, releases the Lease and ends :meth:`run`. LIST, WATCH and
+    Lease failures are logged once, then with backoff, and are the reasons ``/readyz``
+    gives.
 
     ``probe_address`` (host, port) serves ``/healthz``, ``/readyz`` and ``/metrics``
     (port 0: any free port, see :attr:`probe_port`). ``name`` is the Events'

@@ -6,13 +6,15 @@ longer. Select with HYPOTHESIS_PROFILE.
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from kubemoon_core import set_json_backend, use_fast_json, use_standard_json
 from kubemoon_core._json import dumps
+from kubemoon_testing import CrdSource
 
 settings.register_profile("default", max_examples=100, deadline=None)
 settings.register_profile(
@@ -36,3 +38,10 @@ def backend(request: pytest.FixtureRequest) -> Iterator[str]:
         yield request.param
     finally:
         use_standard_json()
+
+
+@pytest.fixture(scope="session")
+def kube_apiserver_crds() -> Sequence[CrdSource]:
+    """The Widget CRD, installed before the session apiserver's controller manager starts
+    (so the garbage collector handles Widgets' ConfigMaps at once)."""
+    return [Path(__file__).parents[1] / "examples" / "widgets" / "crd.yaml"]

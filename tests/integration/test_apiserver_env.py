@@ -207,7 +207,13 @@ def test_restart_keeps_url_certificates_and_data(kube_apiserver_nocache: ApiServ
     assert resp.json()["data"] == {"n": "0"}
 
 
-def test_missing_binaries_name_the_build_command(tmp_path: Path) -> None:
+def test_missing_binaries_name_the_build_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(MissingBinariesError) as caught:
+        ApiServer(binary_dir=tmp_path).start()  # no controller manager built: not asked for
+    assert f"kube-apiserver, etcd {KUBERNETES_VERSION} not found" in str(caught.value)
+    monkeypatch.setenv("KUBEMOON_TESTENV_CONTROLLER_MANAGER", "1")
     with pytest.raises(MissingBinariesError) as caught:
         ApiServer(binary_dir=tmp_path).start()
     message = str(caught.value)
@@ -218,9 +224,14 @@ def test_missing_binaries_name_the_build_command(tmp_path: Path) -> None:
     assert "Go >= 1.26" in message
 
 
-def test_a_missing_controller_manager_is_named_with_the_way_out(tmp_path: Path) -> None:
+def test_a_missing_controller_manager_is_named_with_the_way_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for name in ("kube-apiserver", "etcd"):
         (tmp_path / name).symlink_to(default_binary_dir() / name)
+    # Not built: the server runs without it unless it is asked for.
+    assert not ApiServer(binary_dir=tmp_path).controller_manager
+    monkeypatch.setenv("KUBEMOON_TESTENV_CONTROLLER_MANAGER", "1")
     with pytest.raises(MissingBinariesError) as caught:
         ApiServer(binary_dir=tmp_path).start()
     message = str(caught.value)
@@ -400,6 +411,7 @@ def fake_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("FAKE_GO_LOG", str(log))
     monkeypatch.setenv("FAKE_GOCACHE", str(gocache))
     monkeypatch.setenv("KUBEMOON_TESTENV_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("KUBEMOON_TESTENV_INDEX", "none")  # no envtest archive: build all
     monkeypatch.setattr(_testenv, "_PROGRESS_EVERY", 0.3)
     return log
 
@@ -457,6 +469,7 @@ def test_build_without_go_says_go_is_needed(
 ) -> None:
     monkeypatch.setenv("KUBEMOON_TESTENV_DIR", str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("KUBEMOON_TESTENV_INDEX", "none")
     assert _testenv.main(["build", "--only", "etcd"]) == 1
     err = capsys.readouterr().err
     assert f"cannot build etcd {KUBERNETES_VERSION}: Go >= 1.26 is required" in err
