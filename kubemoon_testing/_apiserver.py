@@ -48,6 +48,7 @@ __all__ = [
     "CONTROLLER_MANAGER_USER",
     "KUBERNETES_VERSION",
     "LIMITED_USER",
+    "MONITORING_USER",
     "NOBODY_USER",
     "ApiServer",
     "ApiServerError",
@@ -66,6 +67,9 @@ ADMIN_USER = "kubemoon-admin"
 NOBODY_USER = "nobody"
 #: Token user with no grant until :meth:`ApiServer.grant_namespace_access` binds a Role.
 LIMITED_USER = "limited"
+# In group system:monitoring: a caller whose W3C traceparent a tracing kube-apiserver adopts.
+MONITORING_USER = "kubemoon-monitoring"
+_MONITORING_GROUP = "system:monitoring"
 
 _ADMIN_GROUP = "system:masters"
 _LOG_TAIL_LINES = 40
@@ -502,6 +506,13 @@ class ApiServer:
         is ``0``; ``False`` gives the bare API, where deleted namespaces stay
         ``Terminating`` and nothing is garbage collected.
     :param controller_manager_args: more ``kube-controller-manager`` flags, appended last.
+    :param tracing_endpoint: ``host:port`` of an OTLP/gRPC receiver: kube-apiserver is
+        started with ``--tracing-config-file`` (``TracingConfiguration``,
+        ``apiserver.config.k8s.io/v1``) exporting its spans there. It adopts the
+        ``traceparent`` of trusted callers only (``system:masters``, ``system:monitoring``:
+        ``tokens[MONITORING_USER]``); for others it links to the caller's span.
+    :param tracing_sampling_rate_per_million: the configuration's
+        ``samplingRatePerMillion``; ``None`` leaves it unset (follow the caller's decision).
     """
 
     def __init__(
@@ -515,6 +526,8 @@ class ApiServer:
         keep_work_dir: bool = False,
         controller_manager: bool | None = None,
         controller_manager_args: Sequence[str] = (),
+        tracing_endpoint: str | None = None,
+        tracing_sampling_rate_per_million: int | None = None,
     ) -> None:
         if controller_manager is None:
             controller_manager = os.environ.get(_CONTROLLER_MANAGER_ENV, "1").strip() != "0"
@@ -526,6 +539,8 @@ class ApiServer:
         self._keep_work_dir = keep_work_dir
         self._with_kcm = controller_manager
         self._kcm_args = tuple(controller_manager_args)
+        self._tracing_endpoint = tracing_endpoint
+        self._tracing_rate = tracing_sampling_rate_per_million
         self._kcm: _Child | None = None
         self._work_dir: Path | None = None
         self._pki: _Pki | None = None
@@ -639,13 +654,16 @@ class ApiServer:
         assert self._work_dir is not None
         self._pki = _generate_pki(self._work_dir)
         self._tokens = {
-            user: secrets.token_urlsafe(24) for user in (ADMIN_USER, NOBODY_USER, LIMITED_USER)
+            user: secrets.token_urlsafe(24)
+            for user in (ADMIN_USER, NOBODY_USER, LIMITED_USER, MONITORING_USER)
         }
         # token,user,uid,"groups"; only the admin has a group besides system:authenticated.
         rows = [
             f'{self._tokens[ADMIN_USER]},{ADMIN_USER},uid-{ADMIN_USER},"{_ADMIN_GROUP}"',
             f"{self._tokens[NOBODY_USER]},{NOBODY_USER},uid-{NOBODY_USER}",
             f"{self._tokens[LIMITED_USER]},{LIMITED_USER},uid-{LIMITED_USER}",
+            f"{self._tokens[MONITORING_USER]},{MONITORING_USER},uid-{MONITORING_USER},"
+            f'"{_MONITORING_GROUP}"',
         ]
         tokens_csv = self._work_dir / "tokens.csv"
         tokens_csv.write_text("\n".join(rows) + "\n", encoding="ascii")
@@ -718,8 +736,23 @@ class ApiServer:
             args.append("--watch-cache=false")
         if self._min_request_timeout is not None:
             args.append(f"--min-request-timeout={self._min_request_timeout}")
+        if self._tracing_endpoint is not None:
+            args.append(f"--tracing-config-file={self._write_tracing_config()}")
         args.extend(self._extra_args)
         self._apiserver = _Child("kube-apiserver", args, self._work_dir / "kube-apiserver.log")
+
+    def _write_tracing_config(self) -> Path:
+        assert self._work_dir is not None
+        lines = [
+            "apiVersion: apiserver.config.k8s.io/v1",
+            "kind: TracingConfiguration",
+            f"endpoint: {_yaml_str(str(self._tracing_endpoint))}",
+        ]
+        if self._tracing_rate is not None:
+            lines.append(f"samplingRatePerMillion: {int(self._tracing_rate)}")
+        path = self._work_dir / "tracing.yaml"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return path
 
     def _start_controller_manager(self) -> None:
         assert self._work_dir is not None
@@ -951,7 +984,7 @@ class ApiServer:
     @property
     def tokens(self) -> Mapping[str, str]:
         """Bearer token per user name: :data:`ADMIN_USER`, :data:`NOBODY_USER`,
-        :data:`LIMITED_USER`."""
+        :data:`LIMITED_USER`, :data:`MONITORING_USER` (group ``system:monitoring``)."""
         self._started()
         return dict(self._tokens)
 
