@@ -12,6 +12,10 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -339,3 +343,49 @@ async def test_an_admission_review_continues_the_apiservers_webhook_call(
     spans = otlp_receiver.snapshot()
     (root,) = [s for s in spans if s.trace_id == trace_id and s.parent_span_id == ""]
     print("\n".join(tree(spans, root)))
+
+
+async def test_configmirror_traces_as_the_otel_variables_say(
+    kube_apiserver_tracing: ApiServer, otlp_receiver: OtlpReceiver, tmp_path: Path
+) -> None:
+    server = kube_apiserver_tracing
+    environment = {
+        **os.environ,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{otlp_receiver.endpoint}",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+        "OTEL_SERVICE_NAME": "configmirror-e2e",
+        "OTEL_TRACES_SAMPLER": "always_on",
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "configmirror",
+        "--kubeconfig",
+        str(server.kubeconfig_path),
+        "--log-format",
+        "json",
+        "--probe-address",
+        "127.0.0.1:0",
+    ]
+    log_path = tmp_path / "configmirror.log"
+    with log_path.open("w") as log_file:
+        process = subprocess.Popen(argv, env=environment, stderr=log_file)
+        try:
+            spans = await trio.to_thread.run_sync(
+                otlp_receiver.wait_for,
+                lambda spans: [
+                    s
+                    for s in spans
+                    if s.service == "configmirror-e2e" and s.name.startswith("informer list")
+                ],
+            )
+        finally:
+            process.send_signal(signal.SIGTERM)
+            await trio.to_thread.run_sync(process.wait, 30)
+    assert process.returncode == 0, log_path.read_text()[-2000:]
+    names = {s.attributes["kubemoon.informer"] for s in spans}
+    assert "namespaces" in names or "configmaps" in names, names
+    lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
+    assert any(line["msg"].startswith("tracing: OTLP grpc to http://127.0.0.1:") for line in lines)
+    assert all({"ts", "level", "msg", "logger"} <= line.keys() for line in lines)
