@@ -41,6 +41,14 @@ _OWN_FIELDS = ("ts", "level", "msg", "logger")
 _OBJECT_FIELDS = ("controller", "namespace", "name")
 
 
+def _enter_object(controller: str, namespace: str, name: str) -> contextvars.Token[Any]:
+    return _object.set((controller, namespace, name))
+
+
+def _leave_object(token: contextvars.Token[Any]) -> None:
+    _object.reset(token)
+
+
 @contextlib.contextmanager
 def object_context(*, controller: str = "", namespace: str = "", name: str = "") -> Iterator[None]:
     """Within the block, log records are about this object (``controller``, ``namespace``,

@@ -27,13 +27,14 @@ import contextvars
 import functools
 import inspect
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from kubemoon_core._resources import ObjectKey
 
-from ._logging import object_context
+from ._logging import _enter_object, _leave_object
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
@@ -60,6 +61,8 @@ TRACER_NAME: Final = "kubemoon"
 F = TypeVar("F", bound=Callable[..., Any])
 _NO_HEADERS: tuple[tuple[bytes, bytes], ...] = ()
 _override: TracerProvider | None = None
+_UNKNOWN = object()
+_GLOBAL_PROBE: Final = _AVAILABLE and "OTEL_PYTHON_TRACER_PROVIDER" not in os.environ
 _cached: tuple[object, Tracer] | None = None
 # The Request sent last in this context and how often: a request sent again (a 401
 # refresh, a Retry-After) is the same object, which gives ``http.request.resend_count``.
@@ -84,7 +87,14 @@ def _tracer() -> Tracer | None:
     global _cached
     if not _AVAILABLE:
         return None
-    provider = _override if _override is not None else _otel_trace.get_tracer_provider()
+    provider = _override
+    if provider is None:
+        # The API keeps the global provider in a module variable (None until one is
+        # set); reading it is the cheapest "is tracing off?" there is. Without it, or
+        # with OTEL_PYTHON_TRACER_PROVIDER naming one, ask the public function.
+        if _GLOBAL_PROBE and getattr(_otel_trace, "_TRACER_PROVIDER", _UNKNOWN) is None:
+            return None
+        provider = _otel_trace.get_tracer_provider()
     cached = _cached
     if cached is not None and cached[0] is provider:
         return cached[1]
@@ -109,7 +119,7 @@ def trace_headers() -> Sequence[tuple[bytes, bytes]]:
     Empty when there is no valid current span (or no API). Built from the span context
     directly: the values are hex digits and a validated ``tracestate``, never user text.
     """
-    if not _AVAILABLE:
+    if not _AVAILABLE or not _otel_context.get_current():
         return _NO_HEADERS
     context = _otel_trace.get_current_span().get_span_context()
     if not context.is_valid:
@@ -239,8 +249,11 @@ def traced_request(method: F) -> F:
 
     Each call is one CLIENT span (one HTTP exchange), current while the method runs so
     that :func:`trace_headers` puts its ``traceparent`` on the request. Works on a
-    coroutine function and on a plain one (the blocking twin).
+    coroutine function and on a plain one (the blocking twin). Without the API the
+    method is returned as it is.
     """
+    if not _AVAILABLE:
+        return method
     if inspect.iscoroutinefunction(method):
 
         @functools.wraps(method)
@@ -279,39 +292,31 @@ def traced_request(method: F) -> F:
 # -- reconciles ------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _reconcile_span(controller: str, item: Any) -> Iterator[Span | None]:
+def _reconcile_span(tracer: Tracer, controller: str, item: Any) -> Any:
+    """The (not yet entered) current-span manager of one reconcile: a root span."""
+    assert _otel_trace is not None
     key: ObjectKey = item.key
-    with object_context(controller=controller, namespace=key.namespace, name=key.name):
-        tracer = _tracer()
-        if tracer is None:
-            yield None
-            return
-        assert _otel_trace is not None
-        attributes: dict[str, Any] = {
-            "kubemoon.controller": controller,
-            "kubemoon.key": str(key),
-            "kubemoon.object.name": key.name,
-            "kubemoon.reconcile_id": item.reconcile_id,
-            "kubemoon.requeues": item.requeues,
-        }
-        if key.namespace:
-            attributes["k8s.namespace.name"] = key.namespace
-        # A reconcile starts a trace of its own, whatever context the worker inherited.
-        with tracer.start_as_current_span(
-            f"reconcile {controller}",
-            context=_otel_context.Context(),
-            kind=_otel_trace.SpanKind.INTERNAL,
-            attributes=attributes,
-            record_exception=True,
-            set_status_on_exception=True,
-        ) as span:
-            yield span
+    attributes: dict[str, Any] = {
+        "kubemoon.controller": controller,
+        "kubemoon.key": str(key),
+        "kubemoon.object.name": key.name,
+        "kubemoon.reconcile_id": item.reconcile_id,
+        "kubemoon.requeues": item.requeues,
+    }
+    if key.namespace:
+        attributes["k8s.namespace.name"] = key.namespace
+    # A reconcile starts a trace of its own, whatever context the worker inherited.
+    return tracer.start_as_current_span(
+        f"reconcile {controller}",
+        context=_otel_context.Context(),
+        kind=_otel_trace.SpanKind.INTERNAL,
+        attributes=attributes,
+        record_exception=True,
+        set_status_on_exception=True,
+    )
 
 
-def _record_outcome(span: Span | None, outcome: Any) -> None:
-    if span is None:
-        return
+def _record_outcome(span: Span, outcome: Any) -> None:
     assert _otel_trace is not None
     result = getattr(outcome, "result", None)
     label = getattr(result, "value", None)
@@ -340,19 +345,35 @@ def traced_reconcile(method: F) -> F:
 
         @functools.wraps(method)
         async def traced_async(self: Any, item: Any) -> Any:
-            with _reconcile_span(self.name, item) as span:
-                outcome = await method(self, item)
-                _record_outcome(span, outcome)
-                return outcome
+            key = item.key
+            token = _enter_object(self.name, key.namespace, key.name)
+            try:
+                tracer = _tracer()
+                if tracer is None:
+                    return await method(self, item)
+                with _reconcile_span(tracer, self.name, item) as span:
+                    outcome = await method(self, item)
+                    _record_outcome(span, outcome)
+                    return outcome
+            finally:
+                _leave_object(token)
 
         return cast("F", traced_async)
 
     @functools.wraps(method)
     def traced(self: Any, item: Any) -> Any:
-        with _reconcile_span(self.name, item) as span:
-            outcome = method(self, item)
-            _record_outcome(span, outcome)
-            return outcome
+        key = item.key
+        token = _enter_object(self.name, key.namespace, key.name)
+        try:
+            tracer = _tracer()
+            if tracer is None:
+                return method(self, item)
+            with _reconcile_span(tracer, self.name, item) as span:
+                outcome = method(self, item)
+                _record_outcome(span, outcome)
+                return outcome
+        finally:
+            _leave_object(token)
 
     return cast("F", traced)
 
@@ -403,6 +424,8 @@ def traced_informer(verb: str) -> Callable[[F], F]:
     """
 
     def decorate(method: F) -> F:
+        if not _AVAILABLE:
+            return method
         if inspect.iscoroutinefunction(method):
 
             @functools.wraps(method)
