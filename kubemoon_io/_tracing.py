@@ -132,12 +132,22 @@ def trace_headers() -> Sequence[tuple[bytes, bytes]]:
     return headers
 
 
+# Longer values are dropped here, silently: the propagator would log a warning for each,
+# and whoever reaches a webhook port chooses these headers.
+_MAX_TRACEPARENT = 512
+_MAX_TRACESTATE = 8192
+
+
 class _HeaderGetter:
     """Reads W3C headers from a list of (name, value) pairs, case-insensitively."""
 
     def get(self, carrier: Sequence[tuple[str, str]], key: str) -> list[str] | None:
         key = key.lower()
         values = [value for name, value in carrier if name.lower() == key]
+        if key == "traceparent":
+            values = values[:1] if values and len(values[0]) <= _MAX_TRACEPARENT else []
+        elif sum(len(value) + 1 for value in values) > _MAX_TRACESTATE:
+            return None
         return values or None
 
     def keys(self, carrier: Sequence[tuple[str, str]]) -> list[str]:

@@ -14,9 +14,10 @@ import httpcore
 import pytest
 import trio
 from adapter_driver import call_soon, start_background
-from fault_support import PODS, Adapter
+from fault_support import PODS, Adapter, Collection, run_informer
+from fault_support import pod as fault_pod
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 from tracing_support import memory_tracing
 
 from kubemoon_core import AdmissionResponse, WebhookApp
@@ -177,3 +178,95 @@ def review() -> bytes:
         },
     }
     return json.dumps(document).encode()
+
+
+async def test_informer_lists_and_watches_are_spans_counting_relists(
+    adapter: Adapter, spans: InMemorySpanExporter
+) -> None:
+    expired = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}
+    events = [("MODIFIED", fault_pod("a", "11")), ("ADDED", fault_pod("c", "12"))]
+
+    def page(rv: str, *items: dict[str, Any]) -> Reply:
+        return Reply.json({"kind": "PodList", "metadata": {"resourceVersion": rv}, "items": items})
+
+    collection = Collection(
+        [fault_pod("a", "9")],
+        events,
+        plan=[Reply.watch([events[0], ("ERROR", expired)])],
+        list_plan=[page("10", fault_pod("a", "9")), page("11", fault_pod("a", "11"))],
+    )
+    changes: list[Any] = []
+    async with ScriptedServer(collection.handler) as server:
+        client = adapter.client(server.client_config(token="t"))
+        try:
+            informer = adapter.informer(client, on_change=changes.append)
+            await run_informer(adapter, informer, lambda: len(changes) >= 3)
+        finally:
+            await adapter.close(client)
+    finished = spans.get_finished_spans()
+    lists = [s for s in finished if s.name == "informer list pods in ns"]
+    watches = [s for s in finished if s.name == "informer watch pods in ns"]
+    assert [dict(s.attributes or {})["kubemoon.reflector.relists"] for s in lists] == [0, 1]
+    assert dict(lists[1].attributes or {})["kubemoon.reflector.last_relist_reason"]
+    gone = watches[0]
+    assert gone.status.status_code is StatusCode.ERROR  # ended by the 410
+    assert dict(gone.attributes or {})["kubemoon.reflector.events"] == 1
+    for parent in lists + watches[:1]:
+        assert parent.parent is None and parent.context is not None
+        (request,) = [
+            s
+            for s in finished
+            if s.parent is not None and s.parent.span_id == parent.context.span_id
+        ]
+        assert request.kind is SpanKind.CLIENT
+    # Each request carried its own span's traceparent.
+    assert all(r.header("traceparent") for r in collection.lists + collection.watches)
+
+
+async def test_hostile_trace_headers_on_the_webhook_port_are_bounded(
+    spans: InMemorySpanExporter, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Anyone who reaches the webhook port chooses these headers, not only the apiserver.
+    import kubemoon_trio
+
+    certs = WebhookCertificates.create(tmp_path / "certs")
+    app = WebhookApp()
+    app.validating("/validate", lambda request: AdmissionResponse.allow(), name="configmaps")
+    server = kubemoon_trio.WebhookServer(
+        app, cert_file=certs.cert_file, key_file=certs.key_file, reload_interval=0.0
+    )
+    other = "00-11111111111111111111111111111111-2222222222222222-01"
+    entries = ",".join(f"k{i}={'v' * 200}" for i in range(100))  # 100 entries, ~20 KB
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.serve)
+        context = ssl.create_default_context(cadata=certs.ca_bundle.decode("ascii"))
+        async with httpcore.AsyncConnectionPool(ssl_context=context) as pool:
+
+            async def post(headers: list[tuple[str, str]]) -> int:
+                response = await pool.request(
+                    "POST",
+                    f"{server.url}/validate",
+                    headers=[("Content-Type", "application/json"), *headers],
+                    content=review(),
+                )
+                return response.status
+
+            assert await post([("traceparent", CALLER), ("traceparent", other)] * 20) == 200
+            assert await post([("traceparent", CALLER), ("tracestate", entries)]) == 200
+            huge = [("traceparent", CALLER), ("tracestate", "k=" + "v" * 60_000)]
+            assert await post(huge) == 200  # under the head limit: the tracestate is dropped
+            long_parent = [("traceparent", CALLER + "-" + "f" * 1000)]
+            assert await post(long_parent) == 200  # not W3C: a fresh trace
+            too_big = [("traceparent", CALLER), ("tracestate", "k=" + "v" * 200_000)]
+            assert await post(too_big) >= 400  # over the head limit: refused, no span
+            assert await post([("traceparent", CALLER)]) == 200  # still serving
+        nursery.cancel_scope.cancel()
+    reviews = [s for s in spans.get_finished_spans() if s.kind is SpanKind.SERVER]
+    assert len(reviews) == 5
+    fresh = reviews.pop(3)
+    assert fresh.parent is None
+    assert not [r for r in caplog.records if r.name.startswith("opentelemetry")]  # no log flood
+    for span in reviews:
+        assert span.context is not None
+        assert f"{span.context.trace_id:032x}" == CALLER.split("-")[1]  # the first one wins
+        assert len(span.context.trace_state) == 0  # over 32 entries: dropped, not kept
