@@ -412,3 +412,19 @@ def test_leader_transitions_are_span_events(spans: InMemorySpanExporter) -> None
     ]
     assert [e.name for e in outer.events] == ["leader.new_leader"]
     assert dict(outer.events[0].attributes or {})["kubemoon.leader.holder"] == "other"
+
+
+def test_blocking_task_group_children_inherit_the_context(spans: InMemorySpanExporter) -> None:
+    # As trio and asyncio tasks do: a write_all's requests are children of the reconcile.
+    from kubemoon_io._logging import _object
+    from kubemoon_sync import _backend
+
+    seen: list[Any] = []
+    with (
+        _runtime_tracer().start_as_current_span("parent") as parent,
+        object_context(controller="c", namespace="n", name="o"),
+        _backend.TaskGroup() as group,
+    ):
+        for _ in range(2):
+            group.start_soon(lambda: seen.append((trace.get_current_span(), _object.get())))
+    assert seen == [(parent, ("c", "n", "o"))] * 2
