@@ -413,10 +413,15 @@ def _informer_span(informer: Any, verb: str) -> Span | None:
     )
 
 
-def _end_informer_span(span: Span, informer: Any, events: int, error: BaseException | None) -> None:
+def _end_informer_span(span: Span, informer: Any, before: Any, error: BaseException | None) -> None:
     assert _otel_trace is not None
-    span.set_attribute("kubemoon.reflector.events", informer.reflector.stats.events - events)
-    error = error or informer.reflector.last_error
+    stats = informer.reflector.stats
+    span.set_attribute("kubemoon.reflector.events", stats.events - before.events)
+    if stats.relists > before.relists:  # this request ended in a relist (a 410...)
+        reason = stats.last_relist_reason
+        span.set_attribute("kubemoon.reflector.relist", str(getattr(reason, "value", reason)))
+    if error is None and stats.failures > before.failures:  # it backed off: it failed
+        error = informer.reflector.last_error
     if error is not None and not isinstance(error, Exception):
         error = None  # a cancellation is a stop, not a failure
     if error is not None:
@@ -430,7 +435,8 @@ def traced_informer(verb: str) -> Callable[[F], F]:
 
     While tracing is on, each call is a root span ``informer <verb> <name>`` (its request
     a child of it) carrying the reflector's relist and watch-restart counts, the events
-    it delivered and the error it ended with.
+    it delivered, the relist it led to (``kubemoon.reflector.relist``: the reason) and
+    the error when it failed (a backoff, a broken connection).
     """
 
     def decorate(method: F) -> F:
@@ -443,14 +449,14 @@ def traced_informer(verb: str) -> Callable[[F], F]:
                 span = _informer_span(self, verb)
                 if span is None:
                     return await method(self, *args, **kw)
-                events = self.reflector.stats.events
+                before = self.reflector.stats
                 with _use(span):
                     try:
                         result = await method(self, *args, **kw)
                     except BaseException as exc:
-                        _end_informer_span(span, self, events, exc)
+                        _end_informer_span(span, self, before, exc)
                         raise
-                _end_informer_span(span, self, events, None)
+                _end_informer_span(span, self, before, None)
                 return result
 
             return cast("F", traced_async)
@@ -460,14 +466,14 @@ def traced_informer(verb: str) -> Callable[[F], F]:
             span = _informer_span(self, verb)
             if span is None:
                 return method(self, *args, **kw)
-            events = self.reflector.stats.events
+            before = self.reflector.stats
             with _use(span):
                 try:
                     result = method(self, *args, **kw)
                 except BaseException as exc:
-                    _end_informer_span(span, self, events, exc)
+                    _end_informer_span(span, self, before, exc)
                     raise
-            _end_informer_span(span, self, events, None)
+            _end_informer_span(span, self, before, None)
             return result
 
         return cast("F", traced)

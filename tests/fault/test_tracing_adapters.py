@@ -208,8 +208,12 @@ async def test_informer_lists_and_watches_are_spans_counting_relists(
     watches = [s for s in finished if s.name == "informer watch pods in ns"]
     assert [dict(s.attributes or {})["kubemoon.reflector.relists"] for s in lists] == [0, 1]
     assert dict(lists[1].attributes or {})["kubemoon.reflector.last_relist_reason"]
+    # The relist succeeded: the reflector's last error (the 410) does not mark it.
+    assert [s.status.status_code for s in lists] == [StatusCode.UNSET] * 2
     gone = watches[0]
-    assert gone.status.status_code is StatusCode.ERROR  # ended by the 410
+    assert dict(gone.attributes or {})["kubemoon.reflector.relist"]  # ended by the 410
+    # The reflector backed off after it (kubemoon_reflector_failures_total): an error.
+    assert gone.status.status_code is StatusCode.ERROR
     assert dict(gone.attributes or {})["kubemoon.reflector.events"] == 1
     for parent in lists + watches[:1]:
         assert parent.parent is None and parent.context is not None

@@ -428,3 +428,20 @@ def test_blocking_task_group_children_inherit_the_context(spans: InMemorySpanExp
         for _ in range(2):
             group.start_soon(lambda: seen.append((trace.get_current_span(), _object.get())))
     assert seen == [(parent, ("c", "n", "o"))] * 2
+
+
+def test_a_blocking_reconcile_is_a_span_too(spans: InMemorySpanExporter) -> None:
+    class Blocking:
+        name = "blocking"
+
+        @_tracing.traced_reconcile
+        def reconcile(self, item: WorkItem) -> Any:
+            headers = dict(_tracing.trace_headers())
+            assert headers[b"traceparent"]
+            return Failed(ValueError("bad"))
+
+    assert isinstance(Blocking().reconcile(_item()), Failed)
+    (span,) = spans.get_finished_spans()
+    assert span.name == "reconcile blocking"
+    assert span.status.status_code is StatusCode.ERROR
+    assert dict(span.attributes or {})["kubemoon.reconcile.result"] == "error"
