@@ -17,9 +17,11 @@ import contextlib
 import contextvars
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
+
+from kubemoon_core import LocalProtocolError
 
 try:  # the extra: kubemoon[otel]
     from opentelemetry import trace as _otel_trace
@@ -81,11 +83,19 @@ class JsonLogFormatter(logging.Formatter):
     """Formats a record as one JSON object on one line (see the module's rules).
 
     ``static_fields`` are added to every line (e.g. ``{"service": "configmirror"}``);
-    record fields win over them.
+    record fields win over them; anything else raises
+    :class:`~kubemoon_core.LocalProtocolError`.
     """
 
-    def __init__(self, static_fields: dict[str, Any] | None = None) -> None:
+    def __init__(self, static_fields: Mapping[str, Any] | None = None) -> None:
         super().__init__()
+        if static_fields is not None and (
+            not isinstance(static_fields, Mapping)
+            or not all(isinstance(key, str) for key in static_fields)
+        ):
+            raise LocalProtocolError(
+                f"static_fields must map field names (str) to values, got {static_fields!r}"
+            )
         self._static = dict(static_fields or {})
 
     def format(self, record: logging.LogRecord) -> str:

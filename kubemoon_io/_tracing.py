@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
+from kubemoon_core import LocalProtocolError
 from kubemoon_core._resources import ObjectKey
 
 from ._logging import _enter_object, _leave_object
@@ -75,9 +76,14 @@ def use_tracer_provider(provider: TracerProvider | None) -> None:
     """Trace with ``provider`` instead of OpenTelemetry's global one (``None``: the global).
 
     Applications normally call ``opentelemetry.trace.set_tracer_provider`` once; this is
-    for tests and benchmarks that switch tracing on and off in one process.
+    for tests and benchmarks that switch tracing on and off in one process. Anything
+    without ``get_tracer`` raises :class:`~kubemoon_core.LocalProtocolError`.
     """
     global _override, _cached
+    if provider is not None and not callable(getattr(provider, "get_tracer", None)):
+        raise LocalProtocolError(
+            f"use_tracer_provider needs an OpenTelemetry TracerProvider or None, got {provider!r}"
+        )
     _override = provider
     _cached = None
 

@@ -20,6 +20,7 @@ from tracing_support import memory_tracing
 
 from kubemoon_core import (
     Failed,
+    LocalProtocolError,
     ObjectKey,
     Reconciled,
     Request,
@@ -445,3 +446,18 @@ def test_a_blocking_reconcile_is_a_span_too(spans: InMemorySpanExporter) -> None
     assert span.name == "reconcile blocking"
     assert span.status.status_code is StatusCode.ERROR
     assert dict(span.attributes or {})["kubemoon.reconcile.result"] == "error"
+
+
+@pytest.mark.parametrize("provider", ["x", 3, object()])
+def test_a_provider_must_be_a_tracer_provider(provider: Any) -> None:
+    with pytest.raises(LocalProtocolError, match="TracerProvider"):
+        _tracing.use_tracer_provider(provider)
+    assert not tracing_enabled()
+
+
+@pytest.mark.parametrize("fields", [["a"], "ab", {1: "x"}])
+def test_static_fields_are_a_mapping_of_names(fields: Any) -> None:
+    with pytest.raises(LocalProtocolError, match="static_fields"):
+        JsonLogFormatter(fields)
+    record = logging.LogRecord("x", logging.INFO, "", 0, "m", (), None)
+    assert json.loads(JsonLogFormatter({"service": "s"}).format(record))["service"] == "s"
