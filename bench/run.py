@@ -23,6 +23,7 @@ MODULES = [
     "bench_webhook",
     "bench_client",
     "bench_operator",
+    "bench_tracing",
 ]
 
 

@@ -19,7 +19,7 @@ import trio
 from kubemoon_core import KubeMoonError, LeadershipLost, LocalProtocolError
 from kubemoon_trio import Client, LeaderElectionConfig
 
-from ._logs import configure_logging
+from ._logs import configure_logging, configure_tracing
 from ._operator import ConfigMirrorOperator
 from ._options import OperatorOptions
 from ._plan import ACCEPT_MIRRORS_SELECTOR
@@ -103,7 +103,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
-    parser.add_argument("--log-format", default="text", choices=["text", "json"])
+    parser.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="json: one object per line (ts, level, msg, logger, trace_id, span_id, "
+        "controller, namespace, name, ...); tracing follows the OTEL_* variables",
+    )
     return parser.parse_args(argv)
 
 
@@ -169,6 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``kubemoon-configmirror``."""
     args = parse_args(argv)
     configure_logging(args.log_level, args.log_format)
+    shutdown_tracing = configure_tracing()  # OTEL_* variables, when the SDK is installed
     status = 0
     try:
         status = trio.run(run, args)
@@ -178,6 +185,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except* KubeMoonError as failed:
         logger.error("error: %s", failed.exceptions[0])
         status = 2
+    finally:
+        if shutdown_tracing is not None:
+            shutdown_tracing()  # exports the last spans
     return status
 
 

@@ -33,6 +33,7 @@ from kubemoon_core import (
     WorkItem,
     controller_of,
 )
+from kubemoon_io import _tracing
 
 from . import _backend
 from ._cache import CacheReader
@@ -114,6 +115,7 @@ class RuntimeController:
         """True once stopped and no reconcile is running."""
         return self.controller.is_drained
 
+    @_tracing.traced_reconcile
     async def _reconcile_item(self, item: WorkItem) -> Outcome:
         context = ReconcileContext(
             controller=self.name,

@@ -52,6 +52,7 @@ from kubemoon_io import (
     PLUGIN_TIMEOUT,
     ResponseTooLarge,
     TransportTimeout,
+    _tracing,
     check_transport,
     load_config,
     load_in_cluster_config,
@@ -436,6 +437,7 @@ class Client:
                 cached = (authorization, (b"Authorization", authorization.encode("latin-1")))
                 self._authorization = cached
             headers.append(cached[1])
+        headers.extend(_tracing.trace_headers())
         extensions = (
             self._crud_extensions
             if read_timeout == self._timeout
@@ -445,6 +447,7 @@ class Client:
             request.method, url, headers=headers, content=request.body, extensions=extensions
         )
 
+    @_tracing.traced_request
     async def _exchange(
         self,
         request: Request,
@@ -555,6 +558,7 @@ class Client:
             raise error_from_response(stream.status_code, stream.headers, body)
         return stream
 
+    @_tracing.traced_request
     async def _start(
         self, request: Request, url: str, authorization: str | None, read_timeout: float | None
     ) -> StreamResponse:

@@ -21,7 +21,7 @@ from kubemoon_core._backoff import Backoff
 from kubemoon_core._changes import Change
 from kubemoon_core._reflector import MAX_WATCH_TIMEOUT, MIN_WATCH_TIMEOUT, Reflector
 from kubemoon_core._store import Store
-from kubemoon_io import TransportError, TransportTimeout
+from kubemoon_io import TransportError, TransportTimeout, _tracing
 
 from . import _backend
 from ._client import Client
@@ -171,6 +171,7 @@ class Informer:
         if self._on_failure is not None:
             self._on_failure(verb, error)
 
+    @_tracing.traced_informer("list")
     async def _list_page(self, request: Request) -> None:
         reflector = self.reflector
         try:
@@ -186,6 +187,7 @@ class Informer:
         self._publish(reflector.receive_response(response, _backend.current_time()))
         self._report("list", None if response.ok else reflector.last_error)
 
+    @_tracing.traced_informer("watch")
     async def _watch(self, request: Request, until: Callable[[], bool] | None) -> None:
         reflector = self.reflector
         deadline = reflector.next_deadline()

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import h11
 
 from kubemoon_core import LocalProtocolError, PendingAdmission, WebhookApp, WebhookReply
+from kubemoon_io import _tracing
 
 from ._backend import (
     TASK_STATUS_IGNORED,
@@ -361,6 +362,7 @@ class WebhookServer:
         webhook = self.app.webhook_name(target)
         in_flight, latency = self._metrics.children(webhook)
         in_flight.inc()
+        review = _tracing.review_span(method, target, headers)
         try:
             if reply is None:
                 reply = await self._read_and_handle(
@@ -375,6 +377,7 @@ class WebhookServer:
             in_flight.dec()
             elapsed = current_time() - started
             latency.observe(elapsed)
+            review.end(reply)
             if reply is not None:
                 self._metrics.count(webhook, reply.status)
                 _log(method, target, reply, elapsed)
@@ -404,6 +407,7 @@ class WebhookServer:
                 chunks.append(bytes(event.data))
             elif isinstance(event, h11.EndOfMessage):
                 body = b"".join(chunks)
+                _tracing.note_review(body)
                 result = self.app.dispatch(method, target, headers, body, prechecked=True)
                 if isinstance(result, PendingAdmission):
                     return await _await_verdict(result)

@@ -1,7 +1,8 @@
 """kubemoon_io: what every adapter shares and that is not pure.
 
 Loading configuration files, building the ``ssl.SSLContext`` of a configuration, reading
-token files, the credentials provider, and the transport errors. It imports no adapter and
+token files, the credentials provider, the transport errors, the Prometheus collector,
+OpenTelemetry tracing (``kubemoon[otel]``) and the JSON log formatter. It imports no adapter and
 no event loop, so ``kubemoon_trio``, ``kubemoon_asyncio``, ``kubemoon_sync`` and code that
 embeds the core in any other loop all use the same pieces.
 """
@@ -14,9 +15,11 @@ from ._config import (
     load_kubeconfig,
 )
 from ._credentials import PLUGIN_OUTPUT_LIMIT, PLUGIN_TIMEOUT, CredentialProvider, PluginRun
+from ._logging import JsonLogFormatter, object_context
 from ._metrics import MetricsSource, RuntimeCollector
 from ._proxy import ProxySettings, proxy_settings
 from ._tls import InsecureTLSWarning, check_transport, ssl_context
+from ._tracing import TRACER_NAME, tracing_enabled, use_tracer_provider
 from ._transport import (
     ResponseTooLarge,
     TLSError,
@@ -28,9 +31,11 @@ from ._transport import (
 __all__ = [
     "PLUGIN_OUTPUT_LIMIT",
     "PLUGIN_TIMEOUT",
+    "TRACER_NAME",
     "CredentialProvider",
     "FileToken",
     "InsecureTLSWarning",
+    "JsonLogFormatter",
     "MetricsSource",
     "PluginRun",
     "ProxySettings",
@@ -44,7 +49,10 @@ __all__ = [
     "load_config",
     "load_in_cluster_config",
     "load_kubeconfig",
+    "object_context",
     "proxy_settings",
     "ssl_context",
+    "tracing_enabled",
     "transport_error",
+    "use_tracer_provider",
 ]

@@ -11,6 +11,7 @@ A blocking read cannot stop at a deadline, so streams are opened with a read tim
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import logging
 import math
@@ -220,7 +221,10 @@ class TaskGroup:
 
     def _spawn(self, fn: Callable[..., object], args: tuple[object, ...], kwargs: Any) -> None:
         name = f"kubemoon-{getattr(fn, '__name__', 'task')}"
-        thread = threading.Thread(target=self._run, args=(fn, args, kwargs), name=name)
+        # A child sees the context it was started in (a trace, a log context), as trio
+        # and asyncio tasks do.
+        run = contextvars.copy_context().run
+        thread = threading.Thread(target=run, args=(self._run, fn, args, kwargs), name=name)
         thread.daemon = True
         self._threads = [t for t in self._threads if t.is_alive()]
         self._threads.append(thread)

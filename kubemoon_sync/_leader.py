@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from kubemoon_core import KubeMoonError
 from kubemoon_core._leader import LeaderElector, LeaderEvent, StartedLeading, StoppedLeading
+from kubemoon_io import _tracing
 
 from . import _backend
 from ._client import Client
@@ -68,6 +69,7 @@ class LeaderElection:
 
     def _handle(self, events: list[LeaderEvent]) -> None:
         for event in events:
+            _tracing.leader_transition(event, self.elector.identity)
             if isinstance(event, StartedLeading):
                 logger.info("started leading as %s", self.elector.identity)
                 self._leading.set()

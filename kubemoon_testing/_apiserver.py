@@ -48,6 +48,7 @@ __all__ = [
     "CONTROLLER_MANAGER_USER",
     "KUBERNETES_VERSION",
     "LIMITED_USER",
+    "MONITORING_USER",
     "NOBODY_USER",
     "ApiServer",
     "ApiServerError",
@@ -69,6 +70,9 @@ ADMIN_USER = "kubemoon-admin"
 NOBODY_USER = "nobody"
 #: Token user with no grant until :meth:`ApiServer.grant_namespace_access` binds a Role.
 LIMITED_USER = "limited"
+# In group system:monitoring: a caller whose W3C traceparent a tracing kube-apiserver adopts.
+MONITORING_USER = "kubemoon-monitoring"
+_MONITORING_GROUP = "system:monitoring"
 
 _ADMIN_GROUP = "system:masters"
 _LOG_TAIL_LINES = 40
@@ -572,6 +576,13 @@ class ApiServer:
         (a mapping), a class declared with :func:`kubemoon_core.custom_resource`, or a
         tuple of such classes (the versions of one kind). :meth:`start` returns once every
         one is ``Established`` and served; :attr:`crds` lists their names.
+    :param tracing_endpoint: ``host:port`` of an OTLP/gRPC receiver: kube-apiserver is
+        started with ``--tracing-config-file`` (``TracingConfiguration``,
+        ``apiserver.config.k8s.io/v1``) exporting its spans there. It adopts the
+        ``traceparent`` of trusted callers only (``system:masters``, ``system:monitoring``:
+        ``tokens[MONITORING_USER]``); for others it links to the caller's span.
+    :param tracing_sampling_rate_per_million: the configuration's
+        ``samplingRatePerMillion``; ``None`` leaves it unset (follow the caller's decision).
     """
 
     def __init__(
@@ -586,6 +597,8 @@ class ApiServer:
         controller_manager: bool | None = None,
         controller_manager_args: Sequence[str] = (),
         crds: Sequence[CrdSource] = (),
+        tracing_endpoint: str | None = None,
+        tracing_sampling_rate_per_million: int | None = None,
     ) -> None:
         self._binary_dir = Path(binary_dir) if binary_dir is not None else default_binary_dir()
         if controller_manager is None:
@@ -599,6 +612,8 @@ class ApiServer:
         self._kcm_args = tuple(controller_manager_args)
         self._crd_sources = tuple(crds)
         self._crd_names: tuple[str, ...] = ()
+        self._tracing_endpoint = tracing_endpoint
+        self._tracing_rate = tracing_sampling_rate_per_million
         self._kcm: _Child | None = None
         self._work_dir: Path | None = None
         self._pki: _Pki | None = None
@@ -714,13 +729,16 @@ class ApiServer:
         assert self._work_dir is not None
         self._pki = _generate_pki(self._work_dir)
         self._tokens = {
-            user: secrets.token_urlsafe(24) for user in (ADMIN_USER, NOBODY_USER, LIMITED_USER)
+            user: secrets.token_urlsafe(24)
+            for user in (ADMIN_USER, NOBODY_USER, LIMITED_USER, MONITORING_USER)
         }
         # token,user,uid,"groups"; only the admin has a group besides system:authenticated.
         rows = [
             f'{self._tokens[ADMIN_USER]},{ADMIN_USER},uid-{ADMIN_USER},"{_ADMIN_GROUP}"',
             f"{self._tokens[NOBODY_USER]},{NOBODY_USER},uid-{NOBODY_USER}",
             f"{self._tokens[LIMITED_USER]},{LIMITED_USER},uid-{LIMITED_USER}",
+            f"{self._tokens[MONITORING_USER]},{MONITORING_USER},uid-{MONITORING_USER},"
+            f'"{_MONITORING_GROUP}"',
         ]
         tokens_csv = self._work_dir / "tokens.csv"
         tokens_csv.write_text("\n".join(rows) + "\n", encoding="ascii")
@@ -793,8 +811,23 @@ class ApiServer:
             args.append("--watch-cache=false")
         if self._min_request_timeout is not None:
             args.append(f"--min-request-timeout={self._min_request_timeout}")
+        if self._tracing_endpoint is not None:
+            args.append(f"--tracing-config-file={self._write_tracing_config()}")
         args.extend(self._extra_args)
         self._apiserver = _Child("kube-apiserver", args, self._work_dir / "kube-apiserver.log")
+
+    def _write_tracing_config(self) -> Path:
+        assert self._work_dir is not None
+        lines = [
+            "apiVersion: apiserver.config.k8s.io/v1",
+            "kind: TracingConfiguration",
+            f"endpoint: {_yaml_str(str(self._tracing_endpoint))}",
+        ]
+        if self._tracing_rate is not None:
+            lines.append(f"samplingRatePerMillion: {int(self._tracing_rate)}")
+        path = self._work_dir / "tracing.yaml"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return path
 
     def _start_controller_manager(self) -> None:
         assert self._work_dir is not None
@@ -1026,7 +1059,7 @@ class ApiServer:
     @property
     def tokens(self) -> Mapping[str, str]:
         """Bearer token per user name: :data:`ADMIN_USER`, :data:`NOBODY_USER`,
-        :data:`LIMITED_USER`."""
+        :data:`LIMITED_USER`, :data:`MONITORING_USER` (group ``system:monitoring``)."""
         self._started()
         return dict(self._tokens)
 

@@ -13,6 +13,11 @@ Fixtures:
 - ``kube_apiserver_no_controllers`` (session): a server without kube-controller-manager,
   for tests that must see the bare API (nothing garbage collected, deleted namespaces stay
   ``Terminating``); started only if requested.
+- ``kube_apiserver_tracing`` (session): a server (without kube-controller-manager) that
+  exports its OpenTelemetry spans over OTLP/gRPC to ``kube_tracing_endpoint`` and samples
+  every request (``samplingRatePerMillion: 1000000``); started only if requested.
+- ``kube_tracing_endpoint`` (session): the ``host:port`` it exports to: the environment
+  variable ``KUBEMOON_TESTENV_OTLP_ENDPOINT``; override the fixture to start a receiver.
 - ``kube_namespace`` (function): a fresh namespace on ``kube_apiserver``, named after the
   test, deleted afterwards (the namespace controller removes it with its objects in the
   background).
@@ -27,6 +32,7 @@ the ``integration`` marker.
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 from collections.abc import Iterator, Sequence
@@ -46,7 +52,9 @@ __all__ = [
     "kube_apiserver_crds",
     "kube_apiserver_no_controllers",
     "kube_apiserver_nocache",
+    "kube_apiserver_tracing",
     "kube_namespace",
+    "kube_tracing_endpoint",
 ]
 
 
@@ -118,6 +126,39 @@ def kube_apiserver_no_controllers() -> Iterator[ApiServer]:
     with its objects, as on a bare apiserver.
     """
     with ApiServer(controller_manager=False) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def kube_tracing_endpoint() -> str:
+    """``host:port`` of the OTLP/gRPC receiver :func:`kube_apiserver_tracing` exports to.
+
+    Read from ``KUBEMOON_TESTENV_OTLP_ENDPOINT``; override this fixture in a
+    ``conftest.py`` to point at a receiver the session starts itself.
+    """
+    endpoint = os.environ.get("KUBEMOON_TESTENV_OTLP_ENDPOINT", "").strip()
+    if not endpoint:
+        pytest.fail(
+            "kube_apiserver_tracing needs an OTLP/gRPC endpoint: set "
+            "KUBEMOON_TESTENV_OTLP_ENDPOINT=host:port or override the kube_tracing_endpoint "
+            "fixture"
+        )
+    return endpoint
+
+
+@pytest.fixture(scope="session")
+def kube_apiserver_tracing(kube_tracing_endpoint: str) -> Iterator[ApiServer]:
+    """A real kube-apiserver tracing every request to ``kube_tracing_endpoint``.
+
+    It adopts the W3C ``traceparent`` of trusted callers (``system:masters``,
+    ``system:monitoring``: the token of :data:`~kubemoon_testing.MONITORING_USER`) and
+    links its own trace to the caller's span for anyone else. No kube-controller-manager.
+    """
+    with ApiServer(
+        controller_manager=False,
+        tracing_endpoint=kube_tracing_endpoint,
+        tracing_sampling_rate_per_million=1_000_000,
+    ) as server:
         yield server
 
 

@@ -204,8 +204,8 @@ async def test_the_program_serves_probes_and_stops_cleanly_on_sigterm(
         for line in process.stderr:
             entry = json.loads(line)
             lines.append(entry)
-            if entry["message"].startswith("probes on"):
-                port.append(int(entry["message"].rsplit(":", 1)[1]))
+            if entry["msg"].startswith("probes on"):
+                port.append(int(entry["msg"].rsplit(":", 1)[1]))
 
     try:
         async with trio.open_nursery() as nursery:
@@ -239,7 +239,7 @@ async def test_the_program_serves_probes_and_stops_cleanly_on_sigterm(
     reconcile_logs = [e for e in lines if "reconcile_id" in e]
     assert reconcile_logs, "no structured log line carried a reconcile id"
     assert all("key" in e for e in reconcile_logs)
-    assert any(e["message"].startswith("stopping") for e in lines)
+    assert any(e["msg"].startswith("stopping") for e in lines)
     # The lease was released: no holder any more.
     lease = await client.get(LEASES, "kubemoon-configmirror", namespace=s.home)
     assert not lease["spec"].get("holderIdentity")
