@@ -6,6 +6,7 @@ no event loop, so ``kubemoon_trio``, ``kubemoon_asyncio``, ``kubemoon_sync`` and
 embeds the core in any other loop all use the same pieces.
 """
 
+from ._certs import CertificateMaterial, CertificateSource, ServingCertificate, pem_fingerprints
 from ._config import (
     FileToken,
     kubeconfig_paths,
@@ -26,6 +27,10 @@ from ._transport import (
 )
 
 __all__ = [
+    "CertificateMaterial",
+    "CertificateSource",
+    "ServingCertificate",
+    "pem_fingerprints",
     "PLUGIN_OUTPUT_LIMIT",
     "PLUGIN_TIMEOUT",
     "CredentialProvider",

@@ -1,0 +1,349 @@
+"""Webhooks declared once on the Manager, registered and kept by the library, on the real
+kube-apiserver: the configurations come from the declarations (the apiserver calls each
+webhook), a configuration deleted by hand comes back, the certificates renew and rotate
+under load with no failed admission call, two replicas share one certificate while only
+the leader writes, and missing RBAC is loud.
+
+Every configuration selects only the test's namespace (by a label) and is named after it,
+so a configuration left behind by a failed test cannot affect another test.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+import trio
+
+from kubemoon_core import (
+    AdmissionRequest,
+    AdmissionResponse,
+    ApiError,
+    CertificatePolicy,
+    GroupVersionResource,
+    NotFound,
+    WebhookDeclarations,
+    WriteOptions,
+)
+from kubemoon_io import CertificateMaterial, pem_fingerprints
+from kubemoon_testing import ApiServer
+from kubemoon_trio import Client, LeaderElectionConfig, Manager, WebhookManager
+
+pytestmark = pytest.mark.integration
+
+CM = GroupVersionResource("", "v1", "configmaps")
+NAMESPACES = GroupVersionResource("", "v1", "namespaces")
+SECRETS = GroupVersionResource("", "v1", "secrets")
+ADMISSION = "admissionregistration.k8s.io"
+VALIDATING = GroupVersionResource(ADMISSION, "v1", "validatingwebhookconfigurations")
+MUTATING = GroupVersionResource(ADMISSION, "v1", "mutatingwebhookconfigurations")
+TEST_LABEL = "kubemoon.dev/webhook-manager-test"
+
+# Seconds instead of years: the CA rotates and the serving certificate renews while the
+# test runs (the apiserver judges validity on the same clock).
+FAST = CertificatePolicy(
+    ca_validity=40.0,
+    rotate_ca_before=24.0,
+    serving_validity=12.0,
+    renew_before=6.0,
+    propagation=2.0,
+    overlap=3.0,
+    backdate=5.0,
+)
+
+
+class Calls:
+    """What the webhooks saw."""
+
+    def __init__(self) -> None:
+        self.validated = 0
+        self.mutated = 0
+
+
+def declarations(name: str, namespace: str, calls: Calls, *, mutating: bool = True) -> Any:
+    hooks = WebhookDeclarations(name)
+    selector = {"matchLabels": {TEST_LABEL: namespace}}
+
+    @hooks.validating("/validate-cm", CM, namespace_selector=selector)
+    def validate(request: AdmissionRequest) -> AdmissionResponse:
+        calls.validated += 1
+        if "forbidden" in ((request.object or {}).get("data") or {}):
+            return AdmissionResponse.deny("the key 'forbidden' is not allowed")
+        return AdmissionResponse.allow()
+
+    if mutating:
+
+        @hooks.mutating("/mutate-cm", CM, namespace_selector=selector)
+        def mutate(request: AdmissionRequest) -> AdmissionResponse:
+            calls.mutated += 1
+            assert request.object is not None
+            new = copy.deepcopy(dict(request.object))
+            new.setdefault("metadata", {}).setdefault("labels", {})["mutated"] = "yes"
+            return AdmissionResponse.patched(request.object, new)
+
+    return hooks
+
+
+@pytest.fixture
+async def client(kube_apiserver: ApiServer) -> AsyncIterator[Client]:
+    async with Client.from_kubeconfig(str(kube_apiserver.kubeconfig_path)) as c:
+        yield c
+
+
+@pytest.fixture
+async def namespace(client: Client, kube_namespace: str) -> AsyncIterator[str]:
+    await client.patch(
+        NAMESPACES, kube_namespace, {"metadata": {"labels": {TEST_LABEL: kube_namespace}}}
+    )
+    yield kube_namespace
+    for resource, suffix in ((VALIDATING, "validating"), (MUTATING, "mutating")):
+        for name in (f"t{kube_namespace[-8:]}-{suffix}", f"u{kube_namespace[-8:]}-{suffix}"):
+            try:
+                await client.delete(resource, name)
+            except NotFound:
+                pass
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 30) -> Any:
+    with trio.move_on_after(timeout):
+        while not (result := await check()):
+            await trio.sleep(0.05)
+        return result
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def start(
+    nursery: trio.Nursery,
+    client: Client,
+    hooks: WebhookDeclarations,
+    namespace: str,
+    **options: Any,
+) -> tuple[Manager, WebhookManager]:
+    election = options.pop("leader_election", None)
+    manager_name = options.pop("manager_name", "kubemoon.dev/webhook-test")
+    manager = Manager(client, name=manager_name, leader_election=election)
+    webhooks = manager.serve_webhooks(
+        hooks,
+        host="127.0.0.1",
+        port=0,
+        secret=(namespace, f"{hooks.name}-certs"),
+        **{"resync": 0.5, "refresh": 0.5, **options},
+    )
+    await nursery.start(manager.run)
+    return manager, webhooks
+
+
+async def admitted(client: Client, namespace: str, name: str) -> bool:
+    """A dry-run create is denied by the webhook once the apiserver has the configuration."""
+    try:
+        await client.create(
+            CM,
+            {"metadata": {"name": name}, "data": {"forbidden": "x"}},
+            namespace=namespace,
+            options=WriteOptions(dry_run=True),
+        )
+    except ApiError as exc:
+        return "not allowed" in str(exc)
+    return False
+
+
+async def test_registers_from_declarations_and_repairs_a_deleted_configuration(
+    nursery: trio.Nursery, client: Client, namespace: str
+) -> None:
+    calls = Calls()
+    name = f"t{namespace[-8:]}"
+    manager, webhooks = await start(
+        nursery, client, declarations(name, namespace, calls), namespace
+    )
+    await eventually(lambda: admitted(client, namespace, "probe"), "the validating webhook")
+    created = await client.create(
+        CM, {"metadata": {"name": "ok"}, "data": {"a": "b"}}, namespace=namespace
+    )
+    assert created["metadata"]["labels"] == {"mutated": "yes"}  # the mutating webhook ran
+    assert calls.validated >= 2 and calls.mutated >= 1
+    # What the leader applied is what the declarations say, owned by the Manager's name.
+    config = await client.get(VALIDATING, f"{name}-validating")
+    (entry,) = config["webhooks"]
+    assert entry["name"] == f"validate-cm.{name}.kubemoon.dev"
+    assert entry["clientConfig"]["url"] == f"{webhooks.server.url}/validate-cm"
+    assert entry["namespaceSelector"] == {"matchLabels": {TEST_LABEL: namespace}}
+    managers = {f["manager"] for f in config["metadata"]["managedFields"]}
+    assert managers == {"kubemoon.dev/webhook-test"}
+    assert manager.readiness_problems() == []
+
+    # Deleted by hand: the leader puts it back, and the webhook is called again.
+    await client.delete(VALIDATING, f"{name}-validating")
+    await eventually(lambda: _exists(client, VALIDATING, f"{name}-validating"), "the repair")
+    await eventually(lambda: admitted(client, namespace, "probe2"), "the repaired webhook")
+    manager.stop()
+
+
+async def _exists(client: Client, resource: GroupVersionResource, name: str) -> bool:
+    try:
+        await client.get(resource, name)
+    except NotFound:
+        return False
+    return True
+
+
+async def test_a_removed_declaration_removes_its_entry(
+    nursery: trio.Nursery, client: Client, namespace: str
+) -> None:
+    name = f"t{namespace[-8:]}"
+    hooks = declarations(name, namespace, Calls())
+
+    @hooks.validating("/validate-extra", CM, namespace_selector={"matchLabels": {"x": "y"}})
+    def extra(request: AdmissionRequest) -> AdmissionResponse:
+        return AdmissionResponse.allow()
+
+    first, _ = await start(nursery, client, hooks, namespace)
+
+    async def entries() -> list[str]:
+        try:
+            config = await client.get(VALIDATING, f"{name}-validating")
+        except NotFound:
+            return []
+        return sorted(w["name"] for w in config["webhooks"])
+
+    await eventually(lambda: _has(entries, 2), "both entries")
+    first.stop()
+    # The next version of the operator declares the validating webhook only.
+    second, _ = await start(
+        nursery, client, declarations(name, namespace, Calls(), mutating=False), namespace
+    )
+    await eventually(lambda: _has(entries, 1), "the removed entry to go")
+    assert await entries() == [f"validate-cm.{name}.kubemoon.dev"]
+    mutating = await client.get(MUTATING, f"{name}-mutating")
+    assert mutating.get("webhooks", []) == []  # no mutating webhook declared any more
+    second.stop()
+
+
+async def _has(entries: Callable[[], Awaitable[list[str]]], count: int) -> bool:
+    return len(await entries()) == count
+
+
+def _served_certificate(port: int) -> bytes:
+    """The certificate the server at ``port`` presents (PEM), without verifying it."""
+    return ssl.get_server_certificate(("127.0.0.1", port)).encode()
+
+
+async def test_rotation_and_renewal_under_load_with_two_replicas(
+    nursery: trio.Nursery, client: Client, namespace: str
+) -> None:
+    calls = Calls()
+    name = f"t{namespace[-8:]}"
+    hooks = declarations(name, namespace, calls)
+    election = {"name": f"{name}-lease", "namespace": namespace}
+    replicas = []
+    for identity in ("one", "two"):
+        config = LeaderElectionConfig(
+            **election,
+            identity=identity,
+            lease_duration=15.0,
+            renew_deadline=10.0,
+            retry_period=0.5,
+        )
+        replicas.append(
+            await start(
+                nursery,
+                client,
+                hooks,
+                namespace,
+                policy=FAST,
+                leader_election=config,
+                manager_name=f"kubemoon.dev/webhook-test-{identity}",
+            )
+        )
+    secret_name = f"{name}-certs"
+    await eventually(lambda: admitted(client, namespace, "probe"), "the webhooks")
+    leaders = [m for m, _ in replicas if m.is_leader]
+    assert len(leaders) == 1
+    follower = next(w for m, w in replicas if not m.is_leader)
+    leader = next(w for m, w in replicas if m.is_leader)
+    leader_name = leaders[0].name
+
+    secret = await client.get(SECRETS, secret_name, namespace=namespace)
+    first = CertificateMaterial.from_secret(secret)
+    serials = {first.cert}
+    cas = {first.ca_cert}
+    created = failed = 0
+    # 200 objects through both webhooks while the serving certificate renews (every ~6 s)
+    # and the CA rotates (after ~16 s, switched ~2 s after its bundle is published).
+    for index in range(200):
+        try:
+            made = await client.create(
+                CM,
+                {"metadata": {"name": f"cm-{index}"}, "data": {"i": str(index)}},
+                namespace=namespace,
+            )
+        except ApiError as exc:
+            failed += 1
+            logging.getLogger("test").error("admission failed: %s", exc)
+        else:
+            created += 1
+            assert made["metadata"]["labels"] == {"mutated": "yes"}
+        material = CertificateMaterial.from_secret(
+            await client.get(SECRETS, secret_name, namespace=namespace)
+        )
+        serials.add(material.cert)
+        cas.add(material.ca_cert)
+        # Both replicas present the same certificate, up to one refresh behind.
+        await trio.sleep(0.1)
+    assert (created, failed) == (200, 0)
+    assert len(serials) >= 3, "the serving certificate was never renewed"
+    assert len(cas) >= 2, "the CA never rotated"
+    assert calls.validated >= 200 and calls.mutated >= 200
+    # Both replicas serve the certificate from the Secret.
+    await trio.sleep(1.0)
+    material = CertificateMaterial.from_secret(
+        await client.get(SECRETS, secret_name, namespace=namespace)
+    )
+    for webhooks in (leader, follower):
+        served = await trio.to_thread.run_sync(_served_certificate, webhooks.server.port)
+        assert pem_fingerprints(served) == pem_fingerprints(material.cert)
+    # Only the leader wrote the configurations (each replica applies under its own name).
+    assert leader.applied > 0 and follower.applied == 0
+    for resource, suffix in ((VALIDATING, "validating"), (MUTATING, "mutating")):
+        config = await client.get(resource, f"{name}-{suffix}")
+        assert {f["manager"] for f in config["metadata"]["managedFields"]} == {leader_name}
+    for manager, _ in replicas:
+        manager.stop()
+
+
+async def test_missing_rbac_is_an_error_and_a_readiness_reason(
+    nursery: trio.Nursery,
+    kube_apiserver: ApiServer,
+    namespace: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The limited user may keep the Secret but not write webhook configurations.
+    kube_apiserver.grant_namespace_access(
+        namespace, verbs=("get", "create", "update"), resources=("secrets",)
+    )
+    async with Client.from_kubeconfig(
+        str(kube_apiserver.kubeconfig_path), context="limited"
+    ) as limited:
+        name = f"u{namespace[-8:]}"
+        manager, _ = await start(
+            nursery, limited, declarations(name, namespace, Calls()), namespace
+        )
+
+        def forbidden() -> list[str]:
+            return [p for p in manager.readiness_problems() if "forbidden" in p]
+
+        async def reported() -> list[str]:
+            return forbidden()
+
+        problems = await eventually(reported, "a readiness reason")
+        assert any("validatingwebhookconfigurations: patch forbidden" in p for p in problems)
+        errors = [
+            r.getMessage()
+            for r in caplog.records
+            if r.levelno == logging.ERROR and r.name == "kubemoon.webhooks"
+        ]
+        assert any("validatingwebhookconfigurations: patch forbidden" in m for m in errors)
+        manager.stop()
