@@ -11,17 +11,21 @@ so a configuration left behind by a failed test cannot affect another test.
 from __future__ import annotations
 
 import copy
+import importlib.util
 import logging
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+import yaml
 
 from kubemoon_core import (
     AdmissionRequest,
     AdmissionResponse,
+    AlreadyExists,
     ApiError,
     CertificatePolicy,
     GroupVersionResource,
@@ -347,3 +351,71 @@ async def test_missing_rbac_is_an_error_and_a_readiness_reason(
         ]
         assert any("validatingwebhookconfigurations: patch forbidden" in m for m in errors)
         manager.stop()
+
+
+WIDGET_CRD = Path(__file__).parents[2] / "examples" / "widgets" / "crd.yaml"
+WIDGET_EXAMPLE = Path(__file__).parents[2] / "examples" / "widgets" / "webhooks.py"
+WIDGETS = GroupVersionResource("examples.kubemoon.dev", "v1", "widgets")
+CRDS = GroupVersionResource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+
+
+def widget(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "examples.kubemoon.dev/v1",
+        "kind": "Widget",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+async def test_the_widget_example_on_the_apiserver(
+    nursery: trio.Nursery, client: Client, namespace: str
+) -> None:
+    try:
+        await client.create(CRDS, yaml.safe_load(WIDGET_CRD.read_text()))
+    except AlreadyExists:
+        pass  # the widgets tests share it
+    spec = importlib.util.spec_from_file_location("widget_webhooks_e2e", WIDGET_EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    # The example's configurations select every namespace: remove them whatever happens.
+    try:
+        manager, _ = await start(nursery, client, example.hooks, namespace)
+
+        async def defaulted() -> bool:
+            try:
+                made = await client.create(
+                    WIDGETS,
+                    widget("probe"),
+                    namespace=namespace,
+                    options=WriteOptions(dry_run=True),
+                )
+            except NotFound:
+                return False  # the CRD is not served yet
+            return bool(made["spec"].get("data") == {"greeting": "hello"})
+
+        await eventually(defaulted, "the mutating webhook")
+        made = await client.create(WIDGETS, widget("w1", replicas=3), namespace=namespace)
+        assert made["spec"]["data"] == {"greeting": "hello"}
+        kept = await client.create(WIDGETS, widget("w2", data={"a": "b"}), namespace=namespace)
+        assert kept["spec"]["data"] == {"a": "b"}
+        with pytest.raises(ApiError, match="a small widget has at most 10 replicas"):
+            await client.create(WIDGETS, widget("w3", replicas=11), namespace=namespace)
+
+        def served(name: str) -> float:
+            value = manager.registry.get_sample_value(
+                "controller_runtime_webhook_requests_total",
+                {"webhook": f"{name}.widgets.kubemoon.dev", "code": "200"},
+            )
+            return value or 0.0
+
+        # The API server called both webhooks of the example.
+        assert served("validate-widget") >= 2 and served("default-widget") >= 3
+        manager.stop()
+    finally:
+        for resource, suffix in ((VALIDATING, "validating"), (MUTATING, "mutating")):
+            try:
+                await client.delete(resource, f"widgets-{suffix}")
+            except NotFound:
+                pass
