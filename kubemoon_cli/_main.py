@@ -117,7 +117,10 @@ def load_declarations(spec: str) -> WebhookDeclarations:
         raise UsageError(f"expected module:name or file.py:name, got {spec!r}")
     found = getattr(_load_module(module_name), attr, None)
     if callable(found) and not isinstance(found, WebhookDeclarations):
-        found = found()
+        try:
+            found = found()
+        except Exception as exc:  # the user's function: report it, no traceback
+            raise UsageError(f"{spec}() failed: {type(exc).__name__}: {exc}") from None
     if not isinstance(found, WebhookDeclarations):
         raise UsageError(f"{spec} is not WebhookDeclarations (nor a function returning them)")
     return found

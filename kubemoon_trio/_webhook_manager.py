@@ -39,6 +39,7 @@ from kubemoon_core import (
     WebhookConfigurations,
     WebhookDeclarations,
     WebhookEndpoint,
+    WriteOptions,
 )
 from kubemoon_io import CertificateMaterial, ServingCertificate
 
@@ -233,7 +234,8 @@ class WebhookManager:
             bundle = ca_file.read_bytes() if ca_file.is_file() else None
         await self._serving.wait()
         if not await self._apply(self.configurations(bundle)):
-            return next_check
+            retry = self._clock() + min(self.resync, 5.0)
+            return retry if next_check is None else min(next_check, retry)
         self.applied += 1
         if material is not None and material.published != material.bundle_digest:
             published = material.published_now(self._clock())
@@ -346,8 +348,32 @@ class WebhookManager:
                 }
             ok = await self._apply_one(resource, body, field_manager) and ok
         for crd in configs.conversions:
+            ok = await self._clear_other_client_config(crd, field_manager) and ok
             ok = await self._apply_one(CRDS, crd, field_manager) and ok
         return ok
+
+    async def _clear_other_client_config(self, crd: dict[str, Any], field_manager: str) -> bool:
+        """A CRD installed with a ``service`` (or ``url``) its creator owns keeps it under
+        server-side apply, and both together are invalid: remove the other one first."""
+        ours = crd["spec"]["conversion"]["webhook"]["clientConfig"]
+        other = "service" if "url" in ours else "url"
+        name = crd["metadata"]["name"]
+        try:
+            live = await self.manager.client.get(CRDS, name)
+        except KubeMoonError as exc:
+            return self._failed("get", CRDS.resource, exc)
+        conversion = live.get("spec", {}).get("conversion") or {}
+        current = (conversion.get("webhook") or {}).get("clientConfig") or {}
+        if other not in current:
+            return True
+        patch = {"spec": {"conversion": {"webhook": {"clientConfig": {other: None, **ours}}}}}
+        try:
+            await self.manager.client.patch(
+                CRDS, name, patch, options=WriteOptions(field_manager=field_manager)
+            )
+        except KubeMoonError as exc:
+            return self._failed("patch", CRDS.resource, exc)
+        return True
 
     async def _apply_one(
         self, resource: GroupVersionResource, body: dict[str, Any], field_manager: str
