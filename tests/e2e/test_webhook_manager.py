@@ -13,7 +13,10 @@ from __future__ import annotations
 import copy
 import importlib.util
 import logging
+import signal
 import ssl
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -419,3 +422,60 @@ async def test_the_widget_example_on_the_apiserver(
                 await client.delete(resource, f"widgets-{suffix}")
             except NotFound:
                 pass
+
+
+ADAPTER_SCRIPT = """
+import importlib, sys
+from kubemoon_core import AdmissionResponse, GroupVersionResource, WebhookDeclarations
+km = importlib.import_module("kubemoon_" + sys.argv[1])
+namespace, name, kubeconfig = sys.argv[2], sys.argv[3], sys.argv[4]
+hooks = WebhookDeclarations(name)
+selector = {"matchLabels": {sys.argv[5]: namespace}}
+
+@hooks.validating("/validate-cm", GroupVersionResource("", "v1", "configmaps"),
+                  namespace_selector=selector)
+def validate(request):
+    return AdmissionResponse.deny("denied by the " + sys.argv[1] + " adapter")
+
+manager = km.Manager(km.Client.from_kubeconfig(kubeconfig), name="kubemoon.dev/" + sys.argv[1])
+manager.serve_webhooks(hooks, host="127.0.0.1", port=0, secret=(namespace, name + "-certs"),
+                       resync=0.5, refresh=0.5)
+manager.run_forever()
+"""
+
+
+@pytest.mark.parametrize("adapter", ["asyncio", "sync"])
+async def test_the_generated_adapters_serve_and_register(
+    adapter: str, kube_apiserver: ApiServer, client: Client, namespace: str
+) -> None:
+    name = f"t{namespace[-8:]}"
+    argv = [
+        sys.executable,
+        "-c",
+        ADAPTER_SCRIPT,
+        adapter,
+        namespace,
+        name,
+        str(kube_apiserver.kubeconfig_path),
+        TEST_LABEL,
+    ]
+    process = subprocess.Popen(argv, stderr=subprocess.PIPE)
+    try:
+
+        async def denied() -> bool:
+            try:
+                await client.create(
+                    CM,
+                    {"metadata": {"name": "x"}},
+                    namespace=namespace,
+                    options=WriteOptions(dry_run=True),
+                )
+            except ApiError as exc:
+                return f"denied by the {adapter} adapter" in str(exc)
+            return False
+
+        await eventually(denied, f"the {adapter} adapter's webhook")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = await trio.to_thread.run_sync(process.communicate)
+    assert process.returncode == 0, err.decode()[-2000:]
