@@ -51,6 +51,9 @@ _MATCH_POLICIES = frozenset({"Exact", "Equivalent"})
 _REINVOCATION = frozenset({"Never", "IfNeeded"})
 _SCOPES = frozenset({"*", "Cluster", "Namespaced"})
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_BASE_URL = re.compile(r"^https://[^/?#@\s]+(/[A-Za-z0-9._~/-]*)?$")
+# What a path may hold: it goes into a URL and a Service reference unescaped.
+_PATH = re.compile(r"^/[A-Za-z0-9._~/-]{0,255}$")
 ADMISSION_GROUP = "admissionregistration.k8s.io"
 
 H = TypeVar("H")
@@ -96,8 +99,11 @@ class WebhookDeclaration:
         def bad(what: str) -> LocalProtocolError:
             return LocalProtocolError(f"webhook {self.name or self.path!r}: {what}")
 
-        if not self.path.startswith("/") or "?" in self.path:
-            raise bad(f"the path must start with '/' and have no query, got {self.path!r}")
+        if not _PATH.match(self.path) or "/../" in self.path + "/" or "//" in self.path:
+            raise bad(
+                "the path must start with '/' and hold only letters, digits and ._~/- "
+                f"(no '..' segment), got {self.path!r}"
+            )
         if not _qualified(self.name):
             raise bad("the name must be a fully qualified DNS name with at least three labels")
         if self.kind is WebhookKind.CONVERSION:
@@ -143,8 +149,11 @@ class WebhookEndpoint:
     def __post_init__(self) -> None:
         if (self.service is None) == (self.url is None):
             raise LocalProtocolError("a webhook endpoint is a service or a url, exactly one")
-        if self.url is not None and (not self.url.startswith("https://") or "?" in self.url):
-            raise LocalProtocolError(f"a webhook url must be https:// without a query: {self.url}")
+        if self.url is not None and not _BASE_URL.match(self.url):
+            raise LocalProtocolError(
+                f"a webhook url must be https://host[:port][/prefix] without a query, "
+                f"fragment or user: {self.url!r}"
+            )
         if self.service is not None and not all(self.service):
             raise LocalProtocolError("a webhook service needs a namespace and a name")
         if not 1 <= self.port <= 65535:
@@ -156,8 +165,12 @@ class WebhookEndpoint:
         if self.service is not None:
             namespace, name = self.service
             return (f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local")
-        host = (self.url or "").removeprefix("https://").rsplit(":", 1)[0].strip("[]")
-        return (host,) if host in ("localhost",) else (host, "localhost")
+        netloc = (self.url or "").removeprefix("https://").split("/", 1)[0]
+        if netloc.startswith("[") and "]" in netloc:
+            host = netloc[1 : netloc.index("]")]
+        else:
+            host = netloc.split(":", 1)[0]
+        return (host,) if host == "localhost" else (host, "localhost")
 
     def client_config(self, path: str, ca_bundle: bytes | None) -> dict[str, Any]:
         """The ``clientConfig`` of a webhook served at ``path``."""

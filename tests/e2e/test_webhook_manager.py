@@ -137,8 +137,12 @@ async def start(
         hooks,
         host="127.0.0.1",
         port=0,
-        secret=(namespace, f"{hooks.name}-certs"),
-        **{"resync": 0.5, "refresh": 0.5, **options},
+        **{
+            "secret": (namespace, f"{hooks.name}-certs"),
+            "resync": 0.5,
+            "refresh": 0.5,
+            **options,
+        },
     )
     await nursery.start(manager.run)
     return manager, webhooks
@@ -479,3 +483,64 @@ async def test_the_generated_adapters_serve_and_register(
         process.send_signal(signal.SIGTERM)
         _, err = await trio.to_thread.run_sync(process.communicate)
     assert process.returncode == 0, err.decode()[-2000:]
+
+
+SELF_MANAGED_RBAC = Path(__file__).parents[2] / "deploy" / "webhooks-self-managed.yaml"
+RBAC_API = "/apis/rbac.authorization.k8s.io/v1"
+
+
+async def test_the_deployed_rbac_is_enough(
+    nursery: trio.Nursery, kube_apiserver: ApiServer, client: Client, namespace: str
+) -> None:
+    """The Roles of deploy/webhooks-self-managed.yaml, bound to a user without any other
+    right, let the manager keep its Secret and register its webhooks."""
+    suffix = namespace[-8:]
+    created: list[str] = []
+    for doc in yaml.safe_load_all(SELF_MANAGED_RBAC.read_text()):
+        kind, meta = doc["kind"], doc["metadata"]
+        if kind == "Service":
+            continue
+        if "namespace" in meta:
+            meta["namespace"] = namespace  # kubemoon-system, here the test's namespace
+        if kind.startswith("Cluster"):
+            meta["name"] = f"{meta['name']}-{suffix}"
+            if kind == "ClusterRoleBinding":
+                doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-{suffix}"
+        if "subjects" in doc:
+            doc["subjects"] = [
+                {"kind": "User", "name": "limited", "apiGroup": "rbac.authorization.k8s.io"}
+            ]
+        plural = {"Role": "roles", "RoleBinding": "rolebindings"}.get(kind)
+        path = (
+            f"{RBAC_API}/namespaces/{namespace}/{plural}"
+            if plural
+            else f"{RBAC_API}/{kind.lower()}s"
+        )
+        answer = kube_apiserver.request("POST", path, body=doc)
+        assert answer.status == 201, answer.body[:300]
+        if kind.startswith("Cluster"):
+            created.append(f"{path}/{meta['name']}")
+    try:
+        async with Client.from_kubeconfig(
+            str(kube_apiserver.kubeconfig_path), context="limited"
+        ) as limited:
+            # ConfigMirror's configuration and Secret names, the test's namespace only.
+            hooks = declarations("configmirror", namespace, Calls())
+            manager, _ = await start(
+                nursery, limited, hooks, namespace, secret=(namespace, "configmirror-webhook-certs")
+            )
+            await eventually(lambda: admitted(client, namespace, "probe"), "the webhooks")
+
+            async def ready() -> bool:
+                return manager.readiness_problems() == []
+
+            await eventually(ready, "no readiness problem")
+            manager.stop()
+    finally:
+        for path in created:
+            kube_apiserver.request("DELETE", path)
+        for resource, name in ((VALIDATING, "validating"), (MUTATING, "mutating")):
+            try:
+                await client.delete(resource, f"configmirror-{name}")
+            except NotFound:
+                pass

@@ -105,6 +105,9 @@ def test_configurations_from_declarations_with_a_service() -> None:
 def test_url_endpoint_and_cert_manager_variant() -> None:
     endpoint = WebhookEndpoint(url="https://127.0.0.1:9443")
     assert endpoint.hosts == ("127.0.0.1", "localhost")
+    assert WebhookEndpoint(url="https://[::1]:9443").hosts == ("::1", "localhost")
+    assert WebhookEndpoint(url="https://dev.example/hooks").hosts == ("dev.example", "localhost")
+    assert WebhookEndpoint(url="https://localhost:1").hosts == ("localhost",)
     configs = hooks().configurations(endpoint, inject_ca_from="ops/widgets-cert")
     assert configs.validating is not None
     meta = configs.validating["metadata"]
@@ -128,6 +131,12 @@ def test_no_declaration_of_a_kind_gives_no_configuration() -> None:
     ("changes", "message"),
     [
         ({"path": "nope"}, "path must start"),
+        ({"path": "/a?b=1"}, "path must start"),
+        ({"path": "/a b"}, "path must start"),
+        ({"path": "/a/../b"}, "path must start"),
+        ({"path": "/a/.."}, "path must start"),
+        ({"path": "//evil.example"}, "path must start"),
+        ({"path": "/" + "a" * 300}, "path must start"),
         ({"name": "short.name"}, "fully qualified"),
         ({"resources": ()}, "at least one resource"),
         ({"operations": ("PATCH",)}, "operations must be"),
@@ -164,6 +173,10 @@ def test_duplicates_and_bad_names_are_refused() -> None:
         WebhookDeclarations("Not A Label")
     for bad in (
         {"url": "http://x"},
+        {"url": "https://user@x"},
+        {"url": "https://x/#frag"},
+        {"url": "https://x:1/p?q"},
+        {"url": "https://x y"},
         {},
         {"service": ("", "x")},
         {"url": "https://x", "service": ("a", "b")},
