@@ -217,6 +217,12 @@ def _number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _millis(when: float) -> str:
+    # Rounded down: a recorded time is never later than the event, so no wait it starts
+    # ends late.
+    return f"{math.floor(when * 1000) / 1000:.3f}"
+
+
 @dataclass(frozen=True, slots=True)
 class CertificateMaterial:
     """The content of the certificate Secret (PEM bytes; empty when absent)."""
@@ -275,9 +281,9 @@ class CertificateMaterial:
         }
         annotations = {}
         if self.published is not None and self.published_at is not None:
-            annotations[PUBLISHED] = f"{self.published} {self.published_at:.3f}"
+            annotations[PUBLISHED] = f"{self.published} {_millis(self.published_at)}"
         if self.switched_at is not None:
-            annotations[SWITCHED] = f"{self.switched_at:.3f}"
+            annotations[SWITCHED] = _millis(self.switched_at)
         return {
             "apiVersion": "v1",
             "kind": "Secret",

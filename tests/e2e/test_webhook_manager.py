@@ -10,10 +10,12 @@ so a configuration left behind by a failed test cannot affect another test.
 
 from __future__ import annotations
 
+import base64
 import copy
 import importlib.util
 import logging
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -53,8 +55,8 @@ TEST_LABEL = "kubemoon.dev/webhook-manager-test"
 # Seconds instead of years: the CA rotates and the serving certificate renews while the
 # test runs (the apiserver judges validity on the same clock).
 FAST = CertificatePolicy(
-    ca_validity=40.0,
-    rotate_ca_before=24.0,
+    ca_validity=30.0,
+    rotate_ca_before=22.0,
     serving_validity=12.0,
     renew_before=6.0,
     propagation=2.0,
@@ -118,7 +120,7 @@ async def namespace(client: Client, kube_namespace: str) -> AsyncIterator[str]:
 async def eventually(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 30) -> Any:
     with trio.move_on_after(timeout):
         while not (result := await check()):
-            await trio.sleep(0.05)
+            await trio.sleep(0.1)
         return result
     raise AssertionError(f"timed out waiting for {what}")
 
@@ -226,15 +228,35 @@ async def test_a_removed_declaration_removes_its_entry(
     second, _ = await start(
         nursery, client, declarations(name, namespace, Calls(), mutating=False), namespace
     )
-    await eventually(lambda: _has(entries, 1), "the removed entry to go")
-    assert await entries() == [f"validate-cm.{name}.kubemoon.dev"]
-    mutating = await client.get(MUTATING, f"{name}-mutating")
-    assert mutating.get("webhooks", []) == []  # no mutating webhook declared any more
+
+    async def removed() -> bool:
+        try:
+            mutating = await client.get(MUTATING, f"{name}-mutating")
+        except NotFound:
+            return False
+        # The validating entry stays; no mutating webhook is declared any more.
+        only = [f"validate-cm.{name}.kubemoon.dev"]
+        return await entries() == only and mutating.get("webhooks", []) == []
+
+    await eventually(removed, "the removed entries to go")
     second.stop()
 
 
 async def _has(entries: Callable[[], Awaitable[list[str]]], count: int) -> bool:
     return len(await entries()) == count
+
+
+def _trusted_by(bundle: bytes, port: int) -> bool:
+    """Whether a TLS handshake with the server at ``port`` verifies against ``bundle``."""
+    context = ssl.create_default_context(cadata=bundle.decode())
+    try:
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=5) as sock,
+            context.wrap_socket(sock, server_hostname="127.0.0.1"),
+        ):
+            return True
+    except (ssl.SSLError, OSError):
+        return False
 
 
 def _served_certificate(port: int) -> bytes:
@@ -243,7 +265,7 @@ def _served_certificate(port: int) -> bytes:
 
 
 async def test_rotation_and_renewal_under_load_with_two_replicas(
-    nursery: trio.Nursery, client: Client, namespace: str
+    nursery: trio.Nursery, kube_apiserver: ApiServer, client: Client, namespace: str
 ) -> None:
     calls = Calls()
     name = f"t{namespace[-8:]}"
@@ -277,45 +299,69 @@ async def test_rotation_and_renewal_under_load_with_two_replicas(
     leader = next(w for m, w in replicas if m.is_leader)
     leader_name = leaders[0].name
 
+    async def follower_serving() -> bool:
+        return follower.server.serving
+
+    await eventually(follower_serving, "the follower to serve (once it read the Secret)")
+
     secret = await client.get(SECRETS, secret_name, namespace=namespace)
     first = CertificateMaterial.from_secret(secret)
     serials = {first.cert}
     cas = {first.ca_cert}
-    created = failed = 0
-    # 200 objects through both webhooks while the serving certificate renews (every ~6 s)
-    # and the CA rotates (after ~16 s, switched ~2 s after its bundle is published).
-    for index in range(200):
-        try:
-            made = await client.create(
-                CM,
-                {"metadata": {"name": f"cm-{index}"}, "data": {"i": str(index)}},
-                namespace=namespace,
+    bundles = {first.bundle}
+    created = failed = untrusted = 0
+    # No retry of any kind hides a failed admission call.
+    async with Client.from_kubeconfig(str(kube_apiserver.kubeconfig_path), max_retries=0) as strict:
+        # 200 objects through both webhooks while the serving certificate renews (every ~6 s)
+        # and the CA rotates (after ~8 s, switched ~2 s after its bundle is published, the
+        # old CA dropped 3 s later).
+        for index in range(200):
+            try:
+                made = await strict.create(
+                    CM,
+                    {"metadata": {"name": f"cm-{index}"}, "data": {"i": str(index)}},
+                    namespace=namespace,
+                )
+            except ApiError as exc:
+                failed += 1
+                logging.getLogger("test").error("admission failed: %s", exc)
+            else:
+                created += 1
+                assert made["metadata"]["labels"] == {"mutated": "yes"}
+            material = CertificateMaterial.from_secret(
+                await client.get(SECRETS, secret_name, namespace=namespace)
             )
-        except ApiError as exc:
-            failed += 1
-            logging.getLogger("test").error("admission failed: %s", exc)
-        else:
-            created += 1
-            assert made["metadata"]["labels"] == {"mutated": "yes"}
+            serials.add(material.cert)
+            cas.add(material.ca_cert)
+            bundles.add(material.bundle)
+            # The API server calls the leader's URL; the follower, reached with the
+            # caBundle the configuration holds now, is trusted as well.
+            config = await client.get(VALIDATING, f"{name}-validating")
+            bundle = base64.b64decode(config["webhooks"][0]["clientConfig"]["caBundle"])
+            port = follower.server.port
+            if not await trio.to_thread.run_sync(_trusted_by, bundle, port):
+                untrusted += 1
+            await trio.sleep(0.1)
+    assert (created, failed, untrusted) == (200, 0, 0)
+    assert len(serials) >= 3, "the serving certificate was never renewed"
+    assert len(cas) >= 2, "the CA never rotated"
+    sizes = {len(pem_fingerprints(bundle)) for bundle in bundles}
+    assert sizes == {1, 2}, "no overlap of two CAs, or an old CA never dropped"
+    assert calls.validated >= 200 and calls.mutated >= 200
+
+    # Both replicas serve the certificate of the Secret (renewed every few seconds here:
+    # wait for a moment when neither replica is behind).
+    async def same_certificate() -> bool:
         material = CertificateMaterial.from_secret(
             await client.get(SECRETS, secret_name, namespace=namespace)
         )
-        serials.add(material.cert)
-        cas.add(material.ca_cert)
-        # Both replicas present the same certificate, up to one refresh behind.
-        await trio.sleep(0.1)
-    assert (created, failed) == (200, 0)
-    assert len(serials) >= 3, "the serving certificate was never renewed"
-    assert len(cas) >= 2, "the CA never rotated"
-    assert calls.validated >= 200 and calls.mutated >= 200
-    # Both replicas serve the certificate from the Secret.
-    await trio.sleep(1.0)
-    material = CertificateMaterial.from_secret(
-        await client.get(SECRETS, secret_name, namespace=namespace)
-    )
-    for webhooks in (leader, follower):
-        served = await trio.to_thread.run_sync(_served_certificate, webhooks.server.port)
-        assert pem_fingerprints(served) == pem_fingerprints(material.cert)
+        for webhooks in (leader, follower):
+            served = await trio.to_thread.run_sync(_served_certificate, webhooks.server.port)
+            if pem_fingerprints(served) != pem_fingerprints(material.cert):
+                return False
+        return True
+
+    await eventually(same_certificate, "both replicas to serve the Secret's certificate")
     # Only the leader wrote the configurations (each replica applies under its own name).
     assert leader.applied > 0 and follower.applied == 0
     for resource, suffix in ((VALIDATING, "validating"), (MUTATING, "mutating")):
