@@ -43,7 +43,7 @@ from kubemoon_core import (
     WebhookEndpoint,
     WriteOptions,
 )
-from kubemoon_io import CertificateMaterial, ServingCertificate
+from kubemoon_io import CertificateMaterial, ServingCertificate, require_cryptography
 
 from . import _backend
 from ._webhook_server import WebhookServer
@@ -106,6 +106,8 @@ class WebhookManager:
             namespace = service[0] if service else "default"
             secret = (namespace, f"{declarations.name}-webhook-certs")
         self.secret = None if self.cert_dir is not None else secret
+        if self.secret is not None:
+            require_cryptography()  # fail now, not in the leader's first pass
         self.planner = CertificatePlanner(policy)
         if self.planner.policy.overlap <= refresh:
             raise LocalProtocolError(
@@ -213,7 +215,11 @@ class WebhookManager:
         while True:
             if election is not None and not election.is_leader:
                 await election.wait_leading()
-            next_check = await self.reconcile_once()
+            try:
+                next_check = await self.reconcile_once()
+            except KubeMoonError as exc:  # never lose the manager over one pass
+                logger.error("webhooks: the leader's pass failed: %s", exc)
+                next_check = self._clock() + min(self.resync, 5.0)
             delay = self.resync
             if next_check is not None:
                 delay = min(delay, max(0.0, next_check - self._clock()))

@@ -6,7 +6,13 @@ no event loop, so ``kubemoon_trio``, ``kubemoon_asyncio``, ``kubemoon_sync`` and
 embeds the core in any other loop all use the same pieces.
 """
 
-from ._certs import CertificateMaterial, CertificateSource, ServingCertificate, pem_fingerprints
+from ._certs import (
+    CertificateMaterial,
+    CertificateSource,
+    ServingCertificate,
+    pem_fingerprints,
+    require_cryptography,
+)
 from ._config import (
     FileToken,
     kubeconfig_paths,
@@ -50,6 +56,7 @@ __all__ = [
     "load_in_cluster_config",
     "load_kubeconfig",
     "proxy_settings",
+    "require_cryptography",
     "ssl_context",
     "transport_error",
 ]

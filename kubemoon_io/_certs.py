@@ -34,12 +34,23 @@ from kubemoon_core import (
 
 from ._tls import _private_files
 
-__all__ = ["CertificateMaterial", "CertificateSource", "ServingCertificate", "pem_fingerprints"]
+__all__ = [
+    "CertificateMaterial",
+    "CertificateSource",
+    "ServingCertificate",
+    "pem_fingerprints",
+    "require_cryptography",
+]
 
 _ANNOTATION = "webhooks.kubemoon.dev/"
 PUBLISHED = _ANNOTATION + "ca-bundle-published"
 SWITCHED = _ANNOTATION + "ca-switched-at"
 _BEGIN = b"-----BEGIN CERTIFICATE-----"
+
+
+def require_cryptography() -> None:
+    """Raise :class:`~kubemoon_core.LocalProtocolError` unless ``cryptography`` is installed."""
+    _x509()
 
 
 def _x509() -> Any:

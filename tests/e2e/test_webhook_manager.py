@@ -39,7 +39,7 @@ from kubemoon_core import (
     WriteOptions,
 )
 from kubemoon_io import CertificateMaterial, pem_fingerprints
-from kubemoon_testing import ApiServer
+from kubemoon_testing import ApiServer, WebhookCertificates
 from kubemoon_trio import Client, LeaderElectionConfig, Manager, WebhookManager
 
 pytestmark = pytest.mark.integration
@@ -590,3 +590,42 @@ async def test_the_deployed_rbac_is_enough(
                 await client.delete(resource, f"configmirror-{name}")
             except NotFound:
                 pass
+
+
+async def test_a_cert_dir_is_only_reloaded(
+    nursery: trio.Nursery, client: Client, namespace: str, tmp_path: Path
+) -> None:
+    """With ``cert_dir`` (cert-manager's mounted Secret) nothing is generated: the files are
+    served, ``ca.crt`` goes into the configurations, and a replaced pair is reloaded."""
+    certs = WebhookCertificates.create(tmp_path / "certs")
+    name = f"t{namespace[-8:]}"
+    hooks = declarations(name, namespace, Calls())
+    manager, webhooks = await start(
+        nursery, client, hooks, namespace, secret=None, cert_dir=certs.directory
+    )
+    await eventually(lambda: admitted(client, namespace, "probe"), "the webhooks")
+    config = await client.get(VALIDATING, f"{name}-validating")
+    bundle = config["webhooks"][0]["clientConfig"]["caBundle"]
+    assert base64.b64decode(bundle) == certs.ca_bundle
+    with pytest.raises(NotFound):
+        await client.get(SECRETS, f"{name}-webhook-certs", namespace=namespace)
+    # A rotation by the file owner: the new bundle is registered, then the files change.
+    certs.rotate()
+    certs.write()
+
+    async def reloaded() -> bool:
+        config = await client.get(VALIDATING, f"{name}-validating")
+        current = base64.b64decode(config["webhooks"][0]["clientConfig"]["caBundle"])
+        return current == certs.ca_bundle
+
+    await eventually(reloaded, "the new bundle")
+
+    async def served_new() -> bool:
+        # Files are checked (at most every second) when a connection comes.
+        called = await admitted(client, namespace, "probe2")
+        served = await trio.to_thread.run_sync(_served_certificate, webhooks.server.port)
+        return called and pem_fingerprints(served) == pem_fingerprints(certs.cert_file.read_bytes())
+
+    await eventually(served_new, "the new certificate to be served")
+    assert webhooks.server.certificate_reloads >= 1
+    manager.stop()
