@@ -35,6 +35,7 @@ from kubemoon_core import (
     CertificatePolicy,
     GroupVersionResource,
     NotFound,
+    PatchType,
     WebhookDeclarations,
     WriteOptions,
 )
@@ -192,6 +193,20 @@ async def test_registers_from_declarations_and_repairs_a_deleted_configuration(
     await client.delete(VALIDATING, f"{name}-validating")
     await eventually(lambda: _exists(client, VALIDATING, f"{name}-validating"), "the repair")
     await eventually(lambda: admitted(client, namespace, "probe2"), "the repaired webhook")
+
+    # Pointed elsewhere by hand (or by an attacker with that right): taken back.
+    await client.patch(
+        VALIDATING,
+        f"{name}-validating",
+        [{"op": "replace", "path": "/webhooks/0/clientConfig/url", "value": "https://x:1/v"}],
+        patch_type=PatchType.JSON,
+    )
+
+    async def restored() -> bool:
+        config = await client.get(VALIDATING, f"{name}-validating")
+        return bool(config["webhooks"][0]["clientConfig"]["url"] == entry["clientConfig"]["url"])
+
+    await eventually(restored, "the URL to be restored")
     manager.stop()
 
 
