@@ -235,7 +235,14 @@ class WebhookDeclarations:
         return tuple(d.declaration for d in self._declared.values())
 
     def _default_name(self, path: str) -> str:
-        return f"{_slug(path)}.{self.name}.{self.domain}"
+        # Paths that differ only in punctuation get the same slug: number the later ones.
+        taken = {d.declaration.name for d in self._declared.values()}
+        slug = _slug(path)
+        name, count = f"{slug}.{self.name}.{self.domain}", 1
+        while name in taken:
+            count += 1
+            name = f"{slug[:58]}-{count}.{self.name}.{self.domain}"
+        return name
 
     def declare(self, declaration: WebhookDeclaration, handler: Any) -> None:
         """Add a declaration with its handler (an admission handler or a Converter)."""

@@ -162,6 +162,14 @@ def test_bad_declarations_are_refused(changes: dict[str, Any], message: str) -> 
         WebhookDeclaration(**{**base, **changes})
 
 
+def test_paths_with_the_same_slug_get_distinct_names() -> None:
+    declared = WebhookDeclarations("slug")
+    for path in ("/a-b", "/a_b", "/a.b"):
+        declared.validating(path, CM)(allow)
+    names = [d.name for d in declared.declarations]
+    assert names == ["a-b.slug.kubemoon.dev", "a-b-2.slug.kubemoon.dev", "a-b-3.slug.kubemoon.dev"]
+
+
 def test_duplicates_and_bad_names_are_refused() -> None:
     declared = WebhookDeclarations("dup")
     declared.validating("/v", CM)(allow)
