@@ -10,6 +10,10 @@ CORE_COVERAGE_MIN := 95
 # ConfigMirror's two versions (v1beta1 stored) and its conversion webhook's Service.
 CONFIGMIRROR_CRD := configmirror._api:ConfigMirror configmirror._api:ConfigMirrorV1beta1 \
 	--webhook-service kubemoon-system/configmirror-webhook:443/convert-configmirror
+# ConfigMirror's webhook configurations for cert-manager, generated from its declarations.
+CONFIGMIRROR_WEBHOOKS := configmirror:webhook_declarations \
+	--service kubemoon-system/configmirror-webhook \
+	--inject-ca-from kubemoon-system/configmirror-webhook
 
 .PHONY: all install lint typecheck test test-fast test-matrix unit property fault integration docs fuzz bench testenv demo dist clean
 
@@ -36,6 +40,7 @@ lint: $(STAMP) $(BIN)/actionlint
 	$(BIN)/kubemoon crd check examples/widgets/crd.yaml examples/widgets/widget_api.py:Widget
 	$(BIN)/python scripts/version.py check
 	$(BIN)/actionlint -no-color
+	$(BIN)/kubemoon webhooks check deploy/webhook-configurations.yaml $(CONFIGMIRROR_WEBHOOKS)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict $(PACKAGES)

@@ -26,9 +26,16 @@ from ._plan import (
     mirror_targets,
     plan_reconcile,
 )
-from ._webhooks import CONVERT_PATH, MUTATE_PATH, VALIDATE_PATH, ConfigMirrorWebhooks
+from ._webhooks import (
+    CONVERT_PATH,
+    MUTATE_PATH,
+    VALIDATE_PATH,
+    ConfigMirrorWebhooks,
+    webhook_declarations,
+)
 
 __all__ = [
+    "webhook_declarations",
     "ACCEPT_MIRRORS_LABEL",
     "ACCEPT_MIRRORS_SELECTOR",
     "CONFIGMAPS",

@@ -42,6 +42,21 @@ def _positive(value: str) -> int:
     return int(value)
 
 
+def _service(value: str) -> tuple[str, str, int]:
+    namespace, sep, rest = value.partition("/")
+    name, _, port = rest.partition(":")
+    if not sep or not namespace or not name or (port and not port.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected NAMESPACE/NAME[:PORT], got {value!r}")
+    return namespace, name, int(port) if port else 443
+
+
+def _secret(value: str) -> tuple[str, str]:
+    namespace, sep, name = value.partition("/")
+    if not sep or not namespace or not name or "/" in name:
+        raise argparse.ArgumentTypeError(f"expected NAMESPACE/NAME, got {value!r}")
+    return namespace, name
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse the command line."""
     parser = argparse.ArgumentParser(
@@ -93,6 +108,26 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--webhook-cert-file", help="PEM certificate (instead of --webhook-cert-dir)"
     )
     hooks.add_argument("--webhook-key-file", help="PEM key (instead of --webhook-cert-dir)")
+    hooks.add_argument(
+        "--webhook-self-managed",
+        action="store_true",
+        help="keep the certificate in a Secret and register the webhooks (no cert-manager)",
+    )
+    hooks.add_argument(
+        "--webhook-service",
+        type=_service,
+        help="NAMESPACE/NAME[:PORT] of the webhooks' Service (self-managed, in a cluster)",
+    )
+    hooks.add_argument(
+        "--webhook-secret",
+        type=_secret,
+        help="NAMESPACE/NAME of the certificate Secret "
+        "(default: configmirror-webhook-certs in the Service's namespace)",
+    )
+    hooks.add_argument(
+        "--webhook-advertise-host",
+        help="address the API server reaches the webhooks at (self-managed, no Service)",
+    )
     parser.add_argument("--leader-elect", action="store_true", help="run only while leading")
     parser.add_argument("--lease-name", default="kubemoon-configmirror")
     parser.add_argument("--lease-namespace", default="kubemoon-system")
@@ -127,7 +162,13 @@ def options_from(args: argparse.Namespace) -> OperatorOptions:
             **extra,
         )
     address, cert, key = None, "", ""
-    if args.webhook_port is not None:
+    if args.webhook_self_managed:
+        if args.webhook_port is None or args.webhook_cert_dir or args.webhook_cert_file:
+            raise LocalProtocolError(
+                "--webhook-self-managed needs --webhook-port and no certificate files"
+            )
+        address = (args.webhook_host, args.webhook_port)
+    elif args.webhook_port is not None:
         cert_dir = Path(args.webhook_cert_dir) if args.webhook_cert_dir else None
         cert = args.webhook_cert_file or (str(cert_dir / "tls.crt") if cert_dir else "")
         key = args.webhook_key_file or (str(cert_dir / "tls.key") if cert_dir else "")
@@ -147,6 +188,10 @@ def options_from(args: argparse.Namespace) -> OperatorOptions:
         webhook_address=address,
         webhook_cert_file=cert,
         webhook_key_file=key,
+        webhook_self_managed=args.webhook_self_managed,
+        webhook_service=args.webhook_service,
+        webhook_secret=args.webhook_secret,
+        webhook_advertise_host=args.webhook_advertise_host,
     )
 
 

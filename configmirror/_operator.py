@@ -29,6 +29,7 @@ from kubemoon_trio import (
     Informer,
     Manager,
     ReconcileContext,
+    WebhookManager,
     WebhookServer,
 )
 
@@ -51,7 +52,7 @@ from ._plan import (
     namespace_labels,
     plan_reconcile,
 )
-from ._webhooks import ConfigMirrorWebhooks
+from ._webhooks import ConfigMirrorWebhooks, webhook_declarations
 
 __all__ = ["ConfigMirrorOperator"]
 
@@ -76,7 +77,21 @@ class ConfigMirrorOperator:
         )
         self.writes = 0
         self.webhook_server: WebhookServer | None = None
-        if opts.webhook_address is not None:  # served on every replica, leader or not
+        self.webhooks: WebhookManager | None = None
+        if opts.webhook_address is not None and opts.webhook_self_managed:
+            host, port = opts.webhook_address
+            service = opts.webhook_service
+            self.webhooks = self.manager.serve_webhooks(
+                webhook_declarations(ConfigMirrorWebhooks(client)),
+                host=host,
+                port=port,
+                service=service[:2] if service else None,
+                service_port=service[2] if service else 443,
+                secret=opts.webhook_secret,
+                advertise_host=opts.webhook_advertise_host,
+            )
+            self.webhook_server = self.webhooks.server
+        elif opts.webhook_address is not None:  # served on every replica, leader or not
             self.webhook_server = ConfigMirrorWebhooks(client).server(
                 opts.webhook_address,
                 opts.webhook_cert_file,

@@ -28,3 +28,10 @@ class OperatorOptions:
     webhook_address: tuple[str, int] | None = None
     webhook_cert_file: str = ""
     webhook_key_file: str = ""
+    # Self-managed webhooks: the operator keeps the certificate in ``webhook_secret`` and
+    # its leader registers the webhooks, reached through ``webhook_service`` (namespace,
+    # name, port) in a cluster, or at ``webhook_advertise_host`` on a laptop.
+    webhook_self_managed: bool = False
+    webhook_service: tuple[str, str, int] | None = None
+    webhook_secret: tuple[str, str] | None = None
+    webhook_advertise_host: str | None = None

@@ -21,6 +21,7 @@ from kubemoon_core import (
     KubeMoonError,
     Operation,
     WebhookApp,
+    WebhookDeclarations,
 )
 from kubemoon_trio import Client, WebhookServer
 
@@ -33,14 +34,17 @@ from ._admission import (
     validate_mirror,
 )
 from ._convert import converter
+from ._plan import CONFIGMIRRORS_V1BETA1
 
 __all__ = [
     "CONVERT_PATH",
     "MUTATE_PATH",
     "VALIDATE_PATH",
     "ConfigMirrorWebhooks",
+    "webhook_declarations",
 ]
 
+CRD_NAME = "configmirrors.kubemoon.dev"
 VALIDATE_PATH = "/validate-configmirror"
 MUTATE_PATH = "/mutate-configmirror"
 CONVERT_PATH = "/convert-configmirror"
@@ -128,3 +132,36 @@ def mutate(request: AdmissionRequest) -> AdmissionResponse:
     if request.object is None:
         return AdmissionResponse.allow()
     return AdmissionResponse.patched(request.object, default_mirror(request.object))
+
+
+async def _unserved(request: AdmissionRequest) -> AdmissionResponse:
+    """The validating handler of declarations made without a client (for YAML only)."""
+    return AdmissionResponse.deny("the ConfigMirror validating webhook runs without a client")
+
+
+def webhook_declarations(webhooks: ConfigMirrorWebhooks | None = None) -> WebhookDeclarations:
+    """ConfigMirror's three webhooks declared once: served by the operator and registered
+    by its leader (``--webhook-self-managed``), or printed for GitOps with
+    ``kubemoon webhooks generate configmirror:webhook_declarations``.
+
+    Validation and defaults cover ConfigMirrors (in the stored v1beta1; the API server
+    converts a v1alpha1 request first) on create and update: status updates are the
+    operator's and need no review. Both fail closed; the access reviews have no side
+    effects.
+    """
+    hooks = WebhookDeclarations("configmirror")
+    validate = webhooks.validate if webhooks is not None else _unserved
+    hooks.validating(
+        VALIDATE_PATH,
+        CONFIGMIRRORS_V1BETA1,
+        name="validate.configmirror.kubemoon.dev",
+        scope="Namespaced",
+    )(validate)
+    hooks.mutating(
+        MUTATE_PATH,
+        CONFIGMIRRORS_V1BETA1,
+        name="default.configmirror.kubemoon.dev",
+        scope="Namespaced",
+    )(mutate)
+    hooks.conversion(CONVERT_PATH, CRD_NAME, converter(), name="convert.configmirror.kubemoon.dev")
+    return hooks

@@ -3,15 +3,16 @@
 It starts etcd and kube-apiserver (built by `make testenv`), installs the CRD (v1beta1
 stored, v1alpha1 served, converted by the operator's webhook), creates the target
 namespaces with the label that lets them accept copies, runs the `kubemoon-configmirror`
-program with its webhooks against them, and shows an invalid mirror refused by the
-validating webhook, a valid one read in both versions, a source ConfigMap mirrored into
-two namespaces, an update propagating, and a deleted copy healing. Everything is torn
+program with self-managed webhooks against them (it makes its own certificate and
+registers the webhooks and the CRD's conversion with the API server), and shows an
+invalid mirror refused by the validating webhook, a valid one read in both versions, a
+source ConfigMap mirrored into two namespaces, an update propagating, and a deleted copy
+healing. Everything is torn
 down at the end.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import socket
 import subprocess
@@ -29,20 +30,15 @@ from configmirror import (
     CONFIGMAPS,
     CONFIGMIRRORS,
     CONFIGMIRRORS_V1BETA1,
-    CONVERT_PATH,
-    MUTATE_PATH,
-    VALIDATE_PATH,
 )
 from kubemoon_core import ApiError, GroupVersionResource, NotFound, WriteOptions
-from kubemoon_testing import ApiServer, WebhookCertificates
+from kubemoon_testing import ApiServer
 from kubemoon_trio import Client
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACES = ["demo-source", "team-a", "team-b"]
 CRDS = GroupVersionResource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-ADMISSION = "admissionregistration.k8s.io"
-VALIDATING = GroupVersionResource(ADMISSION, "v1", "validatingwebhookconfigurations")
-MUTATING = GroupVersionResource(ADMISSION, "v1", "mutatingwebhookconfigurations")
+SECRETS = GroupVersionResource("", "v1", "secrets")
 
 
 def free_port() -> int:
@@ -50,32 +46,6 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def webhook_configuration(kind: str, name: str, url: str, bundle: str) -> dict[str, Any]:
-    """deploy/webhooks.yaml's configuration, reaching the operator at ``url`` instead."""
-    return {
-        "apiVersion": f"{ADMISSION}/v1",
-        "kind": kind,
-        "metadata": {"name": f"configmirror-{name}"},
-        "webhooks": [
-            {
-                "name": f"{name}.configmirror.kubemoon.dev",
-                "clientConfig": {"url": url, "caBundle": bundle},
-                "rules": [
-                    {
-                        "apiGroups": ["kubemoon.dev"],
-                        "apiVersions": ["*"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": ["configmirrors"],
-                    }
-                ],
-                "failurePolicy": "Fail",
-                "sideEffects": "None",
-                "admissionReviewVersions": ["v1"],
-            }
-        ],
-    }
 
 
 def say(text: str) -> None:
@@ -115,20 +85,12 @@ async def copies_have(client: Client, data: dict[str, str]) -> bool:
 
 
 async def demo(server: ApiServer, tmp: Path) -> None:
-    certs = WebhookCertificates.create(tmp / "certs")
     port = free_port()
     base = f"https://127.0.0.1:{port}"
-    bundle = base64.b64encode(certs.ca_bundle).decode()
     async with Client.from_kubeconfig(str(server.kubeconfig_path)) as client:
         say("installing the ConfigMirror CRD (v1beta1 stored, v1alpha1 served)")
-        crd = yaml.safe_load((ROOT / "deploy" / "crd.yaml").read_text())
-        # In a cluster the conversion webhook is a Service and cert-manager injects the CA;
-        # here the operator runs on this machine.
-        crd["spec"]["conversion"]["webhook"]["clientConfig"] = {
-            "url": base + CONVERT_PATH,
-            "caBundle": bundle,
-        }
-        await client.create(CRDS, crd)
+        # The operator's leader points spec.conversion at itself once it runs.
+        await client.create(CRDS, yaml.safe_load((ROOT / "deploy" / "crd.yaml").read_text()))
         for namespace in NAMESPACES:
             # Targets opt in to receiving copies with a label; the source namespace does not.
             labels = {ACCEPT_MIRRORS_LABEL: "true"} if namespace != NAMESPACES[0] else {}
@@ -148,35 +110,33 @@ async def demo(server: ApiServer, tmp: Path) -> None:
 
         await wait_for(crd_served, "the CRD to be served")
 
-        say(f"starting kubemoon-configmirror, its webhooks on {base}")
+        say(f"starting kubemoon-configmirror, its self-managed webhooks on {base}")
         argv = [
             sys.executable, "-m", "configmirror", "--kubeconfig", str(server.kubeconfig_path),
             "--probe-address", "127.0.0.1:0", "--log-format", "json",
             "--webhook-host", "127.0.0.1", "--webhook-port", str(port),
-            "--webhook-cert-file", str(certs.cert_file),
-            "--webhook-key-file", str(certs.key_file),
+            "--webhook-self-managed", "--webhook-secret", f"{NAMESPACES[0]}/webhook-certs",
         ]  # fmt: skip
         with (tmp / "operator.log").open("w") as log:
             process = subprocess.Popen(argv, stderr=log)
             try:
-                await client.create(
-                    VALIDATING,
-                    webhook_configuration(
-                        "ValidatingWebhookConfiguration", "validate", base + VALIDATE_PATH, bundle
-                    ),
-                )
-                await client.create(
-                    MUTATING,
-                    webhook_configuration(
-                        "MutatingWebhookConfiguration", "default", base + MUTATE_PATH, bundle
-                    ),
-                )
                 await show_validation(client)
+                await show_registration(client)
                 await run_story(client)
             finally:
                 process.terminate()
                 code = await trio.to_thread.run_sync(process.wait)
                 say(f"operator stopped on SIGTERM with exit status {code}")
+
+
+async def show_registration(client: Client) -> None:
+    secret = await client.get(SECRETS, "webhook-certs", namespace=NAMESPACES[0])
+    print(
+        f"   certificate Secret {NAMESPACES[0]}/webhook-certs: {', '.join(sorted(secret['data']))}"
+    )
+    crd = await client.get(CRDS, "configmirrors.kubemoon.dev")
+    url = crd["spec"]["conversion"]["webhook"]["clientConfig"]["url"]
+    print(f"   registered by the operator: the CRD converts at {url}")
 
 
 def alpha_mirror(targets: list[str]) -> dict[str, Any]:

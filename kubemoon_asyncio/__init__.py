@@ -33,6 +33,7 @@ from ._informer import Informer
 from ._leader import LeaderElection
 from ._manager import LeaderElectionConfig, Manager
 from ._probes import ProbeServer
+from ._webhook_manager import WebhookManager
 from ._webhook_server import WebhookServer
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "TransportError",
     "TransportTimeout",
     "Watch",
+    "WebhookManager",
     "WebhookServer",
     "load_config",
     "load_in_cluster_config",

@@ -246,10 +246,32 @@ from ._webhook import (
     WebhookReply,
     ca_bundle_patch,
 )
+from ._webhook_config import (
+    CertificateAction,
+    CertificateFacts,
+    CertificatePlan,
+    CertificatePlanner,
+    CertificatePolicy,
+    CertificateState,
+    WebhookConfigurations,
+    WebhookDeclaration,
+    WebhookDeclarations,
+    WebhookEndpoint,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CertificateAction",
+    "CertificateFacts",
+    "CertificatePlan",
+    "CertificatePlanner",
+    "CertificatePolicy",
+    "CertificateState",
+    "WebhookConfigurations",
+    "WebhookDeclaration",
+    "WebhookDeclarations",
+    "WebhookEndpoint",
     "METADATA_ONLY_ACCEPT",
     "METADATA_ONLY_LIST_ACCEPT",
     "SERVER_SET_METADATA",

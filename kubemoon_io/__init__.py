@@ -7,6 +7,13 @@ no event loop, so ``kubemoon_trio``, ``kubemoon_asyncio``, ``kubemoon_sync`` and
 embeds the core in any other loop all use the same pieces.
 """
 
+from ._certs import (
+    CertificateMaterial,
+    CertificateSource,
+    ServingCertificate,
+    pem_fingerprints,
+    require_cryptography,
+)
 from ._config import (
     FileToken,
     kubeconfig_paths,
@@ -29,6 +36,10 @@ from ._transport import (
 )
 
 __all__ = [
+    "CertificateMaterial",
+    "CertificateSource",
+    "ServingCertificate",
+    "pem_fingerprints",
     "PLUGIN_OUTPUT_LIMIT",
     "PLUGIN_TIMEOUT",
     "TRACER_NAME",
@@ -51,6 +62,7 @@ __all__ = [
     "load_kubeconfig",
     "object_context",
     "proxy_settings",
+    "require_cryptography",
     "ssl_context",
     "tracing_enabled",
     "transport_error",

@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from kubemoon_core import (
     APIResource,
+    CertificatePolicy,
     ControllerMetrics,
     FailureReporter,
     GroupVersionResource,
@@ -39,6 +40,7 @@ from kubemoon_core import (
     LeadershipLost,
     LocalProtocolError,
     Predicate,
+    WebhookDeclarations,
 )
 from kubemoon_core._reflector import ReflectorStats
 from kubemoon_io import RuntimeCollector
@@ -51,6 +53,7 @@ from ._events import EventRecorder
 from ._informer import Informer
 from ._leader import LeaderElection
 from ._probes import ProbeServer
+from ._webhook_manager import WebhookManager
 from ._webhook_server import WebhookServer
 
 __all__ = ["LeaderElectionConfig", "Manager"]
@@ -138,6 +141,7 @@ class Manager:
             metrics=lambda: generate_latest(self.registry),
         )
         self.webhook_servers: list[WebhookServer] = []
+        self.webhooks: WebhookManager | None = None
         self.reconciling = False
         self._stop = _backend.Event()
         self._stopping = False
@@ -176,6 +180,45 @@ class Manager:
         Webhooks are served on every replica, leader or not: the API server calls any.
         """
         self.webhook_servers.append(server)
+
+    def serve_webhooks(
+        self,
+        declarations: WebhookDeclarations,
+        *,
+        host: str = "0.0.0.0",
+        port: int = 9443,
+        service: tuple[str, str] | None = None,
+        service_port: int = 443,
+        advertise_host: str | None = None,
+        secret: tuple[str, str] | None = None,
+        cert_dir: str | os.PathLike[str] | None = None,
+        policy: CertificatePolicy | None = None,
+        refresh: float = 10.0,
+        resync: float = 60.0,
+    ) -> WebhookManager:
+        """Serve ``declarations`` on every replica and register them from the leader.
+
+        The library keeps the certificates (a CA and serving certificate in ``secret``,
+        renewed and rotated; or the files of ``cert_dir``), the webhook configurations, the
+        CRDs' ``spec.conversion`` and every caBundle; see :class:`WebhookManager`.
+        """
+        if self.webhooks is not None:
+            raise LocalProtocolError("this manager already serves webhooks")
+        self.webhooks = WebhookManager(
+            self,
+            declarations,
+            host=host,
+            port=port,
+            service=service,
+            service_port=service_port,
+            advertise_host=advertise_host,
+            secret=secret,
+            cert_dir=cert_dir,
+            policy=policy,
+            refresh=refresh,
+            resync=resync,
+        )
+        return self.webhooks
 
     def add(self, controller: RuntimeController) -> None:
         """Register a built controller (done by :meth:`ControllerBuilder.complete`)."""
@@ -218,6 +261,8 @@ class Manager:
         """Why the process is not ready (``/readyz``): unsynced caches and current failures."""
         reasons = [problem.message for problem in self.failures.current_problems()]
         reasons += [f"{i.name}: cache not synced" for i in self.informers.not_synced()]
+        if self.webhooks is not None:
+            reasons += self.webhooks.problems()
         if self._stopping:
             reasons.append("stopping")
         return reasons
@@ -339,6 +384,8 @@ class Manager:
                 await tasks.start(self.probes.serve, host, port)
             for server in self.webhook_servers:
                 await tasks.start(server.serve)
+            if self.webhooks is not None:  # its server starts once a certificate is loaded
+                tasks.start_soon(self.webhooks.run)
             self.informers.start(tasks)
             tasks.start_soon(self.events.run)
             if self.election is not None:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import h11
 
 from kubemoon_core import LocalProtocolError, PendingAdmission, WebhookApp, WebhookReply
-from kubemoon_io import _tracing
+from kubemoon_io import CertificateSource, _tracing
 
 from ._backend import (
     TASK_STATUS_IGNORED,
@@ -212,15 +212,17 @@ class WebhookServer:
     kept-alive connection without a request (longer than Go's 90 s idle pool, so the API
     server closes first and never posts into a connection being closed). Metrics go to
     ``registry`` (prometheus_client's default when None). Run with :meth:`serve` until
-    cancelled.
+    cancelled. Instead of files, ``certificate`` may be an in-memory source (a
+    :class:`~kubemoon_io.ServingCertificate` its owner swaps).
     """
 
     def __init__(
         self,
         app: WebhookApp,
         *,
-        cert_file: str | os.PathLike[str],
-        key_file: str | os.PathLike[str],
+        cert_file: str | os.PathLike[str] | None = None,
+        key_file: str | os.PathLike[str] | None = None,
+        certificate: CertificateSource | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
         header_timeout: float = 10.0,
@@ -237,9 +239,17 @@ class WebhookServer:
         self.request_timeout = request_timeout
         self.idle_timeout = idle_timeout
         self.handshake_timeout = handshake_timeout
-        self._certificates = _Certificates(
-            os.fspath(cert_file), os.fspath(key_file), reload_interval
-        )
+        self._certificates: CertificateSource
+        if certificate is not None:  # held in memory and swapped by its owner
+            self._certificates = certificate
+        elif cert_file is None or key_file is None:
+            raise LocalProtocolError(
+                "a webhook server needs cert_file and key_file, or certificate"
+            )
+        else:
+            self._certificates = _Certificates(
+                os.fspath(cert_file), os.fspath(key_file), reload_interval
+            )
         self._metrics = _metrics_for(registry)
         self._port: int | None = None
 

@@ -29,8 +29,9 @@ CHANGELOG = ROOT / "CHANGELOG.md"
 # PEP 440 public versions of the forms this project uses: 1.2.3, 1.2.3rc1, 1.2.3.post1.
 VERSION = re.compile(r"^\d+\.\d+\.\d+((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$")
 _SOURCE_LINE = re.compile(r'^__version__ = "([^"]+)"$', re.M)
-_CM_VERSION = re.compile(r'^version = "([^"]+)"$', re.M)
-_CM_PIN = re.compile(r'"kubemoon>=([^",]+)"')
+_CM_VERSION = re.compile(r'^version = "(?P<version>[^"]+)"$', re.M)
+# The library requirement, with or without extras: "kubemoon[webhooks]>=0.1.0".
+_CM_PIN = re.compile(r'"kubemoon(?P<extras>\[[a-z,]+\])?>=(?P<version>[^",]+)"')
 _UNRELEASED = "## Unreleased"
 
 
@@ -55,8 +56,8 @@ def problems(tag: str | None = None) -> list[str]:
     text = CONFIGMIRROR.read_text(encoding="utf-8")
     for pattern, what in ((_CM_VERSION, "version"), (_CM_PIN, "kubemoon>= requirement")):
         match = pattern.search(text)
-        if match is None or match.group(1) != version:
-            got = match.group(1) if match else "nothing"
+        if match is None or match.group("version") != version:
+            got = match.group("version") if match else "nothing"
             found.append(f"{CONFIGMIRROR}: {what} is {got}, expected {version}")
     changelog = CHANGELOG.read_text(encoding="utf-8")
     if not re.search(rf"^## \[{re.escape(version)}\]", changelog, re.M):
@@ -82,7 +83,7 @@ def bump(new: str, today: datetime.date) -> None:
     )
     text = CONFIGMIRROR.read_text(encoding="utf-8")
     text = _CM_VERSION.sub(f'version = "{new}"', text, count=1)
-    text = _CM_PIN.sub(f'"kubemoon>={new}"', text, count=1)
+    text = _CM_PIN.sub(lambda m: f'"kubemoon{m["extras"] or ""}>={new}"', text, count=1)
     CONFIGMIRROR.write_text(text, encoding="utf-8")
     heading = f"{_UNRELEASED}\n\n## [{new}] - {today.isoformat()}"
     CHANGELOG.write_text(changelog.replace(_UNRELEASED, heading, 1), encoding="utf-8")

@@ -392,7 +392,7 @@ async def test_objects_stored_before_the_upgrade_are_served_in_both_versions(
 
 def test_the_deployed_webhook_configurations_are_valid(configmirror_api: ApiServer) -> None:
     documents = yaml.safe_load_all(
-        (Path(__file__).parents[2] / "deploy" / "webhooks.yaml").read_text()
+        (Path(__file__).parents[2] / "deploy" / "webhook-configurations.yaml").read_text()
     )
     paths = {
         "ValidatingWebhookConfiguration": VALIDATING,

@@ -174,13 +174,13 @@ def test_the_version_script_bumps_every_copy_and_checks_the_tag(tmp_path: Path) 
     assert status().stdout.strip() == "9.8.7"
     assert status("check", "--tag", "v9.8.7").returncode == 0
     configmirror = (tmp_path / "configmirror" / "pyproject.toml").read_text()
-    assert 'version = "9.8.7"' in configmirror and '"kubemoon>=9.8.7"' in configmirror
+    assert 'version = "9.8.7"' in configmirror and '"kubemoon[webhooks]>=9.8.7"' in configmirror
     changelog = (tmp_path / "CHANGELOG.md").read_text()
     assert changelog.index("## Unreleased") < changelog.index("## [9.8.7] - ")
 
     # A copy that drifts is caught.
     (tmp_path / "configmirror" / "pyproject.toml").write_text(
-        configmirror.replace('"kubemoon>=9.8.7"', '"kubemoon>=0.0.1"')
+        configmirror.replace('"kubemoon[webhooks]>=9.8.7"', '"kubemoon[webhooks]>=0.0.1"')
     )
     drift = status("check")
     assert drift.returncode == 1 and "kubemoon>= requirement is 0.0.1" in drift.stderr

@@ -1,0 +1,613 @@
+"""Webhooks declared once: the declarations, the configurations derived from them, and the
+certificate lifecycle as a pure planner.
+
+Rules:
+
+- A :class:`WebhookDeclarations` holds every webhook of an operator with its handler. The
+  :class:`WebhookApp` that serves them and the ``ValidatingWebhookConfiguration``,
+  ``MutatingWebhookConfiguration`` and CRD ``spec.conversion`` that register them are both
+  derived from it, so the two never disagree.
+- The configurations are server-side apply bodies: applying them as one field manager
+  removes the entries of declarations that are gone (``webhooks`` is a map keyed by name).
+- :class:`CertificatePlanner` decides, from the facts of the certificate Secret and the
+  wall-clock ``now`` it is handed (epoch seconds), the one next step of the lifecycle:
+  create a CA and serving certificate, renew the serving certificate, add the next CA to
+  the bundle, switch to it once the bundle that trusts it has been published for
+  ``propagation`` seconds, and drop the previous CA ``overlap`` seconds after the switch.
+  It never reads a clock and never generates a key: ``kubemoon_io`` does.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ._conversion import Converter
+from ._errors import LocalProtocolError
+from ._resources import GroupVersionResource
+from ._webhook import WebhookApp, WebhookKind
+
+__all__ = [
+    "CertificateAction",
+    "CertificateFacts",
+    "CertificatePlan",
+    "CertificatePlanner",
+    "CertificatePolicy",
+    "CertificateState",
+    "WebhookConfigurations",
+    "WebhookDeclaration",
+    "WebhookDeclarations",
+    "WebhookEndpoint",
+]
+
+_OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT", "*"})
+_FAILURE_POLICIES = frozenset({"Fail", "Ignore"})
+_SIDE_EFFECTS = frozenset({"None", "NoneOnDryRun"})
+_MATCH_POLICIES = frozenset({"Exact", "Equivalent"})
+_REINVOCATION = frozenset({"Never", "IfNeeded"})
+_SCOPES = frozenset({"*", "Cluster", "Namespaced"})
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_BASE_URL = re.compile(r"^https://[^/?#@\s]+(/[A-Za-z0-9._~/-]*)?$")
+# What a path may hold: it goes into a URL and a Service reference unescaped.
+_PATH = re.compile(r"^/[A-Za-z0-9._~/-]{0,255}$")
+ADMISSION_GROUP = "admissionregistration.k8s.io"
+
+H = TypeVar("H")
+
+
+def _qualified(name: str) -> bool:
+    labels = name.split(".")
+    return (
+        len(labels) >= 3 and len(name) <= 253 and all(_DNS_LABEL.match(label) for label in labels)
+    )
+
+
+def _slug(text: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return slug[:63].strip("-") or "webhook"
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookDeclaration:
+    """One webhook, as the API server must know it.
+
+    ``resources`` and ``operations`` make one rule per resource (its group and version);
+    ``crd`` is the CustomResourceDefinition a conversion webhook converts. ``name`` is
+    the fully qualified webhook name (at least three DNS labels).
+    """
+
+    name: str
+    path: str
+    kind: WebhookKind
+    resources: tuple[GroupVersionResource, ...] = ()
+    operations: tuple[str, ...] = ("CREATE", "UPDATE")
+    failure_policy: str = "Fail"
+    side_effects: str = "None"
+    timeout_seconds: int = 10
+    namespace_selector: Mapping[str, Any] | None = None
+    object_selector: Mapping[str, Any] | None = None
+    match_policy: str = "Equivalent"
+    reinvocation_policy: str = "Never"
+    scope: str = "*"
+    crd: str | None = None
+
+    def __post_init__(self) -> None:
+        def bad(what: str) -> LocalProtocolError:
+            return LocalProtocolError(f"webhook {self.name or self.path!r}: {what}")
+
+        if not _PATH.match(self.path) or "/../" in self.path + "/" or "//" in self.path:
+            raise bad(
+                "the path must start with '/' and hold only letters, digits and ._~/- "
+                f"(no '..' segment), got {self.path!r}"
+            )
+        if not _qualified(self.name):
+            raise bad("the name must be a fully qualified DNS name with at least three labels")
+        if self.kind is WebhookKind.CONVERSION:
+            if not self.crd or not _qualified(self.crd):
+                raise bad("a conversion webhook needs crd='<plural>.<group>'")
+            return
+        if not self.resources:
+            raise bad("an admission webhook needs at least one resource")
+        if not self.operations or not set(self.operations) <= _OPERATIONS:
+            raise bad(f"operations must be among {sorted(_OPERATIONS)}, got {self.operations}")
+        checks = (
+            (self.failure_policy, _FAILURE_POLICIES, "failure_policy"),
+            (self.side_effects, _SIDE_EFFECTS, "side_effects"),
+            (self.match_policy, _MATCH_POLICIES, "match_policy"),
+            (self.reinvocation_policy, _REINVOCATION, "reinvocation_policy"),
+            (self.scope, _SCOPES, "scope"),
+        )
+        for value, allowed, what in checks:
+            if value not in allowed:
+                raise bad(f"{what} must be one of {sorted(allowed)}, got {value!r}")
+        if isinstance(self.timeout_seconds, bool) or not 1 <= self.timeout_seconds <= 30:
+            raise bad(f"timeout_seconds must be 1 to 30, got {self.timeout_seconds!r}")
+        for selector, what in (
+            (self.namespace_selector, "namespace_selector"),
+            (self.object_selector, "object_selector"),
+        ):
+            if selector is not None and not isinstance(selector, Mapping):
+                raise bad(f"{what} must be a label selector mapping")
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookEndpoint:
+    """Where the API server reaches the webhooks: a Service in the cluster, or a URL.
+
+    ``service`` is ``(namespace, name)`` with ``port`` (443 by default); ``url`` is the
+    base ``https://host:port`` of a server outside the cluster (a laptop).
+    """
+
+    service: tuple[str, str] | None = None
+    port: int = 443
+    url: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.service is None) == (self.url is None):
+            raise LocalProtocolError("a webhook endpoint is a service or a url, exactly one")
+        if self.url is not None and not _BASE_URL.match(self.url):
+            raise LocalProtocolError(
+                f"a webhook url must be https://host[:port][/prefix] without a query, "
+                f"fragment or user: {self.url!r}"
+            )
+        if self.service is not None and not all(self.service):
+            raise LocalProtocolError("a webhook service needs a namespace and a name")
+        if not 1 <= self.port <= 65535:
+            raise LocalProtocolError(f"a webhook port must be 1 to 65535, got {self.port}")
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """The names the serving certificate must carry."""
+        if self.service is not None:
+            namespace, name = self.service
+            return (f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local")
+        netloc = (self.url or "").removeprefix("https://").split("/", 1)[0]
+        if netloc.startswith("[") and "]" in netloc:
+            host = netloc[1 : netloc.index("]")]
+        else:
+            host = netloc.split(":", 1)[0]
+        return (host,) if host == "localhost" else (host, "localhost")
+
+    def client_config(self, path: str, ca_bundle: bytes | None) -> dict[str, Any]:
+        """The ``clientConfig`` of a webhook served at ``path``."""
+        config: dict[str, Any]
+        if self.service is not None:
+            namespace, name = self.service
+            service = {"namespace": namespace, "name": name, "path": path, "port": self.port}
+            config = {"service": service}
+        else:
+            config = {"url": f"{(self.url or '').rstrip('/')}{path}"}
+        if ca_bundle:
+            config["caBundle"] = base64.b64encode(ca_bundle).decode("ascii")
+        return config
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookConfigurations:
+    """What the declarations register: each is a server-side apply body, or None.
+
+    ``validating`` and ``mutating`` are the two webhook configurations (None when no webhook
+    of that kind is declared); ``conversions`` patch each CRD's ``spec.conversion``.
+    """
+
+    validating: dict[str, Any] | None
+    mutating: dict[str, Any] | None
+    conversions: tuple[dict[str, Any], ...]
+
+    def documents(self) -> list[dict[str, Any]]:
+        """Every body, configurations first (for YAML output)."""
+        found = [c for c in (self.validating, self.mutating) if c is not None]
+        return [*found, *self.conversions]
+
+
+@dataclass(frozen=True, slots=True)
+class _Declared:
+    declaration: WebhookDeclaration
+    handler: Any
+
+
+class WebhookDeclarations:
+    """Every webhook of an operator, declared once with its handler.
+
+    ``name`` names the configurations (``<name>-validating``, ``<name>-mutating``) and
+    qualifies the default webhook names (``<path>.<name>.<domain>``). Register with the
+    decorators :meth:`validating`, :meth:`mutating`, or :meth:`conversion`; then
+    :meth:`app` serves them and :meth:`configurations` registers them.
+    """
+
+    def __init__(self, name: str, *, domain: str = "kubemoon.dev") -> None:
+        if not _DNS_LABEL.match(name) or len(name) > 40:
+            raise LocalProtocolError(f"webhooks name must be a short DNS label, got {name!r}")
+        self.name = name
+        self.domain = domain
+        self._declared: dict[str, _Declared] = {}
+
+    def __repr__(self) -> str:
+        return f"<WebhookDeclarations {self.name} {sorted(self._declared)}>"
+
+    @property
+    def declarations(self) -> tuple[WebhookDeclaration, ...]:
+        """The declarations, in the order they were made."""
+        return tuple(d.declaration for d in self._declared.values())
+
+    def _default_name(self, path: str) -> str:
+        # Paths that differ only in punctuation get the same slug: number the later ones.
+        taken = {d.declaration.name for d in self._declared.values()}
+        slug = _slug(path)
+        name, count = f"{slug}.{self.name}.{self.domain}", 1
+        while name in taken:
+            count += 1
+            name = f"{slug[:58]}-{count}.{self.name}.{self.domain}"
+        return name
+
+    def declare(self, declaration: WebhookDeclaration, handler: Any) -> None:
+        """Add a declaration with its handler (an admission handler or a Converter)."""
+        if declaration.path in self._declared:
+            raise LocalProtocolError(f"a webhook is already declared at {declaration.path!r}")
+        if any(d.declaration.name == declaration.name for d in self._declared.values()):
+            raise LocalProtocolError(f"a webhook is already named {declaration.name!r}")
+        self._declared[declaration.path] = _Declared(declaration, handler)
+
+    def _admission(
+        self, kind: WebhookKind, path: str, resources: Sequence[GroupVersionResource], opts: Any
+    ) -> Callable[[H], H]:
+        name = opts.pop("name", None) or self._default_name(path)
+        declaration = WebhookDeclaration(name, path, kind, tuple(resources), **opts)
+
+        def register(handler: H) -> H:
+            self.declare(declaration, handler)
+            return handler
+
+        return register
+
+    def validating(
+        self,
+        path: str,
+        *resources: GroupVersionResource,
+        name: str | None = None,
+        operations: Sequence[str] = ("CREATE", "UPDATE"),
+        failure_policy: str = "Fail",
+        side_effects: str = "None",
+        timeout_seconds: int = 10,
+        namespace_selector: Mapping[str, Any] | None = None,
+        object_selector: Mapping[str, Any] | None = None,
+        match_policy: str = "Equivalent",
+        scope: str = "*",
+    ) -> Callable[[H], H]:
+        """Decorate an admission handler (sync or async) as a validating webhook."""
+        return self._admission(
+            WebhookKind.VALIDATING,
+            path,
+            resources,
+            {
+                "name": name,
+                "operations": tuple(operations),
+                "failure_policy": failure_policy,
+                "side_effects": side_effects,
+                "timeout_seconds": timeout_seconds,
+                "namespace_selector": namespace_selector,
+                "object_selector": object_selector,
+                "match_policy": match_policy,
+                "scope": scope,
+            },
+        )
+
+    def mutating(
+        self,
+        path: str,
+        *resources: GroupVersionResource,
+        name: str | None = None,
+        operations: Sequence[str] = ("CREATE", "UPDATE"),
+        failure_policy: str = "Fail",
+        side_effects: str = "None",
+        timeout_seconds: int = 10,
+        namespace_selector: Mapping[str, Any] | None = None,
+        object_selector: Mapping[str, Any] | None = None,
+        match_policy: str = "Equivalent",
+        reinvocation_policy: str = "Never",
+        scope: str = "*",
+    ) -> Callable[[H], H]:
+        """Decorate an admission handler (sync or async) as a mutating webhook."""
+        return self._admission(
+            WebhookKind.MUTATING,
+            path,
+            resources,
+            {
+                "name": name,
+                "operations": tuple(operations),
+                "failure_policy": failure_policy,
+                "side_effects": side_effects,
+                "timeout_seconds": timeout_seconds,
+                "namespace_selector": namespace_selector,
+                "object_selector": object_selector,
+                "match_policy": match_policy,
+                "reinvocation_policy": reinvocation_policy,
+                "scope": scope,
+            },
+        )
+
+    def conversion(
+        self, path: str, crd: str, converter: Converter, *, name: str | None = None
+    ) -> None:
+        """Declare the conversion webhook of the CRD named ``crd`` (``<plural>.<group>``)."""
+        declaration = WebhookDeclaration(
+            name or self._default_name(path), path, WebhookKind.CONVERSION, crd=crd
+        )
+        self.declare(declaration, converter)
+
+    # -- derived -------------------------------------------------------------------------
+
+    def app(self, app: WebhookApp | None = None) -> WebhookApp:
+        """A :class:`WebhookApp` serving every declaration (added to ``app`` if given)."""
+        app = app if app is not None else WebhookApp()
+        for declared in self._declared.values():
+            d, handler = declared.declaration, declared.handler
+            if d.kind is WebhookKind.CONVERSION:
+                app.conversion(d.path, handler, name=d.name)
+            elif d.kind is WebhookKind.VALIDATING:
+                app.validating(d.path, handler, name=d.name)
+            else:
+                app.mutating(d.path, handler, name=d.name)
+        return app
+
+    def configurations(
+        self,
+        endpoint: WebhookEndpoint,
+        *,
+        ca_bundle: bytes | None = None,
+        inject_ca_from: str | None = None,
+    ) -> WebhookConfigurations:
+        """The configurations registering every declaration at ``endpoint``.
+
+        ``ca_bundle`` (PEM) goes into every ``clientConfig``; ``inject_ca_from``
+        (``namespace/certificate``) instead annotates each object for cert-manager's CA
+        injector.
+        """
+        annotations = {"cert-manager.io/inject-ca-from": inject_ca_from} if inject_ca_from else {}
+        metadata_extra: dict[str, Any] = {"annotations": annotations} if annotations else {}
+        by_kind: dict[WebhookKind, list[dict[str, Any]]] = {
+            WebhookKind.VALIDATING: [],
+            WebhookKind.MUTATING: [],
+        }
+        conversions = []
+        for d in self.declarations:
+            client_config = endpoint.client_config(d.path, ca_bundle)
+            if d.kind is WebhookKind.CONVERSION:
+                conversions.append(
+                    {
+                        "apiVersion": "apiextensions.k8s.io/v1",
+                        "kind": "CustomResourceDefinition",
+                        "metadata": {"name": d.crd, **metadata_extra},
+                        "spec": {
+                            "conversion": {
+                                "strategy": "Webhook",
+                                "webhook": {
+                                    "clientConfig": client_config,
+                                    "conversionReviewVersions": ["v1"],
+                                },
+                            }
+                        },
+                    }
+                )
+                continue
+            by_kind[d.kind].append(_admission_entry(d, client_config))
+        configs: dict[WebhookKind, dict[str, Any] | None] = {}
+        for kind, entries in by_kind.items():
+            title = "Validating" if kind is WebhookKind.VALIDATING else "Mutating"
+            configs[kind] = (
+                {
+                    "apiVersion": f"{ADMISSION_GROUP}/v1",
+                    "kind": f"{title}WebhookConfiguration",
+                    "metadata": {"name": f"{self.name}-{kind.value}", **metadata_extra},
+                    "webhooks": entries,
+                }
+                if entries
+                else None
+            )
+        return WebhookConfigurations(
+            configs[WebhookKind.VALIDATING], configs[WebhookKind.MUTATING], tuple(conversions)
+        )
+
+
+def _admission_entry(d: WebhookDeclaration, client_config: dict[str, Any]) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "name": d.name,
+        "clientConfig": client_config,
+        "rules": [
+            {
+                "apiGroups": [r.group],
+                "apiVersions": [r.version],
+                "operations": list(d.operations),
+                "resources": [r.resource],
+                "scope": d.scope,
+            }
+            for r in d.resources
+        ],
+        "failurePolicy": d.failure_policy,
+        "sideEffects": d.side_effects,
+        "matchPolicy": d.match_policy,
+        "timeoutSeconds": d.timeout_seconds,
+        "admissionReviewVersions": ["v1"],
+    }
+    if d.kind is WebhookKind.MUTATING:
+        entry["reinvocationPolicy"] = d.reinvocation_policy
+    if d.namespace_selector is not None:
+        entry["namespaceSelector"] = dict(d.namespace_selector)
+    if d.object_selector is not None:
+        entry["objectSelector"] = dict(d.object_selector)
+    return entry
+
+
+# -- certificates ------------------------------------------------------------------------
+
+_DAY = 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class CertificatePolicy:
+    """How long certificates live and when they change (seconds).
+
+    The CA lives ``ca_validity`` (5 years) and its successor is added to the bundle
+    ``rotate_ca_before`` (1 year) before it expires; the successor signs the serving
+    certificate once the bundle trusting it has been published ``propagation`` (60 s); the
+    old CA leaves the bundle ``overlap`` (5 min) after that switch, once every replica has
+    reloaded. A serving certificate lives ``serving_validity`` (90 days, never past its
+    CA) and is renewed ``renew_before`` (30 days) before it expires. Certificates are
+    backdated by ``backdate`` against clock skew.
+    """
+
+    ca_validity: float = 5 * 365 * _DAY
+    rotate_ca_before: float = 365 * _DAY
+    serving_validity: float = 90 * _DAY
+    renew_before: float = 30 * _DAY
+    propagation: float = 60.0
+    overlap: float = 300.0
+    backdate: float = 3600.0
+
+    def __post_init__(self) -> None:
+        for name in (
+            "ca_validity",
+            "rotate_ca_before",
+            "serving_validity",
+            "renew_before",
+            "propagation",
+            "overlap",
+            "backdate",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise LocalProtocolError(f"certificate policy: {name} must be >= 0")
+        if not 0 < self.renew_before < self.serving_validity:
+            raise LocalProtocolError("certificate policy: renew_before must be in (0, validity)")
+        if not self.rotate_ca_before < self.ca_validity:
+            raise LocalProtocolError("certificate policy: rotate_ca_before must be < ca_validity")
+        # The switch to the next CA (rotation start + propagation) comes before a serving
+        # certificate capped at the old CA's expiry would be due for renewal.
+        if not self.rotate_ca_before > self.renew_before + self.propagation:
+            raise LocalProtocolError(
+                "certificate policy: rotate_ca_before must exceed renew_before + propagation"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class CertificateFacts:
+    """What the planner needs of one certificate: its SHA-256 fingerprint and validity
+    (epoch seconds)."""
+
+    fingerprint: str
+    not_before: float
+    not_after: float
+
+
+@dataclass(frozen=True, slots=True)
+class CertificateState:
+    """The certificate Secret as the planner sees it (``kubemoon_io`` reads it).
+
+    ``serving_issuer`` is the fingerprint of the CA that signed the serving certificate
+    (None if neither ``ca`` nor ``next_ca`` did); ``bundle`` the fingerprints of the CAs
+    in the published bundle and ``bundle_digest`` its digest; ``published`` the digest
+    last confirmed in every configuration and ``published_at`` when; ``switched_at`` when
+    ``ca`` took over from the previous CA.
+    """
+
+    ca: CertificateFacts | None = None
+    next_ca: CertificateFacts | None = None
+    serving: CertificateFacts | None = None
+    serving_issuer: str | None = None
+    serving_hosts: tuple[str, ...] = ()
+    bundle: tuple[str, ...] = ()
+    bundle_digest: str = ""
+    published: str | None = None
+    published_at: float | None = None
+    switched_at: float | None = None
+
+
+class CertificateAction(enum.Enum):
+    """The one step the planner asks for."""
+
+    NONE = "none"
+    CREATE = "create"  # a new CA and serving certificate; the bundle is the CA alone
+    RENEW_SERVING = "renew-serving"  # a new serving certificate from the current CA
+    ADD_NEXT_CA = "add-next-ca"  # a new CA joins the bundle; it signs nothing yet
+    SWITCH_CA = "switch-ca"  # the next CA becomes current and signs a serving certificate
+    SET_BUNDLE = "set-bundle"  # the bundle becomes :attr:`CertificatePlan.bundle`
+
+
+@dataclass(frozen=True, slots=True)
+class CertificatePlan:
+    """The planner's answer: ``action`` with ``reason``; ``bundle`` the CA fingerprints
+    the bundle should hold for SET_BUNDLE; ``next_check`` when to ask again (epoch
+    seconds; None: after the next publication)."""
+
+    action: CertificateAction
+    reason: str
+    next_check: float | None
+    bundle: tuple[str, ...] = field(default=())
+
+
+class CertificatePlanner:
+    """The certificate lifecycle, one decision at a time (see the module rules)."""
+
+    def __init__(self, policy: CertificatePolicy | None = None) -> None:
+        self.policy = policy if policy is not None else CertificatePolicy()
+
+    def __repr__(self) -> str:
+        return f"<CertificatePlanner {self.policy}>"
+
+    def plan(self, state: CertificateState, hosts: Iterable[str], now: float) -> CertificatePlan:
+        """The next step for ``state`` at ``now`` when serving ``hosts``."""
+        p = self.policy
+        hosts = tuple(hosts)
+        ca, nxt, serving = state.ca, state.next_ca, state.serving
+
+        def act(
+            action: CertificateAction, reason: str, bundle: tuple[str, ...] = ()
+        ) -> CertificatePlan:
+            return CertificatePlan(action, reason, now, bundle)
+
+        if ca is None or not ca.not_before <= now < ca.not_after:
+            return act(CertificateAction.CREATE, "no valid CA")
+        if nxt is not None and not nxt.not_before <= now < nxt.not_after:
+            return act(CertificateAction.CREATE, "the next CA is not valid")
+        # The bundle: the current CA, the next one while it waits, the previous one(s)
+        # until ``overlap`` after the switch.
+        wanted = (ca.fingerprint,) + ((nxt.fingerprint,) if nxt else ())
+        extra = tuple(f for f in state.bundle if f not in wanted)
+        drop_at = (state.switched_at or -float("inf")) + p.overlap
+        if extra and now >= drop_at:
+            return act(CertificateAction.SET_BUNDLE, "the previous CA's overlap ended", wanted)
+        if not set(wanted) <= set(state.bundle):
+            return act(CertificateAction.SET_BUNDLE, "the bundle lacks a CA", wanted + extra)
+        deadlines = [drop_at] if extra else []
+        # The serving certificate.
+        cap = ca.not_after
+        renew_at = serving.not_after - p.renew_before if serving else now
+        if (
+            serving is None
+            or state.serving_issuer != ca.fingerprint
+            or set(state.serving_hosts) != set(hosts)
+            or not serving.not_before <= now < serving.not_after
+        ):
+            return act(CertificateAction.RENEW_SERVING, "the serving certificate is unusable")
+        if now >= renew_at and min(now + p.serving_validity, cap) > serving.not_after:
+            return act(CertificateAction.RENEW_SERVING, "the serving certificate is due")
+        if now < renew_at:
+            deadlines.append(renew_at)
+        # The CA.
+        if nxt is None:
+            rotate_at = ca.not_after - p.rotate_ca_before
+            if now >= rotate_at:
+                return act(CertificateAction.ADD_NEXT_CA, "the CA is due for rotation")
+            deadlines.append(rotate_at)
+        elif state.published == state.bundle_digest and state.published_at is not None:
+            switch_at = state.published_at + p.propagation
+            if now >= switch_at:
+                return act(CertificateAction.SWITCH_CA, "the next CA's bundle has propagated")
+            deadlines.append(switch_at)
+        # else: waiting for the bundle with the next CA to be published (no deadline).
+        deadlines.append(serving.not_after)
+        return CertificatePlan(CertificateAction.NONE, "up to date", min(deadlines))

@@ -1,0 +1,419 @@
+"""Declared webhooks, served on every replica and registered by the leader.
+
+Rules:
+
+- Every replica serves the declarations (:meth:`WebhookDeclarations.app`) with the same
+  certificate: by default the one in the certificate Secret, re-read every ``refresh``
+  seconds and swapped in memory without a restart; with ``cert_dir`` the files there
+  (a cert-manager Secret), reloaded when they change. The server starts once a
+  certificate is loaded.
+- Only the leader writes: it runs the pure :class:`~kubemoon_core.CertificatePlanner`
+  on the Secret (create, renew, rotate with an overlap), then server-side applies the
+  configurations derived from the declarations (field manager: the Manager's name), and
+  records in the Secret that the bundle is published -- the planner waits ``propagation``
+  after that before any certificate signed by a new CA is served. It repeats every
+  ``resync`` seconds (a configuration deleted by hand comes back) or when a certificate
+  step is due.
+- A failed call (missing RBAC above all) goes through the Manager's failure reporter:
+  logged at ERROR with the verb and resource for 401/403, and a ``/readyz`` reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kubemoon_core import (
+    ApiError,
+    CertificateAction,
+    CertificatePlanner,
+    CertificatePolicy,
+    Conflict,
+    GroupVersionResource,
+    KubeMoonError,
+    LocalProtocolError,
+    NotFound,
+    WebhookConfigurations,
+    WebhookDeclarations,
+    WebhookEndpoint,
+    WriteOptions,
+)
+from kubemoon_io import CertificateMaterial, ServingCertificate, require_cryptography
+
+from . import _backend
+from ._webhook_server import WebhookServer
+
+if TYPE_CHECKING:
+    from ._manager import Manager
+
+__all__ = ["WebhookManager"]
+
+logger = logging.getLogger("kubemoon.webhooks")
+
+SECRETS = GroupVersionResource("", "v1", "secrets")
+VALIDATING = GroupVersionResource(
+    "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations"
+)
+MUTATING = GroupVersionResource(
+    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"
+)
+CRDS = GroupVersionResource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+# How many certificate steps one pass may take (create, then nothing: normally one or two).
+_MAX_STEPS = 6
+
+
+class WebhookManager:
+    """The declared webhooks of a :class:`Manager` (made by :meth:`Manager.serve_webhooks`).
+
+    ``service`` is ``(namespace, name)`` of the Service in front of the pods (in a
+    cluster, port ``service_port``); without it the API server is sent to
+    ``https://<advertise_host or host>:<bound port>`` (a laptop). ``secret`` is
+    ``(namespace, name)`` of the certificate Secret (default: ``<name>-webhook-certs`` in
+    the Service's namespace); ``cert_dir`` (``tls.crt``, ``tls.key``, optional ``ca.crt``)
+    replaces it. ``policy`` sets validity, renewal and rotation times; ``clock`` gives
+    wall-clock epoch seconds (tests inject one).
+    """
+
+    def __init__(
+        self,
+        manager: Manager,
+        declarations: WebhookDeclarations,
+        *,
+        host: str = "0.0.0.0",
+        port: int = 9443,
+        service: tuple[str, str] | None = None,
+        service_port: int = 443,
+        advertise_host: str | None = None,
+        secret: tuple[str, str] | None = None,
+        cert_dir: str | os.PathLike[str] | None = None,
+        policy: CertificatePolicy | None = None,
+        refresh: float = 10.0,
+        resync: float = 60.0,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.manager = manager
+        self.declarations = declarations
+        self.service = service
+        self.service_port = service_port
+        self.advertise_host = advertise_host or ("127.0.0.1" if host == "0.0.0.0" else host)
+        self.cert_dir = Path(cert_dir) if cert_dir is not None else None
+        if secret is None and self.cert_dir is None:
+            namespace = service[0] if service else "default"
+            secret = (namespace, f"{declarations.name}-webhook-certs")
+        self.secret = None if self.cert_dir is not None else secret
+        if self.secret is not None:
+            require_cryptography()  # fail now, not in the leader's first pass
+        self.planner = CertificatePlanner(policy)
+        if self.planner.policy.overlap <= refresh:
+            raise LocalProtocolError(
+                "the certificate overlap must be longer than the refresh interval, so every "
+                "replica serves the new certificate before the old CA leaves the bundle"
+            )
+        self.refresh = refresh
+        self.resync = resync
+        self._clock = clock or _backend.wall_time
+        self.certificate = ServingCertificate()
+        if self.cert_dir is not None:
+            self.server = WebhookServer(
+                declarations.app(),
+                cert_file=self.cert_dir / "tls.crt",
+                key_file=self.cert_dir / "tls.key",
+                host=host,
+                port=port,
+                registry=manager.registry,
+            )
+        else:
+            self.server = WebhookServer(
+                declarations.app(),
+                certificate=self.certificate,
+                host=host,
+                port=port,
+                registry=manager.registry,
+            )
+        self._loaded = _backend.Event()
+        self._serving = _backend.Event()
+        if self.cert_dir is not None:
+            self._loaded.set()
+        self.applied = 0  # passes that applied every configuration
+
+    def __repr__(self) -> str:
+        return f"<WebhookManager {self.declarations.name} {self.server!r}>"
+
+    # -- what is registered ----------------------------------------------------------------
+
+    def endpoint(self) -> WebhookEndpoint:
+        """Where the API server reaches the webhooks (the URL needs the bound port)."""
+        if self.service is not None:
+            return WebhookEndpoint(service=self.service, port=self.service_port)
+        host = self.advertise_host
+        host = f"[{host}]" if ":" in host else host
+        return WebhookEndpoint(url=f"https://{host}:{self.server.port}")
+
+    def configurations(self, ca_bundle: bytes | None) -> WebhookConfigurations:
+        """The configurations the leader applies with ``ca_bundle``."""
+        return self.declarations.configurations(self.endpoint(), ca_bundle=ca_bundle)
+
+    def problems(self) -> list[str]:
+        """Why the webhooks are not ready (``/readyz``)."""
+        if not self._loaded.is_set():
+            return ["webhooks: no serving certificate yet"]
+        if not self._serving.is_set():
+            return ["webhooks: not serving yet"]
+        return []
+
+    # -- running ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve, refresh the certificate, and lead when leading; until cancelled."""
+        async with _backend.TaskGroup() as tasks:
+            if self.secret is not None:
+                tasks.start_soon(self._refresh_loop)
+            tasks.start_soon(self._lead_loop)
+            await self._loaded.wait()
+            await tasks.start(self.server.serve)
+            self._serving.set()
+            logger.info("webhooks served at %s", self.server.url)
+
+    async def _refresh_loop(self) -> None:
+        """Every replica: load the Secret's certificate when it changed."""
+        assert self.secret is not None
+        namespace, name = self.secret
+        while True:
+            try:
+                found = await self.manager.client.get(SECRETS, name, namespace=namespace)
+            except NotFound:
+                found = None
+            except KubeMoonError as exc:
+                self._failed("get", "secrets", exc, namespace)
+                found = None
+            else:
+                self._succeeded("get", "secrets")
+            if found is not None:
+                self._load(CertificateMaterial.from_secret(found))
+            await _backend.sleep(self.refresh)
+
+    def _load(self, material: CertificateMaterial) -> None:
+        if not material.cert or not material.key:
+            return
+        try:
+            changed = self.certificate.update(material.cert, material.key)
+        except LocalProtocolError as exc:
+            logger.warning("webhook certificate from the Secret not loaded: %s", exc)
+            return
+        if changed:
+            logger.info("webhook serving certificate loaded (reload %d)", self.certificate.reloads)
+        self._loaded.set()
+
+    async def _lead_loop(self) -> None:
+        """The leader: certificates, then configurations, every ``resync`` or when due."""
+        election = self.manager.election
+        while True:
+            if election is not None and not election.is_leader:
+                await election.wait_leading()
+            try:
+                next_check = await self.reconcile_once()
+            except KubeMoonError as exc:  # never lose the manager over one pass
+                logger.error("webhooks: the leader's pass failed: %s", exc)
+                next_check = self._clock() + min(self.resync, 5.0)
+            delay = self.resync
+            if next_check is not None:
+                delay = min(delay, max(0.0, next_check - self._clock()))
+            await _backend.sleep(delay)
+
+    async def reconcile_once(self) -> float | None:
+        """One leader pass; returns when a certificate step is next due (epoch seconds)."""
+        next_check: float | None = None
+        material: CertificateMaterial | None = None
+        secret: dict[str, Any] | None = None
+        bundle: bytes | None = None
+        if self.secret is not None:
+            found = await self._certificates()
+            if found is None:
+                return self._clock() + min(self.refresh, 1.0)  # try again soon
+            material, secret, next_check = found
+            bundle = material.bundle
+        elif self.cert_dir is not None:
+            ca_file = self.cert_dir / "ca.crt"
+            bundle = ca_file.read_bytes() if ca_file.is_file() else None
+        await self._serving.wait()
+        if not await self._apply(self.configurations(bundle)):
+            retry = self._clock() + min(self.resync, 5.0)
+            return retry if next_check is None else min(next_check, retry)
+        self.applied += 1
+        if material is not None and material.published != material.bundle_digest:
+            published = material.published_now(self._clock())
+            if await self._write(published, secret):
+                return self._clock()  # re-plan at once: the switch may now be timed
+        return next_check
+
+    async def _certificates(
+        self,
+    ) -> tuple[CertificateMaterial, dict[str, Any] | None, float | None] | None:
+        """Plan and perform certificate steps until none is due; the material, its
+        Secret as stored, and when to look again (None: the API failed)."""
+        assert self.secret is not None
+        namespace, name = self.secret
+        hosts = self.endpoint().hosts if self.service else self._local_hosts()
+        for _ in range(_MAX_STEPS):
+            try:
+                secret: dict[str, Any] | None = await self.manager.client.get(
+                    SECRETS, name, namespace=namespace
+                )
+            except NotFound:
+                secret = None
+            except KubeMoonError as exc:
+                self._failed("get", "secrets", exc, namespace)
+                return None
+            material = CertificateMaterial.from_secret(secret)
+            now = self._clock()
+            plan = self.planner.plan(material.state(), hosts, now)
+            if plan.action is CertificateAction.NONE:
+                self._load(material)
+                return material, secret, plan.next_check
+            logger.info(
+                "webhook certificates: %s (%s)",
+                plan.action.value,
+                plan.reason,
+                extra={"secret": f"{namespace}/{name}"},
+            )
+            new = material.perform(
+                plan,
+                hosts=hosts,
+                policy=self.planner.policy,
+                now=now,
+                common_name=f"{self.declarations.name}-webhook",
+            )
+            if not await self._write(new, secret):
+                return None
+        return None
+
+    def _local_hosts(self) -> tuple[str, ...]:
+        # The port is not part of a certificate: known before the server is bound.
+        return WebhookEndpoint(url=f"https://{_bracket(self.advertise_host)}:1").hosts
+
+    async def _write(self, material: CertificateMaterial, secret: dict[str, Any] | None) -> bool:
+        """Create or replace the Secret (conditional on its resourceVersion)."""
+        assert self.secret is not None
+        namespace, name = self.secret
+        body = material.secret(namespace, name)
+        client = self.manager.client
+        try:
+            if secret is None:
+                await client.create(SECRETS, body, namespace=namespace)
+                verb = "create"
+            else:
+                metadata = {
+                    k: v for k, v in secret.get("metadata", {}).items() if k != "managedFields"
+                }
+                annotations = dict(metadata.get("annotations") or {})
+                annotations.update(body["metadata"]["annotations"])
+                body["metadata"] = {**metadata, "annotations": annotations}
+                verb = "update"
+                await client.replace(SECRETS, body, namespace=namespace)
+        except Conflict:
+            return False  # someone wrote first: read again
+        except KubeMoonError as exc:
+            self._failed("create" if secret is None else "update", "secrets", exc, namespace)
+            return False
+        self._succeeded(verb, "secrets")
+        return True
+
+    async def _apply(self, configs: WebhookConfigurations) -> bool:
+        client = self.manager.client
+        field_manager = self.manager.name
+        ok = True
+        pairs = (
+            (VALIDATING, configs.validating, "validating"),
+            (MUTATING, configs.mutating, "mutating"),
+        )
+        for resource, wanted, suffix in pairs:
+            name = f"{self.declarations.name}-{suffix}"
+            body = wanted
+            if body is None:
+                # No webhook of this kind any more: empty our entries if the object exists.
+                try:
+                    await client.get(resource, name)
+                except NotFound:
+                    continue
+                except KubeMoonError as exc:
+                    ok = self._failed("get", resource.resource, exc)
+                    continue
+                kind = (
+                    "ValidatingWebhookConfiguration"
+                    if suffix == "validating"
+                    else ("MutatingWebhookConfiguration")
+                )
+                body = {
+                    "apiVersion": "admissionregistration.k8s.io/v1",
+                    "kind": kind,
+                    "metadata": {"name": name},
+                    "webhooks": [],
+                }
+            ok = await self._apply_one(resource, body, field_manager) and ok
+        for crd in configs.conversions:
+            ok = await self._clear_other_client_config(crd, field_manager) and ok
+            ok = await self._apply_one(CRDS, crd, field_manager) and ok
+        return ok
+
+    async def _clear_other_client_config(self, crd: dict[str, Any], field_manager: str) -> bool:
+        """A CRD installed with a ``service`` (or ``url``) its creator owns keeps it under
+        server-side apply, and both together are invalid: remove the other one first."""
+        ours = crd["spec"]["conversion"]["webhook"]["clientConfig"]
+        other = "service" if "url" in ours else "url"
+        name = crd["metadata"]["name"]
+        try:
+            live = await self.manager.client.get(CRDS, name)
+        except KubeMoonError as exc:
+            return self._failed("get", CRDS.resource, exc)
+        conversion = live.get("spec", {}).get("conversion") or {}
+        current = (conversion.get("webhook") or {}).get("clientConfig") or {}
+        if other not in current:
+            return True
+        patch = {"spec": {"conversion": {"webhook": {"clientConfig": {other: None, **ours}}}}}
+        try:
+            await self.manager.client.patch(
+                CRDS, name, patch, options=WriteOptions(field_manager=field_manager)
+            )
+        except KubeMoonError as exc:
+            return self._failed("patch", CRDS.resource, exc)
+        return True
+
+    async def _apply_one(
+        self, resource: GroupVersionResource, body: dict[str, Any], field_manager: str
+    ) -> bool:
+        try:
+            await self.manager.client.apply(resource, body, field_manager=field_manager, force=True)
+        except KubeMoonError as exc:
+            return self._failed("patch", resource.resource, exc)
+        self._succeeded("patch", resource.resource)
+        return True
+
+    # -- failures ----------------------------------------------------------------------------
+
+    def _failed(
+        self, verb: str, resource: str, error: BaseException, namespace: str | None = None
+    ) -> bool:
+        now = _backend.current_time()
+        report = self.manager.failures.failed(
+            f"webhooks {verb} {resource}", verb, resource, error, now=now, namespace=namespace
+        )
+        if report is not None:
+            level = int(report.level)
+            if isinstance(error, ApiError) and error.code in (401, 403):
+                level = logging.ERROR  # the operator cannot work without this permission
+            logger.log(level, "webhooks: %s", report.message)
+        return False
+
+    def _succeeded(self, verb: str, resource: str) -> None:
+        report = self.manager.failures.succeeded(
+            f"webhooks {verb} {resource}", now=_backend.current_time()
+        )
+        if report is not None:
+            logger.log(int(report.level), "webhooks: %s", report.message)
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

@@ -1,0 +1,288 @@
+"""Webhook declarations -> configurations, and the certificate planner's single steps."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+
+from kubemoon_core import (
+    AdmissionRequest,
+    AdmissionResponse,
+    CertificateAction,
+    CertificateFacts,
+    CertificatePlanner,
+    CertificatePolicy,
+    CertificateState,
+    Converter,
+    GroupVersionResource,
+    LocalProtocolError,
+    WebhookDeclaration,
+    WebhookDeclarations,
+    WebhookEndpoint,
+    WebhookKind,
+)
+
+WIDGETS = GroupVersionResource("examples.kubemoon.dev", "v1", "widgets")
+CM = GroupVersionResource("", "v1", "configmaps")
+
+
+def allow(request: AdmissionRequest) -> AdmissionResponse:
+    return AdmissionResponse.allow()
+
+
+def hooks() -> WebhookDeclarations:
+    declared = WebhookDeclarations("widgets")
+    declared.validating(
+        "/validate-widget",
+        WIDGETS,
+        CM,
+        failure_policy="Ignore",
+        timeout_seconds=5,
+        namespace_selector={"matchLabels": {"a": "b"}},
+        object_selector={"matchLabels": {"c": "d"}},
+        match_policy="Exact",
+        scope="Namespaced",
+    )(allow)
+    declared.mutating("/default-widget", WIDGETS, operations=["CREATE"])(allow)
+    declared.conversion("/convert", "widgets.examples.kubemoon.dev", Converter())
+    return declared
+
+
+def test_configurations_from_declarations_with_a_service() -> None:
+    endpoint = WebhookEndpoint(service=("ops", "widgets-webhook"), port=8443)
+    configs = hooks().configurations(endpoint, ca_bundle=b"PEM")
+    assert configs.validating is not None and configs.mutating is not None
+    assert configs.validating["metadata"] == {"name": "widgets-validating"}
+    (entry,) = configs.validating["webhooks"]
+    assert entry == {
+        "name": "validate-widget.widgets.kubemoon.dev",
+        "clientConfig": {
+            "service": {
+                "namespace": "ops",
+                "name": "widgets-webhook",
+                "path": "/validate-widget",
+                "port": 8443,
+            },
+            "caBundle": base64.b64encode(b"PEM").decode(),
+        },
+        "rules": [
+            {
+                "apiGroups": ["examples.kubemoon.dev"],
+                "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"],
+                "resources": ["widgets"],
+                "scope": "Namespaced",
+            },
+            {
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"],
+                "resources": ["configmaps"],
+                "scope": "Namespaced",
+            },
+        ],
+        "failurePolicy": "Ignore",
+        "sideEffects": "None",
+        "matchPolicy": "Exact",
+        "timeoutSeconds": 5,
+        "admissionReviewVersions": ["v1"],
+        "namespaceSelector": {"matchLabels": {"a": "b"}},
+        "objectSelector": {"matchLabels": {"c": "d"}},
+    }
+    (mutating,) = configs.mutating["webhooks"]
+    assert mutating["reinvocationPolicy"] == "Never"
+    assert mutating["rules"][0]["operations"] == ["CREATE"]
+    (crd,) = configs.conversions
+    assert crd["metadata"] == {"name": "widgets.examples.kubemoon.dev"}
+    webhook = crd["spec"]["conversion"]["webhook"]
+    assert webhook["clientConfig"]["service"]["path"] == "/convert"
+    assert crd["spec"]["conversion"]["strategy"] == "Webhook"
+    assert len(configs.documents()) == 3
+
+
+def test_url_endpoint_and_cert_manager_variant() -> None:
+    endpoint = WebhookEndpoint(url="https://127.0.0.1:9443")
+    assert endpoint.hosts == ("127.0.0.1", "localhost")
+    assert WebhookEndpoint(url="https://[::1]:9443").hosts == ("::1", "localhost")
+    assert WebhookEndpoint(url="https://dev.example/hooks").hosts == ("dev.example", "localhost")
+    assert WebhookEndpoint(url="https://localhost:1").hosts == ("localhost",)
+    configs = hooks().configurations(endpoint, inject_ca_from="ops/widgets-cert")
+    assert configs.validating is not None
+    meta = configs.validating["metadata"]
+    assert meta["annotations"] == {"cert-manager.io/inject-ca-from": "ops/widgets-cert"}
+    client_config = configs.validating["webhooks"][0]["clientConfig"]
+    assert client_config == {"url": "https://127.0.0.1:9443/validate-widget"}  # no caBundle
+    service = WebhookEndpoint(service=("ops", "hook"))
+    assert service.hosts == ("hook.ops.svc", "hook.ops.svc.cluster.local")
+
+
+def test_no_declaration_of_a_kind_gives_no_configuration() -> None:
+    declared = WebhookDeclarations("only")
+    declared.validating("/v", CM)(allow)
+    configs = declared.configurations(WebhookEndpoint(url="https://localhost:1"))
+    assert configs.mutating is None and configs.conversions == ()
+    app = declared.app()
+    assert app.routes == {"/v": ("v.only.kubemoon.dev", WebhookKind.VALIDATING)}
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"path": "nope"}, "path must start"),
+        ({"path": "/a?b=1"}, "path must start"),
+        ({"path": "/a b"}, "path must start"),
+        ({"path": "/a/../b"}, "path must start"),
+        ({"path": "/a/.."}, "path must start"),
+        ({"path": "//evil.example"}, "path must start"),
+        ({"path": "/" + "a" * 300}, "path must start"),
+        ({"name": "short.name"}, "fully qualified"),
+        ({"resources": ()}, "at least one resource"),
+        ({"operations": ("PATCH",)}, "operations must be"),
+        ({"failure_policy": "Sometimes"}, "failure_policy"),
+        ({"side_effects": "Some"}, "side_effects"),
+        ({"match_policy": "Loose"}, "match_policy"),
+        ({"reinvocation_policy": "Always"}, "reinvocation_policy"),
+        ({"scope": "Global"}, "scope"),
+        ({"timeout_seconds": 31}, "timeout_seconds"),
+        ({"timeout_seconds": True}, "timeout_seconds"),
+        ({"namespace_selector": ["x"]}, "namespace_selector"),
+        ({"kind": WebhookKind.CONVERSION}, "crd="),
+    ],
+)
+def test_bad_declarations_are_refused(changes: dict[str, Any], message: str) -> None:
+    base: dict[str, Any] = {
+        "name": "v.widgets.kubemoon.dev",
+        "path": "/v",
+        "kind": WebhookKind.VALIDATING,
+        "resources": (CM,),
+    }
+    with pytest.raises(LocalProtocolError, match=message):
+        WebhookDeclaration(**{**base, **changes})
+
+
+def test_paths_with_the_same_slug_get_distinct_names() -> None:
+    declared = WebhookDeclarations("slug")
+    for path in ("/a-b", "/a_b", "/a.b"):
+        declared.validating(path, CM)(allow)
+    names = [d.name for d in declared.declarations]
+    assert names == ["a-b.slug.kubemoon.dev", "a-b-2.slug.kubemoon.dev", "a-b-3.slug.kubemoon.dev"]
+
+
+def test_duplicates_and_bad_names_are_refused() -> None:
+    declared = WebhookDeclarations("dup")
+    declared.validating("/v", CM)(allow)
+    with pytest.raises(LocalProtocolError, match="already declared"):
+        declared.mutating("/v", CM)(allow)
+    with pytest.raises(LocalProtocolError, match="already named"):
+        declared.mutating("/w", CM, name="v.dup.kubemoon.dev")(allow)
+    with pytest.raises(LocalProtocolError, match="DNS label"):
+        WebhookDeclarations("Not A Label")
+    for bad in (
+        {"url": "http://x"},
+        {"url": "https://user@x"},
+        {"url": "https://x/#frag"},
+        {"url": "https://x:1/p?q"},
+        {"url": "https://x y"},
+        {},
+        {"service": ("", "x")},
+        {"url": "https://x", "service": ("a", "b")},
+    ):
+        with pytest.raises(LocalProtocolError):
+            WebhookEndpoint(**bad)
+    with pytest.raises(LocalProtocolError, match="port"):
+        WebhookEndpoint(service=("a", "b"), port=0)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"renew_before": 0.0},
+        {"renew_before": 100 * 86400.0},
+        {"rotate_ca_before": 10 * 365 * 86400.0},
+        {"rotate_ca_before": 30 * 86400.0},
+        {"overlap": -1.0},
+        {"propagation": True},
+    ],
+)
+def test_inconsistent_policies_are_refused(changes: dict[str, Any]) -> None:
+    with pytest.raises(LocalProtocolError, match="certificate policy"):
+        CertificatePolicy(**changes)
+
+
+# -- the planner, one step at a time --------------------------------------------------------
+
+POLICY = CertificatePolicy(
+    ca_validity=100.0,
+    rotate_ca_before=40.0,
+    serving_validity=30.0,
+    renew_before=10.0,
+    propagation=5.0,
+    overlap=20.0,
+    backdate=0.0,
+)
+HOSTS = ("h",)
+CA = CertificateFacts("ca", 0.0, 100.0)
+NEXT = CertificateFacts("next", 60.0, 160.0)
+SERVING = CertificateFacts("cert", 0.0, 30.0)
+
+
+def state(**changes: Any) -> CertificateState:
+    base: dict[str, Any] = {
+        "ca": CA,
+        "serving": SERVING,
+        "serving_issuer": "ca",
+        "serving_hosts": HOSTS,
+        "bundle": ("ca",),
+        "bundle_digest": "d1",
+        "published": "d1",
+        "published_at": 0.0,
+    }
+    return CertificateState(**{**base, **changes})
+
+
+def plan(now: float, **changes: Any) -> Any:
+    return CertificatePlanner(POLICY).plan(state(**changes), HOSTS, now)
+
+
+def test_planner_steps() -> None:
+    assert (
+        CertificatePlanner().plan(CertificateState(), HOSTS, 0).action is CertificateAction.CREATE
+    )
+    assert plan(100.0).action is CertificateAction.CREATE  # the CA expired
+    settled = plan(5.0)
+    assert settled.action is CertificateAction.NONE and settled.next_check == 20.0
+    assert plan(20.0).action is CertificateAction.RENEW_SERVING  # due
+    assert plan(5.0, serving_hosts=("other",)).action is CertificateAction.RENEW_SERVING
+    assert plan(5.0, serving_issuer="someone").action is CertificateAction.RENEW_SERVING
+    assert plan(5.0, serving=None).action is CertificateAction.RENEW_SERVING
+    assert plan(5.0, bundle=()).action is CertificateAction.SET_BUNDLE
+    fresh = CertificateFacts("cert", 50.0, 80.0)
+    assert plan(60.0, serving=fresh).action is CertificateAction.ADD_NEXT_CA
+    # With the next CA in the bundle: wait for its publication, then propagation.
+    rotating = {"serving": fresh, "next_ca": NEXT, "bundle": ("ca", "next"), "bundle_digest": "d2"}
+    waiting = plan(61.0, **rotating)
+    assert waiting.action is CertificateAction.NONE
+    assert plan(62.0, **rotating, published="d2", published_at=61.0).next_check == 66.0
+    switch = plan(66.0, **rotating, published="d2", published_at=61.0)
+    assert switch.action is CertificateAction.SWITCH_CA
+    # After the switch the old CA stays for the overlap, then leaves.
+    after = {
+        "ca": NEXT,
+        "serving": CertificateFacts("c2", 66.0, 96.0),
+        "serving_issuer": "next",
+        "bundle": ("next", "ca"),
+        "switched_at": 66.0,
+    }
+    assert plan(70.0, **after).next_check == 86.0
+    drop = plan(86.0, **after)
+    assert (drop.action, drop.bundle) == (CertificateAction.SET_BUNDLE, ("next",))
+    assert plan(70.0, next_ca=CertificateFacts("x", 80.0, 90.0)).action is CertificateAction.CREATE
+
+
+def test_renewal_never_loops_at_the_ca_cap() -> None:
+    # The serving certificate ends with its CA and renewing would not extend it: wait.
+    capped = CertificateFacts("cert", 75.0, 100.0)
+    rotating = {"serving": capped, "next_ca": NEXT, "bundle": ("ca", "next"), "bundle_digest": "d2"}
+    assert plan(95.0, **rotating).action is CertificateAction.NONE

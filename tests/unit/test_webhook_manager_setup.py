@@ -1,0 +1,64 @@
+"""Manager.serve_webhooks: what is checked when it is called, before anything runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kubemoon_core import (
+    AdmissionRequest,
+    AdmissionResponse,
+    CertificatePolicy,
+    ClientConfig,
+    GroupVersionResource,
+    LocalProtocolError,
+    WebhookDeclarations,
+)
+from kubemoon_testing import WebhookCertificates
+from kubemoon_trio import Client, Manager
+
+CM = GroupVersionResource("", "v1", "configmaps")
+
+
+def hooks() -> WebhookDeclarations:
+    declared = WebhookDeclarations("setup")
+
+    @declared.validating("/v", CM)
+    def allow(request: AdmissionRequest) -> AdmissionResponse:
+        return AdmissionResponse.allow()
+
+    return declared
+
+
+async def test_defaults_readiness_and_endpoints(tmp_path: Path) -> None:
+    async with Client(ClientConfig(server="https://127.0.0.1:6443")) as client:
+        manager = Manager(client, name="kubemoon.dev/setup")
+        webhooks = manager.serve_webhooks(hooks(), service=("ops", "setup-webhook"))
+        assert webhooks.secret == ("ops", "setup-webhook-certs")
+        assert manager.readiness_problems() == ["webhooks: no serving certificate yet"]
+        endpoint = webhooks.endpoint()
+        assert endpoint.service == ("ops", "setup-webhook") and endpoint.port == 443
+        with pytest.raises(LocalProtocolError, match="already serves webhooks"):
+            manager.serve_webhooks(hooks())
+        # Without a Service: the Secret is in "default", the URL needs the bound port.
+        laptop = Manager(client).serve_webhooks(hooks(), host="0.0.0.0")
+        assert laptop.secret == ("default", "setup-webhook-certs")
+        assert laptop.advertise_host == "127.0.0.1"
+        with pytest.raises(LocalProtocolError, match="not serving"):
+            laptop.endpoint()
+        # With files: nothing in a Secret, served once started.
+        files = Manager(client).serve_webhooks(hooks(), cert_dir=_pair(tmp_path))
+        assert files.secret is None
+        assert files.problems() == ["webhooks: not serving yet"]
+
+
+async def test_an_overlap_shorter_than_the_refresh_is_refused() -> None:
+    policy = CertificatePolicy(overlap=5.0)
+    async with Client(ClientConfig(server="https://127.0.0.1:6443")) as client:
+        with pytest.raises(LocalProtocolError, match="overlap must be longer"):
+            Manager(client).serve_webhooks(hooks(), policy=policy, refresh=10.0)
+
+
+def _pair(tmp_path: Path) -> Path:
+    return WebhookCertificates.create(tmp_path / "certs").directory
