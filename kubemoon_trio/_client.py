@@ -550,7 +550,7 @@ class Client:
                 body = await stream.read_error_body()
             finally:
                 await stream.aclose()
-            raise error_from_response(stream.status_code, stream.headers, body)
+            raise error_from_response(stream.status_code, stream.headers, body, path=request.path)
         return stream
 
     async def _start(
@@ -586,7 +586,7 @@ class Client:
         while True:
             response = await self.send(request)
             try:
-                return decode_response(response)
+                return decode_response(response, request)
             except ApiError as exc:
                 delay = retry_delay(exc, attempt, max_retries=self._max_retries)
                 if delay is None:
