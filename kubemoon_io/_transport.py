@@ -43,27 +43,45 @@ class ResponseTooLarge(TransportError):
     """A response body was larger than the client's ``max_body_size``; nothing was kept."""
 
 
+# Not a TLS failure: the socket had no data yet (a read interrupted by a timeout leaves one
+# of these in the exception chain on asyncio).
+_NOT_TLS_FAILURES = (ssl.SSLWantReadError, ssl.SSLWantWriteError)
+
+
 def _ssl_cause(exc: BaseException) -> ssl.SSLError | None:
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
-        if isinstance(current, ssl.SSLError):
+        if isinstance(current, ssl.SSLError) and not isinstance(current, _NOT_TLS_FAILURES):
             return current
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return None
 
 
+_TIMED_OUT: dict[type[BaseException], str] = {
+    httpcore.ConnectTimeout: "connecting (TCP connection or TLS handshake)",
+    httpcore.ReadTimeout: "reading the response",
+    httpcore.WriteTimeout: "sending the request",
+    httpcore.PoolTimeout: "waiting for a free connection",
+}
+
+
 def transport_error(exc: Exception, origin: str, server_name: str | None = None) -> TransportError:
-    """Translate an httpcore (or socket/ssl) exception into a TransportError for ``origin``."""
+    """Translate an httpcore (or socket/ssl) exception into a TransportError for ``origin``.
+
+    A timeout is a :class:`TransportTimeout` on every adapter, even one that struck during
+    the TLS handshake (a stalled handshake is not a TLS failure).
+    """
+    if isinstance(exc, httpcore.TimeoutException | TimeoutError):
+        # The same words on every adapter (their exceptions' own texts differ).
+        return TransportTimeout(f"{origin}: timed out {_TIMED_OUT.get(type(exc), 'waiting')}")
+    detail = str(exc) or type(exc).__name__
     tls = _ssl_cause(exc)
     if tls is not None:
         reason = getattr(tls, "verify_message", None) or getattr(tls, "reason", None) or str(tls)
         name = f" (server name {server_name!r})" if server_name else ""
         return TLSError(f"TLS handshake with {origin}{name} failed: {reason}")
-    detail = str(exc) or type(exc).__name__
-    if isinstance(exc, httpcore.TimeoutException | TimeoutError):
-        return TransportTimeout(f"{origin}: timed out ({type(exc).__name__}: {detail})")
     if isinstance(exc, httpcore.RemoteProtocolError):
         return TransportError(f"{origin}: connection broken: {detail}")
     return TransportError(f"{origin}: {type(exc).__name__}: {detail}")

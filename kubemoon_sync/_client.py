@@ -366,6 +366,7 @@ class Client:
             "max_keepalive_connections": 0 if stream else None,
             "keepalive_expiry": 60.0,
             "retries": 0,
+            "network_backend": _backend.network_backend(),
         }
         proxy = self._proxy
         if proxy is None:

@@ -36,6 +36,7 @@ __all__ = [
     "current_time",
     "fail_after",
     "install_signal_handlers",
+    "network_backend",
     "run_loop",
     "run_process",
     "serve_tcp",
@@ -141,6 +142,14 @@ def fail_after(seconds: float | None) -> _FailAfter:
     Use as ``async with fail_after(seconds): ...``.
     """
     return _FailAfter(seconds)
+
+
+def network_backend() -> httpcore.AsyncNetworkBackend | None:
+    """The backend of the client's connection pools: httpcore's own (None) on trio.
+
+    A cancelled scope already ends any read at the call's deadline.
+    """
+    return None
 
 
 def shielded() -> AbstractContextManager[object]:

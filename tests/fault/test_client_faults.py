@@ -661,3 +661,42 @@ async def test_watches_left_by_break_leak_no_connection(adapter: Adapter) -> Non
             assert len(server.requests) == 20
         finally:
             await adapter.close(client)
+
+
+async def test_a_stalled_tls_handshake_is_a_timeout_within_the_connect_timeout(
+    adapter: Adapter,
+) -> None:
+    # A server that accepts the connection and never answers the ClientHello. Every adapter
+    # raises TransportTimeout (not TLSError: nothing about TLS failed) after its 1 s connect
+    # timeout, well before the 30 s total.
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    held: list[trio.SocketStream] = []
+
+    async def hold(listener: trio.SocketListener) -> None:
+        while True:
+            held.append(await listener.accept())
+
+    config = ClientConfig(server=f"https://127.0.0.1:{port}", ca_data=trustme.CA().cert_pem.bytes())
+    client = adapter.client(config, timeout=1.0, total_timeout=30.0)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(hold, listeners[0])
+            started = time.monotonic()
+            try:
+                with pytest.raises(TransportError) as info:
+                    await adapter.call(client.get, PODS, "a", namespace="ns")
+            finally:
+                nursery.cancel_scope.cancel()
+        assert type(info.value).__name__ == "TransportTimeout"
+        assert not isinstance(info.value, TLSError)
+        assert str(info.value) == (
+            f"https://127.0.0.1:{port}: timed out connecting (TCP connection or TLS handshake)"
+        )
+        assert time.monotonic() - started < 10  # the connect timeout, not the total
+        assert held  # the connection was made: it is the handshake that stalled
+    finally:
+        await adapter.close(client)
+        for stream in held:
+            await stream.aclose()
+        await listeners[0].aclose()

@@ -3,6 +3,7 @@ watches, exec plugins that hang or flood, and a probes port under idle connectio
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import sys
@@ -53,7 +54,7 @@ async def test_a_trickling_body_stops_at_the_total_deadline(adapter: Adapter) ->
         client = adapter.client(server.client_config(), timeout=2.0, total_timeout=1.0)
         started = time.monotonic()
         try:
-            with pytest.raises(TransportTimeout):
+            with pytest.raises(TransportTimeout, match=r"GET .*pods/a took longer than 1 s"):
                 await adapter.call(client.get, PODS, "a", namespace="ns")
         finally:
             await adapter.close(client)
@@ -177,3 +178,22 @@ def test_credentials_over_plain_http_warn_and_log(
     assert any("http" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
     assert "t0ken" not in caplog.text
     del client
+
+
+async def test_a_trickling_response_head_stops_at_the_total_deadline(adapter: Adapter) -> None:
+    # One byte of the head every 0.2 s: no single read ever waits the 5 s read timeout, and
+    # the whole head would take half a minute. Every adapter ends the call at its 1 s
+    # deadline with the same error (the blocking one derives each read's socket timeout
+    # from the time left).
+    async with ScriptedServer() as server:
+        reply = Reply.json(big_pod(10), headers=(("X-Pad", "p" * 60),))
+        server.add(dataclasses.replace(reply, trickle=0.2))
+        client = adapter.client(server.client_config(), timeout=5.0, total_timeout=1.0)
+        started = time.monotonic()
+        try:
+            with pytest.raises(TransportTimeout, match=r"GET .*pods/a took longer than 1 s"):
+                await adapter.call(client.get, PODS, "a", namespace="ns")
+            assert client.connection_count == 0
+        finally:
+            await adapter.close(client)
+        assert time.monotonic() - started < 4.0  # not the ~30 s the whole head takes
