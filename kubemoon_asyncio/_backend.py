@@ -244,9 +244,22 @@ async def run_process(
     Raises ``TimeoutError`` (the process killed) after ``timeout`` seconds; stops reading at
     ``output_limit`` + 1 bytes, so the caller can refuse an oversized answer.
     """
-    process = await asyncio.create_subprocess_exec(
-        *argv, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
+    spawn = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *argv, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
+        )
     )
+    try:
+        # Shielded: a cancellation in the middle of starting it would leave the child
+        # running and its transport open (asyncio kills it at garbage collection, with a
+        # ResourceWarning); the spawn finishes and the child is killed here instead.
+        process = await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            started = await spawn
+            started.kill()
+            await started.wait()
+        raise
     output = bytearray()
     try:
         async with asyncio.timeout(timeout):

@@ -294,7 +294,8 @@ class Client:
     ``total_timeout`` the whole of it (each call may pass its own); ``max_body_size`` caps a
     response body (error bodies are cut at 64 KiB); ``max_retries`` bounds the retries of
     429/5xx answers that carry ``Retry-After``; ``exec_timeout`` bounds an exec credential
-    plugin's run.
+    plugin's run (which the call's ``total_timeout`` does not include). The defaults are
+    the same on every adapter.
     """
 
     def __init__(
@@ -509,28 +510,42 @@ class Client:
     async def send(self, request: Request, *, timeout: float | None = None) -> Response:
         """Perform ``request`` and return the whole response, whatever its status.
 
-        ``timeout`` bounds the whole call (default: the client's ``total_timeout``); past it
-        :class:`TransportTimeout` is raised. After a 401 the credentials are refreshed once
-        (exec plugin, rotated token file) and the request is retried once. Network failures
-        raise :class:`TransportError`.
+        ``timeout`` bounds the call's time on the network (default: the client's
+        ``total_timeout``); past it :class:`TransportTimeout` is raised. An exec credential
+        plugin's run does not count: it is bounded by ``exec_timeout`` alone, and a plugin
+        that hangs raises ``ConfigError`` naming the plugin and that timeout. After a 401
+        the credentials are refreshed once (exec plugin, rotated token file) and the
+        request is retried once. Network failures raise :class:`TransportError`.
         """
         total = self._total_timeout if timeout is None else timeout
         url = self.config.url(request.target)
-        deadline = _backend.current_time() + total
-        each = min(self._timeout, total)
+        authorization, generation = await self._authorize()
+        left = total
         try:
-            async with _backend.fail_after(total):
-                authorization, generation = await self._authorize()
-                response = await self._exchange(request, url, authorization, each, deadline)
-                if response.status_code == 401 and await self._credentials.refresh(generation):
-                    authorization, _ = await self._authorize()
-                    response = await self._exchange(request, url, authorization, each, deadline)
+            started = _backend.current_time()
+            response = await self._exchange_within(request, url, authorization, left)
+            if response.status_code == 401 and await self._credentials.refresh(generation):
+                left -= _backend.current_time() - started
+                authorization, _ = await self._authorize()
+                started = _backend.current_time()
+                response = await self._exchange_within(request, url, authorization, left)
         except TimeoutError:
             raise TransportTimeout(
                 f"{self.config.origin}: {request.method} {request.path} took longer than "
                 f"{total:g} s"
             ) from None
         return response
+
+    async def _exchange_within(
+        self, request: Request, url: str, authorization: str | None, seconds: float
+    ) -> Response:
+        """One exchange that must end within ``seconds``; ``TimeoutError`` otherwise."""
+        seconds = max(seconds, 0.0)
+        deadline = _backend.current_time() + seconds
+        async with _backend.fail_after(seconds):
+            return await self._exchange(
+                request, url, authorization, min(self._timeout, seconds), deadline
+            )
 
     async def open_stream(
         self, request: Request, *, read_timeout: float | None = None, check: bool = False

@@ -120,6 +120,64 @@ async def test_a_hanging_exec_plugin_is_killed_and_named(adapter: Adapter, tmp_p
         assert server.requests == []
 
 
+async def test_a_hanging_exec_plugin_is_reported_as_the_plugins_timeout_not_the_calls(
+    adapter: Adapter, tmp_path: Path
+) -> None:
+    # The plugin's own timeout (1 s) is longer than the call's (0.5 s): the plugin's run does
+    # not count against the call, so every adapter names the plugin and its timeout.
+    async with ScriptedServer() as server:
+        client = adapter.client(
+            server.client_config(exec=plugin(tmp_path, HANGING)),
+            exec_timeout=1.0,
+            total_timeout=0.5,
+        )
+        try:
+            with pytest.raises(ConfigError) as info:
+                await adapter.call(client.get, PODS, "a", namespace="ns")
+        finally:
+            await adapter.close(client)
+        assert f"exec {sys.executable}" in str(info.value)
+        assert "no answer within 1 s; the plugin was killed" in str(info.value)
+        assert server.requests == []
+
+
+async def test_the_call_deadline_starts_after_the_exec_plugin(
+    adapter: Adapter, tmp_path: Path
+) -> None:
+    # A slow but working plugin (0.6 s) before a call whose deadline is 0.5 s: the request
+    # is still made and answered.
+    slow = (
+        "import json, time\ntime.sleep(0.6)\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1',"
+        " 'kind': 'ExecCredential', 'status': {'token': 'slow-token'}}))\n"
+    )
+    async with ScriptedServer() as server:
+        server.add(Reply.json(big_pod(1)))
+        client = adapter.client(
+            server.client_config(exec=plugin(tmp_path, slow)), exec_timeout=20.0, total_timeout=0.5
+        )
+        try:
+            got = await adapter.call(client.get, PODS, "a", namespace="ns")
+        finally:
+            await adapter.close(client)
+        assert got["data"] == "x"
+        assert server.requests[0].header("authorization") == "Bearer slow-token"
+
+
+def test_the_timeout_defaults_are_the_same_on_every_adapter(adapter: Adapter) -> None:
+    import inspect
+
+    from kubemoon_io import PLUGIN_TIMEOUT
+
+    defaults = {
+        name: parameter.default
+        for name, parameter in inspect.signature(adapter.module.Client).parameters.items()
+        if "timeout" in name
+    }
+    assert defaults == {"timeout": 30.0, "total_timeout": 60.0, "exec_timeout": PLUGIN_TIMEOUT}
+    assert PLUGIN_TIMEOUT == 60.0
+
+
 async def test_a_flooding_exec_plugin_is_refused(adapter: Adapter, tmp_path: Path) -> None:
     async with ScriptedServer() as server:
         client = adapter.client(server.client_config(exec=plugin(tmp_path, FLOODING)))
@@ -197,3 +255,43 @@ async def test_a_trickling_response_head_stops_at_the_total_deadline(adapter: Ad
         finally:
             await adapter.close(client)
         assert time.monotonic() - started < 4.0  # not the ~30 s the whole head takes
+
+
+@pytest.mark.parametrize("loop", ["trio", "asyncio"])
+def test_cancelling_a_plugin_run_at_any_moment_leaves_no_child_running(
+    loop: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Cancelled while the child is being started, or while it runs: it is killed and reaped
+    # by the run itself (asyncio used to leave a child started mid-cancellation running
+    # until its transport was closed at garbage collection, which its debug mode reports).
+    import asyncio
+    import gc
+
+    import kubemoon_asyncio._backend
+    import kubemoon_trio._backend
+
+    argv = (sys.executable, "-c", "import time; time.sleep(30)")
+    delays = (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.2)
+
+    async def on_asyncio() -> None:
+        for delay in delays:
+            run = kubemoon_asyncio._backend.run_process(argv, {}, timeout=10, output_limit=10)
+            task = asyncio.ensure_future(run)
+            await asyncio.sleep(delay)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    async def on_trio() -> None:
+        for delay in delays:
+            with trio.move_on_after(delay):
+                await kubemoon_trio._backend.run_process(argv, {}, timeout=10, output_limit=10)
+
+    started = time.monotonic()
+    if loop == "asyncio":
+        asyncio.run(on_asyncio(), debug=True)
+    else:
+        trio.run(on_trio)
+    gc.collect()  # a leaked transport or process would warn (an error here) now
+    assert not [r for r in caplog.records if "running child process" in r.getMessage()]
+    assert time.monotonic() - started < 20  # no run waited for its 30 s child
