@@ -541,9 +541,10 @@ class Client:
         seconds = max(seconds, 0.0)
         deadline = _backend.current_time() + seconds
         with _backend.fail_after(seconds):
-            return self._exchange(
+            response = self._exchange(
                 request, url, authorization, min(self._timeout, seconds), deadline
             )
+        return response
 
     def open_stream(
         self, request: Request, *, read_timeout: float | None = None, check: bool = False

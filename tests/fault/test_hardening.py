@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import socket
 import sys
 import time
@@ -295,3 +296,128 @@ def test_cancelling_a_plugin_run_at_any_moment_leaves_no_child_running(
     gc.collect()  # a leaked transport or process would warn (an error here) now
     assert not [r for r in caplog.records if "running child process" in r.getMessage()]
     assert time.monotonic() - started < 20  # no run waited for its 30 s child
+
+
+def _open_tls_client(port: int, ca: Any) -> Any:
+    """A blocking TLS connection to 127.0.0.1:port, handshake done, left idle."""
+    import ssl
+
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        return context.wrap_socket(raw, server_hostname="127.0.0.1")
+    except BaseException:
+        raw.close()
+        raise
+
+
+def _closed_by_server(sock: Any) -> bool:
+    """True if the server closed the connection (EOF or reset); False if it stays open."""
+    import ssl
+
+    sock.settimeout(5)
+    try:
+        return sock.recv(100) == b""
+    except (ConnectionResetError, ssl.SSLEOFError, ssl.SSLZeroReturnError):
+        return True
+    except TimeoutError:
+        return False
+    finally:
+        sock.close()
+
+
+async def test_a_stopped_tls_server_closes_open_connections_quietly(
+    adapter: Adapter, caplog: pytest.LogCaptureFixture
+) -> None:
+    # serve_tls (the webhook server's) stopped with an idle connection open: the connection
+    # is closed, and nothing is logged (asyncio on Python 3.11 used to keep serving it after
+    # the stop and then log "Exception in callback ... CancelledError" for it).
+    import ssl
+
+    import trustme
+
+    ca = trustme.CA()
+    certificate = ca.issue_cert("127.0.0.1")
+
+    def server_context() -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        certificate.configure_cert(context)
+        return context
+
+    backend = adapter.module._backend
+    seen: list[bytes] = []
+
+    if adapter.name == "trio":
+
+        async def idle(stream: Any) -> None:
+            seen.append(await stream.receive_some())
+
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(
+                lambda task_status: backend.serve_tls(
+                    idle,
+                    "127.0.0.1",
+                    0,
+                    server_context,
+                    handshake_timeout=5,
+                    task_status=task_status,
+                )
+            )
+            sock = await trio.to_thread.run_sync(_open_tls_client, port, ca)
+            await trio.sleep(0.2)
+            nursery.cancel_scope.cancel()
+        closed = await trio.to_thread.run_sync(_closed_by_server, sock)
+    elif adapter.name == "asyncio":
+        import asyncio
+
+        async def idle_async(stream: Any) -> None:
+            seen.append(await stream.receive_some())
+
+        async def scenario() -> bool:
+            async with backend.TaskGroup() as group:
+                port = await group.start(
+                    lambda task_status: backend.serve_tls(
+                        idle_async,
+                        "127.0.0.1",
+                        0,
+                        server_context,
+                        handshake_timeout=5,
+                        task_status=task_status,
+                    )
+                )
+                sock = await asyncio.to_thread(_open_tls_client, port, ca)
+                await asyncio.sleep(0.2)
+                group.cancel()
+            return await asyncio.to_thread(_closed_by_server, sock)
+
+        closed = await adapter.run(scenario())
+    else:
+
+        def idle_sync(stream: Any) -> None:
+            seen.append(stream.receive_some())
+
+        def scenario_sync() -> bool:
+            with backend.TaskGroup() as group:
+                port = group.start(
+                    lambda task_status: backend.serve_tls(
+                        idle_sync,
+                        "127.0.0.1",
+                        0,
+                        server_context,
+                        handshake_timeout=5,
+                        task_status=task_status,
+                    )
+                )
+                sock = _open_tls_client(port, ca)
+                time.sleep(0.2)
+                group.cancel()
+            return _closed_by_server(sock)
+
+        closed = await trio.to_thread.run_sync(scenario_sync)
+    if adapter.name == "asyncio":
+        # The loop must run a moment more for a leftover task's callback to log.
+        await adapter.run(__import__("asyncio").sleep(0.1))
+    assert closed, "the connection was left open after the server stopped"
+    assert seen == []  # the handler was stopped, it never saw data or an end
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
