@@ -543,10 +543,9 @@ class Client:
         seconds = max(seconds, 0.0)
         deadline = _backend.current_time() + seconds
         async with _backend.fail_after(seconds):
-            response = await self._exchange(
+            return await self._exchange(
                 request, url, authorization, min(self._timeout, seconds), deadline
             )
-        return response
 
     async def open_stream(
         self, request: Request, *, read_timeout: float | None = None, check: bool = False

@@ -8,6 +8,7 @@ halves, so one mapping serves every adapter.
 
 from __future__ import annotations
 
+import os
 import ssl
 
 import httpcore
@@ -84,4 +85,36 @@ def transport_error(exc: Exception, origin: str, server_name: str | None = None)
         return TLSError(f"TLS handshake with {origin}{name} failed: {reason}")
     if isinstance(exc, httpcore.RemoteProtocolError):
         return TransportError(f"{origin}: connection broken: {detail}")
+    phase = _FAILED.get(type(exc))
+    cause = _os_cause(exc)
+    if phase is not None and cause is not None:
+        # The operating system's reason, in the same words on every adapter (each loop's
+        # library wraps it in texts of its own, or in none).
+        number = cause.errno
+        reason = os.strerror(number) if isinstance(number, int) and number > 0 else cause.strerror
+        return TransportError(f"{origin}: {phase}: {reason}")
     return TransportError(f"{origin}: {type(exc).__name__}: {detail}")
+
+
+_FAILED: dict[type[BaseException], str] = {
+    httpcore.ConnectError: "cannot connect",
+    httpcore.ReadError: "reading the response failed",
+    httpcore.WriteError: "sending the request failed",
+}
+
+
+def _os_cause(exc: BaseException) -> OSError | None:
+    """The first operating-system error (with a reason) behind ``exc``, groups included."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending and len(seen) < 64:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.strerror:
+            return current
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return None

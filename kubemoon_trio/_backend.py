@@ -125,15 +125,16 @@ class _FailAfter:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool:
+    ) -> None:
+        # Never swallows an exception: the one it would (its own cancellation) becomes
+        # TimeoutError.
         scope = self._scope
         if scope is None:
-            return False
-        suppressed = scope.__exit__(exc_type, exc, tb)
+            return
+        scope.__exit__(exc_type, exc, tb)
         if scope.cancelled_caught:
             assert self._seconds is not None
             raise TimeoutError(f"no result within {self._seconds:g} s") from None
-        return suppressed
 
 
 def fail_after(seconds: float | None) -> _FailAfter:

@@ -700,3 +700,51 @@ async def test_a_stalled_tls_handshake_is_a_timeout_within_the_connect_timeout(
         for stream in held:
             await stream.aclose()
         await listeners[0].aclose()
+
+
+async def test_refused_and_reset_connections_read_the_same_on_every_adapter(
+    adapter: Adapter,
+) -> None:
+    import socket
+    import struct
+
+    # A port nobody listens on.
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    free = probe.getsockname()[1]
+    probe.close()
+    client = adapter.client(ClientConfig(server=f"http://127.0.0.1:{free}"))
+    try:
+        with pytest.raises(TransportError) as refused:
+            await adapter.call(client.get, PODS, "a", namespace="ns")
+    finally:
+        await adapter.close(client)
+    assert str(refused.value) == f"http://127.0.0.1:{free}: cannot connect: Connection refused"
+
+    # A server that resets the connection (RST) after reading the request.
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+
+    async def reset(listener: trio.SocketListener) -> None:
+        while True:
+            stream = await listener.accept()
+            await stream.receive_some(65536)
+            stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            await stream.aclose()
+
+    client = adapter.client(ClientConfig(server=f"http://127.0.0.1:{port}"))
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reset, listeners[0])
+            try:
+                with pytest.raises(TransportError) as broken:
+                    await adapter.call(client.get, PODS, "a", namespace="ns")
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        await adapter.close(client)
+        await listeners[0].aclose()
+    assert type(broken.value) is TransportError
+    assert str(broken.value) == (
+        f"http://127.0.0.1:{port}: reading the response failed: Connection reset by peer"
+    )
