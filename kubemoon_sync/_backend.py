@@ -463,12 +463,13 @@ def run_process(
 
 
 class BodyReader:
-    """Reads a streamed response body chunk by chunk.
+    """Reads a streamed response body chunk by chunk, with an optional deadline per read.
 
-    ``receive`` returns ``b""`` at the end of the body. The deadline is advisory: the read
-    timeout the stream was opened with bounds each read, and a read past it raises
-    ``TimeoutError`` (through httpcore's ``ReadTimeout``). When the reading thread's task
-    group is cancelled, the connection's socket is shut down, which ends the read.
+    ``receive`` returns ``b""`` at the end of the body and raises ``TimeoutError`` when the
+    deadline (on :func:`current_time`) or the read timeout the stream was opened with
+    passes first: the connection's socket waits no longer than the time left (see
+    :func:`network_backend`). When the reading thread's task group is cancelled, the
+    connection's socket is shut down, which ends the read.
     """
 
     def __init__(self, response: httpcore.Response) -> None:
@@ -489,18 +490,22 @@ class BodyReader:
 
     def receive(self, deadline: float | None = None) -> bytes:
         """The next chunk of the body, ``b""`` at its end."""
-        del deadline
         if self._closing:
             return b""
+        outer = _deadline()
+        if deadline is not None and (outer is None or deadline < outer):
+            _local.deadline = deadline
         try:
             return self._chunks.__next__()
         except StopIteration:
             return b""
         except httpcore.ReadTimeout as exc:
-            raise TimeoutError("no data before the read timeout") from exc
+            raise TimeoutError("no data before the deadline or the read timeout") from exc
         except (httpcore.NetworkError, httpcore.ProtocolError):
             _check()  # a shutdown by cancellation is a cancellation, not a broken stream
             raise
+        finally:
+            _local.deadline = outer
 
     def read_chunk(self) -> bytes:
         """The next chunk, ``b""`` at the end, for a body only this thread reads and closes."""

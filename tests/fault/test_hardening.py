@@ -421,3 +421,57 @@ async def test_a_stopped_tls_server_closes_open_connections_quietly(
     assert closed, "the connection was left open after the server stopped"
     assert seen == []  # the handler was stopped, it never saw data or an end
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+async def test_a_stream_read_stops_at_its_deadline_on_every_adapter(adapter: Adapter) -> None:
+    # StreamResponse.receive(deadline) (the informer's stall deadline) against a stream that
+    # stays silent: every adapter raises TransportTimeout at the deadline, though the
+    # stream's own read timeout is far longer (the blocking adapter used to ignore the
+    # deadline and wait for the read timeout).
+    from kubemoon_core import watch_request
+
+    backend = adapter.module._backend
+    async with ScriptedServer() as server:
+        server.add(Reply.watch([("ADDED", pod_object("a"))], stall=True))
+        client = adapter.client(server.client_config())
+        request = watch_request(PODS, namespace="ns")
+
+        def first_then_silence_sync() -> tuple[bytes, str]:
+            stream = client.open_stream(request, read_timeout=60.0, check=True)
+            try:
+                first = stream.receive()
+                try:
+                    stream.receive(backend.current_time() + 0.5)
+                except TransportTimeout as exc:
+                    return first, str(exc)
+                return first, "no timeout"
+            finally:
+                stream.close()
+
+        async def first_then_silence() -> tuple[bytes, str]:
+            stream = await client.open_stream(request, read_timeout=60.0, check=True)
+            try:
+                first = await stream.receive()
+                try:
+                    await stream.receive(backend.current_time() + 0.5)
+                except TransportTimeout as exc:
+                    return first, str(exc)
+                return first, "no timeout"
+            finally:
+                await stream.aclose()
+
+        started = time.monotonic()
+        try:
+            if adapter.name == "sync":
+                first, error = await trio.to_thread.run_sync(first_then_silence_sync)
+            else:
+                first, error = await adapter.call(first_then_silence)
+        finally:
+            await adapter.close(client)
+        assert b'"ADDED"' in first
+        assert error.endswith("the stream stalled")
+        assert time.monotonic() - started < 10  # the 0.5 s deadline, not the 60 s timeout
+
+
+def pod_object(name: str) -> dict[str, Any]:
+    return {"kind": "Pod", "metadata": {"name": name, "namespace": "ns", "resourceVersion": "1"}}
