@@ -201,12 +201,77 @@ def fail_after(seconds: float | None) -> _FailAfter:
     return _FailAfter(seconds)
 
 
-def network_backend() -> httpcore.AsyncNetworkBackend | None:
-    """The backend of the client's connection pools: httpcore's own (None) on asyncio.
+class _ClosingStream(httpcore.AsyncNetworkStream):
+    """A connection that is closed when its TLS handshake is interrupted.
 
-    A cancelled scope already ends any read at the call's deadline.
+    httpcore closes a connection whose handshake fails with an ``Exception``, but not one
+    whose handshake is cancelled (the call's deadline): that socket was left open.
     """
-    return None
+
+    def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
+        self._stream = stream
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return await self._stream.read(max_bytes, timeout)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        await self._stream.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        try:
+            tls = await self._stream.start_tls(ssl_context, server_hostname, timeout)
+        except BaseException:
+            # A cancellation is delivered once: this cleanup runs to its end.
+            with contextlib.suppress(Exception):
+                await self._stream.aclose()
+            raise
+        return _ClosingStream(tls)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _ClosingBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's backend for asyncio (anyio), with the connections of :class:`_ClosingStream`."""
+
+    def __init__(self) -> None:
+        self._backend = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.AsyncNetworkStream:
+        stream = await self._backend.connect_tcp(host, port, timeout, local_address, socket_options)
+        return _ClosingStream(stream)
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.AsyncNetworkStream:
+        stream = await self._backend.connect_unix_socket(path, timeout, socket_options)
+        return _ClosingStream(stream)
+
+    async def sleep(self, seconds: float) -> None:
+        await self._backend.sleep(seconds)
+
+
+def network_backend() -> httpcore.AsyncNetworkBackend:
+    """The backend of the client's connection pools: httpcore's asyncio (anyio) one, closing a
+    connection whose TLS handshake is cancelled. (A cancel scope already ends any read at
+    the call's deadline.)
+    """
+    return _ClosingBackend()
 
 
 def shielded() -> AbstractContextManager[object]:

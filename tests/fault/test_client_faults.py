@@ -4,6 +4,7 @@ produce on demand."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -748,3 +749,63 @@ async def test_refused_and_reset_connections_read_the_same_on_every_adapter(
     assert str(broken.value) == (
         f"http://127.0.0.1:{port}: reading the response failed: Connection reset by peer"
     )
+
+
+@pytest.mark.parametrize(
+    ("timeout", "total", "expected"),
+    [
+        (1.0, 30.0, "timed out connecting (TCP connection or TLS handshake)"),
+        (30.0, 1.0, "GET /api/v1/namespaces/ns/pods/a took longer than 1 s"),
+    ],
+)
+async def test_a_handshake_trickled_byte_by_byte_stops_at_the_first_bound(
+    adapter: Adapter, timeout: float, total: float, expected: str
+) -> None:
+    # A proxy that relays the server's bytes (its TLS handshake first) one at a time every
+    # 20 ms: the whole exchange would take minutes, no single read ever waits long. Every
+    # adapter stops at the connect timeout or the total deadline, whichever comes first.
+    client_left = trio.Event()
+
+    async def pump(source: trio.SocketStream, sink: trio.SocketStream, slow: bool) -> None:
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            while data := await source.receive_some(65536):
+                for i in range(len(data) if slow else 1):
+                    if slow:
+                        await trio.sleep(0.02)
+                    await sink.send_all(data[i : i + 1] if slow else data)
+            if not slow:
+                client_left.set()  # the client closed its connection
+
+    async with ScriptedServer() as server, trio.open_nursery() as nursery:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        streams: list[trio.SocketStream] = []
+
+        async def relay(listener: trio.SocketListener) -> None:
+            while True:
+                client_side = await listener.accept()
+                server_side = await trio.open_tcp_stream("127.0.0.1", server.port)
+                streams.extend((client_side, server_side))
+                nursery.start_soon(pump, client_side, server_side, False)
+                nursery.start_soon(pump, server_side, client_side, True)
+
+        nursery.start_soon(relay, listeners[0])
+        config = server.client_config(server=f"https://127.0.0.1:{port}")
+        client = adapter.client(config, timeout=timeout, total_timeout=total)
+        started = time.monotonic()
+        try:
+            with pytest.raises(TransportError) as info:
+                await adapter.call(client.get, PODS, "a", namespace="ns")
+            # The interrupted connection was closed (not left to the garbage collector).
+            with trio.fail_after(5):
+                await client_left.wait()
+        finally:
+            await adapter.close(client)
+            nursery.cancel_scope.cancel()
+            with trio.CancelScope(shield=True):
+                for stream in streams:
+                    await stream.aclose()
+                await listeners[0].aclose()
+        assert type(info.value).__name__ == "TransportTimeout"
+        assert str(info.value) == f"https://127.0.0.1:{port}: {expected}"
+        assert time.monotonic() - started < 10
