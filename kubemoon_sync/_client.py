@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import math
 import ssl
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -87,6 +88,34 @@ _NETWORK_ERRORS = (
 )
 
 Headers = tuple[tuple[str, str], ...]
+
+
+def _seconds(name: str, value: float) -> float:
+    """``value`` if it is a usable duration (a finite number above zero); else a
+    ``LocalProtocolError`` naming the argument (never the loop's own ValueError)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise LocalProtocolError(
+            f"{name} must be a finite number of seconds above 0, not {value!r}"
+        )
+    return float(value)
+
+
+def _time_left(name: str, value: float) -> float:
+    """A call's own limit: a finite number (zero or less: already expired)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise LocalProtocolError(f"{name} must be a finite number of seconds, not {value!r}")
+    return float(value)
+
+
+def _count(name: str, value: int, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise LocalProtocolError(f"{name} must be an integer of at least {minimum}, not {value!r}")
+    return value
 
 
 def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> Headers:
@@ -312,11 +341,13 @@ class Client:
         watch_idle_margin: float = WATCH_IDLE_MARGIN,
     ) -> None:
         self.config = config
-        self._timeout = timeout
-        self._total_timeout = total_timeout
-        self._max_body_size = max_body_size
-        self._watch_idle_margin = watch_idle_margin
-        self._max_retries = max_retries
+        self._timeout = _seconds("timeout", timeout)
+        self._total_timeout = _seconds("total_timeout", total_timeout)
+        exec_timeout = _seconds("exec_timeout", exec_timeout)
+        self._max_body_size = _count("max_body_size", max_body_size, 0)
+        self._watch_idle_margin = _seconds("watch_idle_margin", watch_idle_margin)
+        self._max_retries = _count("max_retries", max_retries, 0)
+        max_connections = _count("max_connections", max_connections, 1)
         check_transport(config)
         self._proxy = proxy_settings(config)
         self._own_tls = ssl_context is None and config.scheme == "https"
@@ -515,7 +546,7 @@ class Client:
         the credentials are refreshed once (exec plugin, rotated token file) and the
         request is retried once. Network failures raise :class:`TransportError`.
         """
-        total = self._total_timeout if timeout is None else timeout
+        total = self._total_timeout if timeout is None else _time_left("timeout", timeout)
         url = self.config.url(request.target)
         authorization, generation = self._authorize()
         left = total
@@ -554,6 +585,8 @@ class Client:
         is read, the stream closed and the ``ApiError`` raised. A 401 refreshes the
         credentials and retries once, as :meth:`send` does.
         """
+        if read_timeout is not None:
+            read_timeout = _seconds("read_timeout", read_timeout)
         url = self.config.url(request.target)
         authorization, generation = self._authorize()
         stream = self._start(request, url, authorization, read_timeout)
@@ -664,7 +697,9 @@ class Client:
         it is the server-side ``timeoutSeconds`` plus the client's ``watch_idle_margin``
         (30 s), or, without one, the longest a server keeps a watch open (an hour) plus it.
         """
-        if read_timeout is None:
+        if read_timeout is not None:
+            read_timeout = _seconds("read_timeout", read_timeout)
+        else:
             server_side = options.timeout_seconds if options is not None else None
             read_timeout = self._watch_idle_margin + (
                 server_side if server_side is not None else MAX_SERVER_WATCH

@@ -475,3 +475,50 @@ async def test_a_stream_read_stops_at_its_deadline_on_every_adapter(adapter: Ada
 
 def pod_object(name: str) -> dict[str, Any]:
     return {"kind": "Pod", "metadata": {"name": name, "namespace": "ns", "resourceVersion": "1"}}
+
+
+@pytest.mark.parametrize(
+    ("argument", "value"),
+    [
+        ("timeout", -1.0),
+        ("timeout", float("nan")),
+        ("timeout", 0),
+        ("total_timeout", float("inf")),
+        ("total_timeout", -1.0),
+        ("exec_timeout", -1.0),
+        ("exec_timeout", float("nan")),
+        ("watch_idle_margin", "30"),
+        ("max_connections", 0),
+        ("max_body_size", -1),
+        ("max_retries", True),
+    ],
+)
+def test_unusable_limits_are_refused_alike_on_every_adapter(
+    adapter: Adapter, argument: str, value: object
+) -> None:
+    # Each used to fail its own way, if at all: trio's ValueError from its clock, the
+    # blocking socket's "Timeout value out of range", asyncio's instant timeout.
+    from kubemoon_core import ClientConfig, LocalProtocolError
+
+    config = ClientConfig(server="https://127.0.0.1:1", token="t")
+    with pytest.raises(LocalProtocolError, match=f"^{argument} must be .*, not {value!r}$"):
+        adapter.module.Client(config, **{argument: value})
+
+
+async def test_a_calls_own_limit_and_a_watch_read_timeout_are_checked(adapter: Adapter) -> None:
+    from kubemoon_core import LocalProtocolError, get_request
+
+    async with ScriptedServer() as server:
+        server.add(Reply.json(big_pod(1)))
+        client = adapter.client(server.client_config())
+        try:
+            with pytest.raises(LocalProtocolError, match="^timeout must be a finite number"):
+                await adapter.call(client.send, get_request(PODS, "a"), timeout=float("nan"))
+            with pytest.raises(LocalProtocolError, match="^read_timeout must be a finite"):
+                client.watch(PODS, read_timeout=-5.0)
+            # Zero or less is a limit already reached, on every adapter.
+            with pytest.raises(TransportTimeout, match="took longer than 0 s"):
+                await adapter.call(client.send, get_request(PODS, "a"), timeout=0)
+        finally:
+            await adapter.close(client)
+        assert server.requests == []
