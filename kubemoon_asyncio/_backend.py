@@ -35,6 +35,7 @@ __all__ = [
     "current_time",
     "fail_after",
     "install_signal_handlers",
+    "network_backend",
     "run_loop",
     "run_process",
     "serve_tcp",
@@ -200,6 +201,79 @@ def fail_after(seconds: float | None) -> _FailAfter:
     return _FailAfter(seconds)
 
 
+class _ClosingStream(httpcore.AsyncNetworkStream):
+    """A connection that is closed when its TLS handshake is interrupted.
+
+    httpcore closes a connection whose handshake fails with an ``Exception``, but not one
+    whose handshake is cancelled (the call's deadline): that socket was left open.
+    """
+
+    def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
+        self._stream = stream
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return await self._stream.read(max_bytes, timeout)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        await self._stream.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        try:
+            tls = await self._stream.start_tls(ssl_context, server_hostname, timeout)
+        except BaseException:
+            # A cancellation is delivered once: this cleanup runs to its end.
+            with contextlib.suppress(Exception):
+                await self._stream.aclose()
+            raise
+        return _ClosingStream(tls)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _ClosingBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's backend for asyncio (anyio), with the connections of :class:`_ClosingStream`."""
+
+    def __init__(self) -> None:
+        self._backend = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.AsyncNetworkStream:
+        stream = await self._backend.connect_tcp(host, port, timeout, local_address, socket_options)
+        return _ClosingStream(stream)
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.AsyncNetworkStream:
+        stream = await self._backend.connect_unix_socket(path, timeout, socket_options)
+        return _ClosingStream(stream)
+
+    async def sleep(self, seconds: float) -> None:
+        await self._backend.sleep(seconds)
+
+
+def network_backend() -> httpcore.AsyncNetworkBackend:
+    """The backend of the client's connection pools: httpcore's asyncio (anyio) one, closing a
+    connection whose TLS handshake is cancelled. (A cancel scope already ends any read at
+    the call's deadline.)
+    """
+    return _ClosingBackend()
+
+
 def shielded() -> AbstractContextManager[object]:
     """Cleanup after a delivered cancellation runs to its end on asyncio; a marker only."""
     return contextlib.nullcontext()
@@ -235,9 +309,22 @@ async def run_process(
     Raises ``TimeoutError`` (the process killed) after ``timeout`` seconds; stops reading at
     ``output_limit`` + 1 bytes, so the caller can refuse an oversized answer.
     """
-    process = await asyncio.create_subprocess_exec(
-        *argv, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
+    spawn = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *argv, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
+        )
     )
+    try:
+        # Shielded: a cancellation in the middle of starting it would leave the child
+        # running and its transport open (asyncio kills it at garbage collection, with a
+        # ResourceWarning); the spawn finishes and the child is killed here instead.
+        process = await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            started = await spawn
+            started.kill()
+            await started.wait()
+        raise
     output = bytearray()
     try:
         async with asyncio.timeout(timeout):
@@ -368,6 +455,45 @@ class ByteStream:
             transport.abort()
 
 
+class _Connections:
+    """The tasks of a server's connections, so that stopping the server ends them.
+
+    ``asyncio.start_server`` runs each connection in a task of its own that outlives the
+    server; here a stopped server cancels them and waits for them. A cancelled connection
+    ends quietly: on Python 3.11 a connection task that ends cancelled makes asyncio log
+    "Exception in callback ... CancelledError".
+    """
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def run(
+        self, connection: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+    ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
+        """``connection``, as a task this group cancels when the server stops."""
+
+        async def owned(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            self._tasks.add(task)
+            try:
+                await connection(reader, writer)
+            except asyncio.CancelledError:
+                writer.transport.abort()  # the server is stopping
+            finally:
+                self._tasks.discard(task)
+
+        return owned
+
+    async def cancel_all(self) -> None:
+        """Cancel every connection still open and wait until each has ended."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+
 async def serve_tcp(
     handler: Callable[[ByteStream], Awaitable[object]],
     host: str,
@@ -392,10 +518,14 @@ async def serve_tcp(
         finally:
             await connection.aclose()
 
-    server = await asyncio.start_server(serve_one, host, port, ssl=ssl_context)
+    connections = _Connections()
+    server = await asyncio.start_server(connections.run(serve_one), host, port, ssl=ssl_context)
     async with server:
         task_status.started(server.sockets[0].getsockname()[1])
-        await server.serve_forever()
+        try:
+            await server.serve_forever()
+        finally:
+            await connections.cancel_all()
 
 
 class PortStatus(Protocol):
@@ -433,10 +563,14 @@ async def serve_tls(
         finally:
             await stream.aclose()
 
-    server = await asyncio.start_server(connection, host, port)
+    connections = _Connections()
+    server = await asyncio.start_server(connections.run(connection), host, port)
     async with server:
         task_status.started(server.sockets[0].getsockname()[1])
-        await server.serve_forever()
+        try:
+            await server.serve_forever()
+        finally:
+            await connections.cancel_all()
 
 
 def install_signal_handlers(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import math
 import ssl
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -88,6 +89,34 @@ _NETWORK_ERRORS = (
 )
 
 Headers = tuple[tuple[str, str], ...]
+
+
+def _seconds(name: str, value: float) -> float:
+    """``value`` if it is a usable duration (a finite number above zero); else a
+    ``LocalProtocolError`` naming the argument (never the loop's own ValueError)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise LocalProtocolError(
+            f"{name} must be a finite number of seconds above 0, not {value!r}"
+        )
+    return float(value)
+
+
+def _time_left(name: str, value: float) -> float:
+    """A call's own limit: a finite number (zero or less: already expired)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise LocalProtocolError(f"{name} must be a finite number of seconds, not {value!r}")
+    return float(value)
+
+
+def _count(name: str, value: int, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise LocalProtocolError(f"{name} must be an integer of at least {minimum}, not {value!r}")
+    return value
 
 
 def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> Headers:
@@ -295,7 +324,8 @@ class Client:
     ``total_timeout`` the whole of it (each call may pass its own); ``max_body_size`` caps a
     response body (error bodies are cut at 64 KiB); ``max_retries`` bounds the retries of
     429/5xx answers that carry ``Retry-After``; ``exec_timeout`` bounds an exec credential
-    plugin's run.
+    plugin's run (which the call's ``total_timeout`` does not include). The defaults are
+    the same on every adapter.
     """
 
     def __init__(
@@ -312,11 +342,13 @@ class Client:
         watch_idle_margin: float = WATCH_IDLE_MARGIN,
     ) -> None:
         self.config = config
-        self._timeout = timeout
-        self._total_timeout = total_timeout
-        self._max_body_size = max_body_size
-        self._watch_idle_margin = watch_idle_margin
-        self._max_retries = max_retries
+        self._timeout = _seconds("timeout", timeout)
+        self._total_timeout = _seconds("total_timeout", total_timeout)
+        exec_timeout = _seconds("exec_timeout", exec_timeout)
+        self._max_body_size = _count("max_body_size", max_body_size, 0)
+        self._watch_idle_margin = _seconds("watch_idle_margin", watch_idle_margin)
+        self._max_retries = _count("max_retries", max_retries, 0)
+        max_connections = _count("max_connections", max_connections, 1)
         check_transport(config)
         self._proxy = proxy_settings(config)
         self._own_tls = ssl_context is None and config.scheme == "https"
@@ -369,6 +401,7 @@ class Client:
             "max_keepalive_connections": 0 if stream else None,
             "keepalive_expiry": 60.0,
             "retries": 0,
+            "network_backend": _backend.network_backend(),
         }
         proxy = self._proxy
         if proxy is None:
@@ -511,28 +544,42 @@ class Client:
     async def send(self, request: Request, *, timeout: float | None = None) -> Response:
         """Perform ``request`` and return the whole response, whatever its status.
 
-        ``timeout`` bounds the whole call (default: the client's ``total_timeout``); past it
-        :class:`TransportTimeout` is raised. After a 401 the credentials are refreshed once
-        (exec plugin, rotated token file) and the request is retried once. Network failures
-        raise :class:`TransportError`.
+        ``timeout`` bounds the call's time on the network (default: the client's
+        ``total_timeout``); past it :class:`TransportTimeout` is raised. An exec credential
+        plugin's run does not count: it is bounded by ``exec_timeout`` alone, and a plugin
+        that hangs raises ``ConfigError`` naming the plugin and that timeout. After a 401
+        the credentials are refreshed once (exec plugin, rotated token file) and the
+        request is retried once. Network failures raise :class:`TransportError`.
         """
-        total = self._total_timeout if timeout is None else timeout
+        total = self._total_timeout if timeout is None else _time_left("timeout", timeout)
         url = self.config.url(request.target)
-        deadline = _backend.current_time() + total
-        each = min(self._timeout, total)
+        authorization, generation = await self._authorize()
+        left = total
         try:
-            async with _backend.fail_after(total):
-                authorization, generation = await self._authorize()
-                response = await self._exchange(request, url, authorization, each, deadline)
-                if response.status_code == 401 and await self._credentials.refresh(generation):
-                    authorization, _ = await self._authorize()
-                    response = await self._exchange(request, url, authorization, each, deadline)
+            started = _backend.current_time()
+            response = await self._exchange_within(request, url, authorization, left)
+            if response.status_code == 401 and await self._credentials.refresh(generation):
+                left -= _backend.current_time() - started
+                authorization, _ = await self._authorize()
+                started = _backend.current_time()
+                response = await self._exchange_within(request, url, authorization, left)
         except TimeoutError:
             raise TransportTimeout(
                 f"{self.config.origin}: {request.method} {request.path} took longer than "
                 f"{total:g} s"
             ) from None
         return response
+
+    async def _exchange_within(
+        self, request: Request, url: str, authorization: str | None, seconds: float
+    ) -> Response:
+        """One exchange that must end within ``seconds``; ``TimeoutError`` otherwise."""
+        seconds = max(seconds, 0.0)
+        deadline = _backend.current_time() + seconds
+        async with _backend.fail_after(seconds):
+            return await self._exchange(
+                request, url, authorization, min(self._timeout, seconds), deadline
+            )
 
     async def open_stream(
         self, request: Request, *, read_timeout: float | None = None, check: bool = False
@@ -543,6 +590,8 @@ class Client:
         is read, the stream closed and the ``ApiError`` raised. A 401 refreshes the
         credentials and retries once, as :meth:`send` does.
         """
+        if read_timeout is not None:
+            read_timeout = _seconds("read_timeout", read_timeout)
         url = self.config.url(request.target)
         authorization, generation = await self._authorize()
         stream = await self._start(request, url, authorization, read_timeout)
@@ -555,7 +604,7 @@ class Client:
                 body = await stream.read_error_body()
             finally:
                 await stream.aclose()
-            raise error_from_response(stream.status_code, stream.headers, body)
+            raise error_from_response(stream.status_code, stream.headers, body, path=request.path)
         return stream
 
     @_tracing.traced_request
@@ -592,7 +641,7 @@ class Client:
         while True:
             response = await self.send(request)
             try:
-                return decode_response(response)
+                return decode_response(response, request)
             except ApiError as exc:
                 delay = retry_delay(exc, attempt, max_retries=self._max_retries)
                 if delay is None:
@@ -656,7 +705,9 @@ class Client:
         it is the server-side ``timeoutSeconds`` plus the client's ``watch_idle_margin``
         (30 s), or, without one, the longest a server keeps a watch open (an hour) plus it.
         """
-        if read_timeout is None:
+        if read_timeout is not None:
+            read_timeout = _seconds("read_timeout", read_timeout)
+        else:
             server_side = options.timeout_seconds if options is not None else None
             read_timeout = self._watch_idle_margin + (
                 server_side if server_side is not None else MAX_SERVER_WATCH

@@ -532,8 +532,16 @@ def delete_collection_request(
     )
 
 
-def decode_response(response: Response) -> Any:
-    """Return the decoded JSON body of a 2xx response; raise the ApiError of any other."""
+def decode_response(response: Response, request: Request | None = None) -> Any:
+    """Return the decoded JSON body of a 2xx response; raise the ApiError of any other.
+
+    ``request`` (the request answered) lets a 404 name what the server does not serve.
+    """
     if not response.ok:
-        raise error_from_response(response.status_code, response.headers, response.body)
+        raise error_from_response(
+            response.status_code,
+            response.headers,
+            response.body,
+            path=request.path if request is not None else "",
+        )
     return _json.loads(response.body)

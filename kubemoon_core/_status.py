@@ -3,7 +3,9 @@
 Rules: any non-2xx response, and the object of a watch ``ERROR`` event, becomes an
 ``ApiError`` subclass chosen by HTTP code and ``reason``. A body that is not a Status still
 yields an error with the code and a bounded excerpt. ``disposition`` tells a caller whether
-to retry, relist or handle the error itself.
+to retry, relist or handle the error itself. A 404 that is about the request's group,
+version or resource rather than an object (see :class:`ResourceNotServed`) is told apart
+here, from the response and the request path, never in an adapter.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ __all__ = [
     "MethodNotAllowed",
     "NotFound",
     "RedirectRefused",
+    "ResourceNotServed",
     "ServerTimeout",
     "ServiceUnavailable",
     "Status",
@@ -110,7 +113,8 @@ def decode_status(document: Any, *, default_code: int = 0) -> Status | None:
         code=code,
         status=_str(document.get("status")),
         reason=_str(document.get("reason")),
-        message=_str(document.get("message")),
+        # Servers end some messages with a newline; a log line or error does not keep it.
+        message=_str(document.get("message")).strip(),
         details=dict(details),
         causes=tuple(causes),
         retry_after_seconds=retry_after,
@@ -189,6 +193,79 @@ class Forbidden(ApiError):
 
 class NotFound(ApiError):
     """404: the object or resource does not exist."""
+
+
+class ResourceNotServed(NotFound):
+    """404 because the server does not serve the request's group, version or resource.
+
+    A missing object of a served resource is a plain :class:`NotFound`; this one means the
+    request can never succeed as written (a typo in the group, a version the server dropped,
+    a CRD that is not installed). It is a :class:`NotFound`, so handlers of that keep
+    working; catch this class first to tell the two apart.
+
+    Recognised from the response: a 404 whose body is not a Kubernetes ``Status`` (the API
+    server answers an unknown group with the text ``404 page not found``), or the server's
+    generic ``Status`` "the server could not find the requested resource" whose ``details``
+    name no object (an unknown version, resource or subresource of a served group). A 404
+    ``Status`` with any other message is an object's :class:`NotFound`. :attr:`group`,
+    :attr:`version`, :attr:`resource` and :attr:`subresource` are read from the request
+    path (empty when it names none; ``group`` is ``""`` for the core group).
+    """
+
+    def __init__(
+        self,
+        status: Status,
+        *,
+        retry_after: float | None = None,
+        body: bytes = b"",
+        path: str = "",
+    ):
+        super().__init__(status, retry_after=retry_after, body=body)
+        self.path = path
+        self.group, self.version, self.resource, self.subresource = _api_path_parts(path)
+        what = _describe_target(self.group, self.version, self.resource, self.subresource)
+        said = printable(" ".join(status.message.split()))  # one line
+        self.args = (
+            f"404 ResourceNotServed: the server does not serve {what}"
+            + (f" (it said: {said})" if said else ""),
+        )
+
+
+# The subresources of a namespace: ``/api/v1/namespaces/{name}/{sub}`` is not a namespaced
+# collection called ``{sub}`` (the apiserver's request-info parsing makes the same call).
+_NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
+
+
+def _api_path_parts(path: str) -> tuple[str, str, str, str]:
+    """(group, version, resource, subresource) named by an API path; parts it lacks are "".
+
+    ``/api/v1/...`` is the core group, ``/apis/{group}/{version}/...`` any other; then an
+    optional ``namespaces/{ns}/``, the resource, a name and a subresource.
+    """
+    parts = [p for p in path.split("?", 1)[0].split("/") if p]
+    if parts[:1] == ["api"]:
+        group, rest = "", parts[1:]
+    elif parts[:1] == ["apis"] and len(parts) > 1:
+        group, rest = parts[1], parts[2:]
+    else:
+        return "", "", "", ""
+    version, rest = (rest[0], rest[1:]) if rest else ("", [])
+    if len(rest) > 2 and rest[0] == "namespaces" and rest[2] not in _NAMESPACE_SUBRESOURCES:
+        rest = rest[2:]
+    resource = rest[0] if rest else ""
+    subresource = rest[2] if len(rest) > 2 else ""
+    return group, version, resource, subresource
+
+
+def _describe_target(group: str, version: str, resource: str, subresource: str) -> str:
+    group, version = printable(group, 100), printable(version, 100)
+    if not version:
+        return f"group {group!r}" if group else "the requested path"
+    api = f"{group}/{version}" if group else f"{version} (core group)"
+    if not resource:
+        return f"the API {api}"
+    named = f"{resource}/{subresource}" if subresource else resource
+    return f"resource {named!r} in {api}"
 
 
 class MethodNotAllowed(ApiError):
@@ -294,21 +371,45 @@ def _retry_after_header(headers: Iterable[tuple[str, str]]) -> float | None:
     return None
 
 
+# What the API server says (apimachinery's generic 404) when it serves the group but not the
+# version, resource or subresource of a request.
+_NOT_SERVED_MESSAGE = "the server could not find the requested resource"
+
+
+def _names_no_object(status: Status) -> bool:
+    """A 404 Status about the request's resource, not an object: the server's generic text,
+    and details that name no object."""
+    details = status.details
+    return (
+        status.message == _NOT_SERVED_MESSAGE
+        and not details.get("name")
+        and not details.get("kind")
+    )
+
+
 def error_from_response(
-    status_code: int, headers: Iterable[tuple[str, str]], body: bytes
+    status_code: int, headers: Iterable[tuple[str, str]], body: bytes, *, path: str = ""
 ) -> ApiError:
-    """Decode a non-2xx response into an ApiError, whatever its body holds."""
+    """Decode a non-2xx response into an ApiError, whatever its body holds.
+
+    ``path`` is the request's path (for a :class:`ResourceNotServed`, which names the
+    group, version and resource the server does not serve).
+    """
     status: Status | None = None
     try:
         status = decode_status(_json.loads(body), default_code=status_code)
     except DecodeError:
         status = None
+    not_served = False
     if status is None:
-        excerpt = body[:BODY_EXCERPT_LIMIT].decode("utf-8", "replace")
+        # Servers end such texts with a newline; an error message does not keep it.
+        excerpt = body[:BODY_EXCERPT_LIMIT].decode("utf-8", "replace").strip()
         status = Status(code=status_code, status="Failure", message=excerpt)
+        not_served = status_code == 404
     else:
         # The HTTP code is authoritative; a Status claiming another code is a server quirk.
         status = dataclasses.replace(status, code=status_code)
+        not_served = status_code == 404 and _names_no_object(status)
     headers = tuple(headers)
     retry_after = _retry_after_header(headers)
     if retry_after is None and status.retry_after_seconds is not None:
@@ -316,6 +417,8 @@ def error_from_response(
     if 300 <= status_code < 400:
         location = next((v for k, v in headers if k.lower() == "location"), None)
         return RedirectRefused(status, retry_after=retry_after, body=body, location=location)
+    if not_served:
+        return ResourceNotServed(status, retry_after=retry_after, body=body, path=path)
     return _error_class(status)(status, retry_after=retry_after, body=body)
 
 

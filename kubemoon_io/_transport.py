@@ -8,6 +8,7 @@ halves, so one mapping serves every adapter.
 
 from __future__ import annotations
 
+import os
 import ssl
 
 import httpcore
@@ -43,27 +44,77 @@ class ResponseTooLarge(TransportError):
     """A response body was larger than the client's ``max_body_size``; nothing was kept."""
 
 
+# Not a TLS failure: the socket had no data yet (a read interrupted by a timeout leaves one
+# of these in the exception chain on asyncio).
+_NOT_TLS_FAILURES = (ssl.SSLWantReadError, ssl.SSLWantWriteError)
+
+
 def _ssl_cause(exc: BaseException) -> ssl.SSLError | None:
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
-        if isinstance(current, ssl.SSLError):
+        if isinstance(current, ssl.SSLError) and not isinstance(current, _NOT_TLS_FAILURES):
             return current
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return None
 
 
+_TIMED_OUT: dict[type[BaseException], str] = {
+    httpcore.ConnectTimeout: "connecting (TCP connection or TLS handshake)",
+    httpcore.ReadTimeout: "reading the response",
+    httpcore.WriteTimeout: "sending the request",
+    httpcore.PoolTimeout: "waiting for a free connection",
+}
+
+
 def transport_error(exc: Exception, origin: str, server_name: str | None = None) -> TransportError:
-    """Translate an httpcore (or socket/ssl) exception into a TransportError for ``origin``."""
+    """Translate an httpcore (or socket/ssl) exception into a TransportError for ``origin``.
+
+    A timeout is a :class:`TransportTimeout` on every adapter, even one that struck during
+    the TLS handshake (a stalled handshake is not a TLS failure).
+    """
+    if isinstance(exc, httpcore.TimeoutException | TimeoutError):
+        # The same words on every adapter (their exceptions' own texts differ).
+        return TransportTimeout(f"{origin}: timed out {_TIMED_OUT.get(type(exc), 'waiting')}")
+    detail = str(exc) or type(exc).__name__
     tls = _ssl_cause(exc)
     if tls is not None:
         reason = getattr(tls, "verify_message", None) or getattr(tls, "reason", None) or str(tls)
         name = f" (server name {server_name!r})" if server_name else ""
         return TLSError(f"TLS handshake with {origin}{name} failed: {reason}")
-    detail = str(exc) or type(exc).__name__
-    if isinstance(exc, httpcore.TimeoutException | TimeoutError):
-        return TransportTimeout(f"{origin}: timed out ({type(exc).__name__}: {detail})")
     if isinstance(exc, httpcore.RemoteProtocolError):
         return TransportError(f"{origin}: connection broken: {detail}")
+    phase = _FAILED.get(type(exc))
+    cause = _os_cause(exc)
+    if phase is not None and cause is not None:
+        # The operating system's reason, in the same words on every adapter (each loop's
+        # library wraps it in texts of its own, or in none).
+        number = cause.errno
+        reason = os.strerror(number) if isinstance(number, int) and number > 0 else cause.strerror
+        return TransportError(f"{origin}: {phase}: {reason}")
     return TransportError(f"{origin}: {type(exc).__name__}: {detail}")
+
+
+_FAILED: dict[type[BaseException], str] = {
+    httpcore.ConnectError: "cannot connect",
+    httpcore.ReadError: "reading the response failed",
+    httpcore.WriteError: "sending the request failed",
+}
+
+
+def _os_cause(exc: BaseException) -> OSError | None:
+    """The first operating-system error (with a reason) behind ``exc``, groups included."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending and len(seen) < 64:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.strerror:
+            return current
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return None

@@ -5,7 +5,9 @@ Rules: same names and signatures as ``kubemoon_trio/_backend.py``. A plain block
 a :class:`TaskGroup` starts threads, one per child, for the runtime (manager, informers,
 workers). Cancelling a group is cooperative: every sleep and wait of its threads raises
 :class:`Cancelled`, and a watch being read in one of them has its socket shut down.
-A blocking read cannot stop at a deadline, so streams are opened with a read timeout.
+A blocking read cannot be interrupted at a deadline, so inside :func:`fail_after` every
+connect, TLS handshake, read and write of a connection gets a socket timeout no longer
+than the time left (:func:`network_backend`); streams outside it use their read timeout.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 
 import httpcore
 
+from kubemoon_io import TransportTimeout
+
 __all__ = [
     "LOOP_NAME",
     "TASK_STATUS_IGNORED",
@@ -43,6 +47,7 @@ __all__ = [
     "current_time",
     "fail_after",
     "install_signal_handlers",
+    "network_backend",
     "run_loop",
     "run_process",
     "serve_tcp",
@@ -256,17 +261,36 @@ def wait_event(event: threading.Event, deadline: float | None) -> bool:
     return event.wait(timeout)
 
 
-class _FailAfter:
-    """The scope :func:`fail_after` returns: a plain class (entered once per request)."""
+def _deadline() -> float | None:
+    """The deadline of the innermost :func:`fail_after` of this thread (monotonic), or None."""
+    return cast(float | None, getattr(_local, "deadline", None))
 
-    __slots__ = ("_seconds", "_start")
+
+# What a blocking call raises when its socket timeout (cut to the time left) strikes.
+_TIMEOUTS = (TimeoutError, httpcore.TimeoutException, TransportTimeout)
+
+
+class _FailAfter:
+    """The scope :func:`fail_after` returns: a plain class (entered once per request).
+
+    While it is open, this thread's deadline cuts every socket timeout of the connections
+    made by :func:`network_backend` (nested scopes keep the earliest deadline).
+    """
+
+    __slots__ = ("_deadline", "_outer", "_seconds")
 
     def __init__(self, seconds: float | None) -> None:
         self._seconds = seconds
-        self._start = 0.0
+        self._deadline: float | None = None
+        self._outer: float | None = None
 
     def __enter__(self) -> None:
-        self._start = time.monotonic()
+        self._outer = _deadline()
+        if self._seconds is None:
+            return
+        self._deadline = time.monotonic() + max(self._seconds, 0.0)
+        if self._outer is None or self._deadline < self._outer:
+            _local.deadline = self._deadline
 
     def __exit__(
         self,
@@ -274,17 +298,97 @@ class _FailAfter:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        seconds = self._seconds
-        if exc_type is None and seconds is not None and time.monotonic() - self._start > seconds:
-            raise TimeoutError(f"no result within {seconds:g} s")
+        _local.deadline = self._outer
+        seconds, deadline = self._seconds, self._deadline
+        if seconds is None or deadline is None or time.monotonic() < deadline:
+            return
+        if exc is None or isinstance(exc, _TIMEOUTS):
+            # Past the deadline, a timeout (the cut socket timeout) is this deadline's, as a
+            # cancelled scope is on the async adapters.
+            raise TimeoutError(f"no result within {seconds:g} s") from None
 
 
 def fail_after(seconds: float | None) -> _FailAfter:
-    """A total deadline, as far as a blocking call allows: checked when the body returns.
+    """Raise ``TimeoutError`` if the body takes longer than ``seconds`` (None: no limit).
 
-    Each read is bounded by the client's timeout; the body is not interrupted midway.
+    A blocking body is not interrupted midway; instead the socket operations of
+    :func:`network_backend`'s connections wait no longer than the time left, so a
+    connection that answers slowly (even a byte at a time) ends at the deadline.
     """
     return _FailAfter(seconds)
+
+
+def _time_left(timeout: float | None, error: type[httpcore.TimeoutException]) -> float | None:
+    """``timeout`` cut to this thread's deadline; ``error`` once the deadline has passed."""
+    deadline = _deadline()
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise error("the deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every socket operation waits no longer than the time left."""
+
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _time_left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _time_left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        timeout = _time_left(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """httpcore's blocking backend, with the connections of :class:`_DeadlineStream`."""
+
+    def __init__(self) -> None:
+        self._backend = httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.NetworkStream:
+        timeout = _time_left(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(
+            self._backend.connect_tcp(host, port, timeout, local_address, socket_options)
+        )
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.NetworkStream:
+        timeout = _time_left(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._backend.connect_unix_socket(path, timeout, socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+def network_backend() -> httpcore.NetworkBackend:
+    """The backend of the client's connection pools: deadline-aware socket timeouts."""
+    return _DeadlineBackend()
 
 
 def shielded() -> AbstractContextManager[object]:
@@ -363,12 +467,13 @@ def run_process(
 
 
 class BodyReader:
-    """Reads a streamed response body chunk by chunk.
+    """Reads a streamed response body chunk by chunk, with an optional deadline per read.
 
-    ``receive`` returns ``b""`` at the end of the body. The deadline is advisory: the read
-    timeout the stream was opened with bounds each read, and a read past it raises
-    ``TimeoutError`` (through httpcore's ``ReadTimeout``). When the reading thread's task
-    group is cancelled, the connection's socket is shut down, which ends the read.
+    ``receive`` returns ``b""`` at the end of the body and raises ``TimeoutError`` when the
+    deadline (on :func:`current_time`) or the read timeout the stream was opened with
+    passes first: the connection's socket waits no longer than the time left (see
+    :func:`network_backend`). When the reading thread's task group is cancelled, the
+    connection's socket is shut down, which ends the read.
     """
 
     def __init__(self, response: httpcore.Response) -> None:
@@ -389,18 +494,22 @@ class BodyReader:
 
     def receive(self, deadline: float | None = None) -> bytes:
         """The next chunk of the body, ``b""`` at its end."""
-        del deadline
         if self._closing:
             return b""
+        outer = _deadline()
+        if deadline is not None and (outer is None or deadline < outer):
+            _local.deadline = deadline
         try:
             return self._chunks.__next__()
         except StopIteration:
             return b""
         except httpcore.ReadTimeout as exc:
-            raise TimeoutError("no data before the read timeout") from exc
+            raise TimeoutError("no data before the deadline or the read timeout") from exc
         except (httpcore.NetworkError, httpcore.ProtocolError):
             _check()  # a shutdown by cancellation is a cancellation, not a broken stream
             raise
+        finally:
+            _local.deadline = outer
 
     def read_chunk(self) -> bytes:
         """The next chunk, ``b""`` at the end, for a body only this thread reads and closes."""

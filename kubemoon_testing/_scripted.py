@@ -88,6 +88,8 @@ class Reply:
       ``close_notify`` on that cut (and on ``close``).
     - ``stall`` never ends the body: the server waits, silent, until the client leaves.
     - ``close`` closes the connection after the response.
+    - ``trickle`` sends the response head one byte at a time, pausing that many seconds
+      before each byte (a head that never stalls long enough for a read timeout).
     """
 
     status: int = 200
@@ -99,6 +101,7 @@ class Reply:
     stall: bool = False
     close_notify: bool = True
     close: bool = False
+    trickle: float = 0.0
 
     @classmethod
     def json(
@@ -467,7 +470,13 @@ class ScriptedServer:
             headers.append((b"Content-Length", str(len(reply.body)).encode()))
         if reply.close:
             headers.append((b"Connection", b"close"))
-        await stream.send_all(conn.send(h11.Response(status_code=reply.status, headers=headers)))
+        head = conn.send(h11.Response(status_code=reply.status, headers=headers)) or b""
+        if reply.trickle:
+            for i in range(len(head)):
+                await trio.sleep(reply.trickle)
+                await stream.send_all(head[i : i + 1])
+        else:
+            await stream.send_all(head)
         pieces: Sequence[bytes | float] = reply.chunks if reply.chunks is not None else [reply.body]
         sent = 0
         for piece in pieces:

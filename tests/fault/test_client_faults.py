@@ -4,6 +4,7 @@ produce on demand."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -661,3 +662,150 @@ async def test_watches_left_by_break_leak_no_connection(adapter: Adapter) -> Non
             assert len(server.requests) == 20
         finally:
             await adapter.close(client)
+
+
+async def test_a_stalled_tls_handshake_is_a_timeout_within_the_connect_timeout(
+    adapter: Adapter,
+) -> None:
+    # A server that accepts the connection and never answers the ClientHello. Every adapter
+    # raises TransportTimeout (not TLSError: nothing about TLS failed) after its 1 s connect
+    # timeout, well before the 30 s total.
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    held: list[trio.SocketStream] = []
+
+    async def hold(listener: trio.SocketListener) -> None:
+        while True:
+            held.append(await listener.accept())
+
+    config = ClientConfig(server=f"https://127.0.0.1:{port}", ca_data=trustme.CA().cert_pem.bytes())
+    client = adapter.client(config, timeout=1.0, total_timeout=30.0)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(hold, listeners[0])
+            started = time.monotonic()
+            try:
+                with pytest.raises(TransportError) as info:
+                    await adapter.call(client.get, PODS, "a", namespace="ns")
+            finally:
+                nursery.cancel_scope.cancel()
+        assert type(info.value).__name__ == "TransportTimeout"
+        assert not isinstance(info.value, TLSError)
+        assert str(info.value) == (
+            f"https://127.0.0.1:{port}: timed out connecting (TCP connection or TLS handshake)"
+        )
+        assert time.monotonic() - started < 10  # the connect timeout, not the total
+        assert held  # the connection was made: it is the handshake that stalled
+    finally:
+        await adapter.close(client)
+        for stream in held:
+            await stream.aclose()
+        await listeners[0].aclose()
+
+
+async def test_refused_and_reset_connections_read_the_same_on_every_adapter(
+    adapter: Adapter,
+) -> None:
+    import socket
+    import struct
+
+    # A port nobody listens on.
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    free = probe.getsockname()[1]
+    probe.close()
+    client = adapter.client(ClientConfig(server=f"http://127.0.0.1:{free}"))
+    try:
+        with pytest.raises(TransportError) as refused:
+            await adapter.call(client.get, PODS, "a", namespace="ns")
+    finally:
+        await adapter.close(client)
+    assert str(refused.value) == f"http://127.0.0.1:{free}: cannot connect: Connection refused"
+
+    # A server that resets the connection (RST) after reading the request.
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+
+    async def reset(listener: trio.SocketListener) -> None:
+        while True:
+            stream = await listener.accept()
+            await stream.receive_some(65536)
+            stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            await stream.aclose()
+
+    client = adapter.client(ClientConfig(server=f"http://127.0.0.1:{port}"))
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reset, listeners[0])
+            try:
+                with pytest.raises(TransportError) as broken:
+                    await adapter.call(client.get, PODS, "a", namespace="ns")
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        await adapter.close(client)
+        await listeners[0].aclose()
+    assert type(broken.value) is TransportError
+    assert str(broken.value) == (
+        f"http://127.0.0.1:{port}: reading the response failed: Connection reset by peer"
+    )
+
+
+@pytest.mark.parametrize(
+    ("timeout", "total", "expected"),
+    [
+        (1.0, 30.0, "timed out connecting (TCP connection or TLS handshake)"),
+        (30.0, 1.0, "GET /api/v1/namespaces/ns/pods/a took longer than 1 s"),
+    ],
+)
+async def test_a_handshake_trickled_byte_by_byte_stops_at_the_first_bound(
+    adapter: Adapter, timeout: float, total: float, expected: str
+) -> None:
+    # A proxy that relays the server's bytes (its TLS handshake first) one at a time every
+    # 20 ms: the whole exchange would take minutes, no single read ever waits long. Every
+    # adapter stops at the connect timeout or the total deadline, whichever comes first.
+    client_left = trio.Event()
+
+    async def pump(source: trio.SocketStream, sink: trio.SocketStream, slow: bool) -> None:
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            while data := await source.receive_some(65536):
+                for i in range(len(data) if slow else 1):
+                    if slow:
+                        await trio.sleep(0.02)
+                    await sink.send_all(data[i : i + 1] if slow else data)
+            if not slow:
+                client_left.set()  # the client closed its connection
+
+    async with ScriptedServer() as server, trio.open_nursery() as nursery:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        streams: list[trio.SocketStream] = []
+
+        async def relay(listener: trio.SocketListener) -> None:
+            while True:
+                client_side = await listener.accept()
+                server_side = await trio.open_tcp_stream("127.0.0.1", server.port)
+                streams.extend((client_side, server_side))
+                nursery.start_soon(pump, client_side, server_side, False)
+                nursery.start_soon(pump, server_side, client_side, True)
+
+        nursery.start_soon(relay, listeners[0])
+        config = server.client_config(server=f"https://127.0.0.1:{port}")
+        client = adapter.client(config, timeout=timeout, total_timeout=total)
+        started = time.monotonic()
+        try:
+            with pytest.raises(TransportError) as info:
+                await adapter.call(client.get, PODS, "a", namespace="ns")
+            # The interrupted connection was closed (not left to the garbage collector).
+            with trio.fail_after(5):
+                await client_left.wait()
+        finally:
+            await adapter.close(client)
+            nursery.cancel_scope.cancel()
+            with trio.CancelScope(shield=True):
+                for stream in streams:
+                    await stream.aclose()
+                await listeners[0].aclose()
+        assert type(info.value).__name__ == "TransportTimeout"
+        assert str(info.value) == f"https://127.0.0.1:{port}: {expected}"
+        assert time.monotonic() - started < 10
