@@ -402,7 +402,14 @@ class Discovery:
 
     def _receive_root(self, pending: _Pending, response: Response) -> None:
         if not response.ok:
-            self._fail(error_from_response(response.status_code, response.headers, response.body))
+            self._fail(
+                error_from_response(
+                    response.status_code,
+                    response.headers,
+                    response.body,
+                    path=pending.request.path,
+                )
+            )
         try:
             doc = _document(response.body)
             kind = doc.get("kind")
@@ -430,7 +437,9 @@ class Discovery:
     def _receive_group_version(self, pending: _Pending, response: Response) -> None:
         assert pending.group_version is not None
         if not response.ok:
-            error = error_from_response(response.status_code, response.headers, response.body)
+            error = error_from_response(
+                response.status_code, response.headers, response.body, path=pending.request.path
+            )
             self.failed_group_versions[pending.group_version] = error
             return
         try:

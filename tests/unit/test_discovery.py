@@ -24,6 +24,7 @@ from kubemoon_core import (
     GroupVersion,
     GroupVersionResource,
     LocalProtocolError,
+    ResourceNotServed,
     Response,
     Scope,
     ServiceUnavailable,
@@ -291,3 +292,23 @@ def test_string_lists_name_the_bad_item() -> None:
     with pytest.raises(DecodeError) as info:
         decode_api_resource_list(doc)
     assert info.value.path == "resources[0].shortNames[1]"
+
+
+def test_a_group_version_the_server_stopped_serving_is_named_in_its_error() -> None:
+    walk = Discovery(aggregated=False)
+    api, apis = walk.next_requests()
+    walk.receive_response(apis, ok(API_GROUP_LIST))
+    walk.receive_response(api, ok(API_VERSIONS))
+    answers = {
+        "/api/v1": ok(CORE_V1),
+        "/apis/apps/v1": Response(404, (), b"404 page not found\n"),
+        "/apis/coordination.k8s.io/v1": ok(COORDINATION_V1),
+        "/apis/coordination.k8s.io/v1beta1": ok(COORDINATION_V1BETA1),
+    }
+    for request in walk.next_requests():
+        walk.receive_response(request, answers[request.path])
+    assert walk.state is DiscoveryState.DONE
+    failed = walk.failed_group_versions[GroupVersion("apps", "v1")]
+    assert isinstance(failed, ResourceNotServed)
+    assert (failed.group, failed.version) == ("apps", "v1")
+    assert "apps/v1" in str(failed)
