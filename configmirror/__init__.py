@@ -26,7 +26,13 @@ from ._plan import (
     mirror_targets,
     plan_reconcile,
 )
-from ._webhooks import CONVERT_PATH, MUTATE_PATH, VALIDATE_PATH, ConfigMirrorWebhooks
+from ._webhooks import (
+    CONVERT_PATH,
+    MUTATE_PATH,
+    VALIDATE_PATH,
+    AccessReviewer,
+    ConfigMirrorWebhooks,
+)
 
 __all__ = [
     "ACCEPT_MIRRORS_LABEL",
@@ -43,6 +49,7 @@ __all__ = [
     "CONVERT_PATH",
     "MUTATE_PATH",
     "VALIDATE_PATH",
+    "AccessReviewer",
     "ConfigMirrorWebhooks",
     "OperatorOptions",
     "Plan",
