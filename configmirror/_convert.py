@@ -31,6 +31,7 @@ from kubemoon_core import ConversionError, Converter, openapi_schema
 from ._api import ConfigMirror, ConfigMirrorV1beta1
 
 __all__ = [
+    "MAX_SELECTOR_ANNOTATION",
     "SELECTOR_ANNOTATION",
     "V1ALPHA1",
     "V1BETA1",
@@ -44,6 +45,8 @@ V1ALPHA1 = "kubemoon.dev/v1alpha1"
 V1BETA1 = "kubemoon.dev/v1beta1"
 SELECTOR_ANNOTATION = "kubemoon.dev/v1beta1-namespace-selector"
 """Keeps a v1beta1 namespaceSelector while the object is read or written as v1alpha1."""
+MAX_SELECTOR_ANNOTATION = 16 * 1024
+"""The longest value of :data:`SELECTOR_ANNOTATION` that conversion reads."""
 
 _SPEC_SCHEMAS: dict[str, Mapping[str, Any]] = {
     V1ALPHA1: openapi_schema(ConfigMirror)["properties"]["spec"],
@@ -163,11 +166,17 @@ def _no_constant(name: str) -> Any:
 
 def _parse_selector(text: str) -> Any:
     """The selector an annotation's value holds; ConversionError unless it is exactly one."""
+    if len(text) > MAX_SELECTOR_ANNOTATION:
+        raise ConversionError(
+            f"annotation {SELECTOR_ANNOTATION} is longer than {MAX_SELECTOR_ANNOTATION} "
+            "characters: more than any namespaceSelector needs"
+        )
     try:
         selector = json.loads(text, object_pairs_hook=_strict_object, parse_constant=_no_constant)
-    except ValueError as exc:  # json.JSONDecodeError is a ValueError
+    except (ValueError, RecursionError) as exc:  # json.JSONDecodeError is a ValueError
         raise ConversionError(
-            f"annotation {SELECTOR_ANNOTATION} is not a JSON namespaceSelector: {exc}"
+            f"annotation {SELECTOR_ANNOTATION} is not a JSON namespaceSelector: "
+            f"{'nested too deeply' if isinstance(exc, RecursionError) else exc}"
         ) from None
     _check_selector(selector)
     return selector

@@ -594,6 +594,11 @@ async def test_a_v1alpha1_create_cannot_select_another_tenants_namespace(
         attack["metadata"] = {"name": "typed", "annotations": tenant.annotation(bad)}
         with pytest.raises(ApiError, match="expected string"):
             await user.create(CONFIGMIRRORS, attack, namespace=home)
+    # JSON nested deeper than the parser goes: a clean refusal, not a crashed handler.
+    attack["metadata"] = {"name": "deep", "annotations": {SELECTOR_ANNOTATION: "[" * 16_000}}
+    with pytest.raises(ApiError, match="nested too deeply") as info:
+        await user.create(CONFIGMIRRORS, attack, namespace=home)
+    assert info.value.code == 422
     # Straight in v1beta1: matchExpressions is pruned by the apiserver, leaving {}.
     beta = {
         "apiVersion": "kubemoon.dev/v1beta1",

@@ -173,6 +173,8 @@ def test_a_review_converts_every_object(objects: list[dict[str, Any]], target: s
         ('{"matchLabels":{"a":1}}', "matchLabels.a: expected string, got int"),
         ('"str"', "namespaceSelector: expected object, got str"),
         ("null", "namespaceSelector: null is not allowed"),
+        ("[" * 16_000, "nested too deeply"),
+        ('{"matchLabels":{"a":"' + "x" * 20_000 + '"}}', "longer than 16384 characters"),
     ],
 )
 def test_an_annotation_that_cannot_be_stored_as_written_is_refused(
