@@ -21,6 +21,7 @@ both. An object that cannot make that round trip is refused with a
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -100,17 +101,18 @@ def _string_problems(schema: Mapping[str, Any], value: str, where: str) -> list[
         problems.append(f"{where}: shorter than {schema['minLength']}")
     if "maxLength" in schema and len(value) > schema["maxLength"]:
         problems.append(f"{where}: longer than {schema['maxLength']}")
-    if "pattern" in schema and not re.search(_anchored(schema["pattern"]), value):
+    if "pattern" in schema and not _compiled(schema["pattern"]).search(value):
         problems.append(f"{where}: {value!r} does not match {schema['pattern']}")
     return problems
 
 
-def _anchored(pattern: str) -> str:
+@functools.cache
+def _compiled(pattern: str) -> re.Pattern[str]:
     # Go's RE2 (the apiserver's) reads a final ``$`` as the end of the text; Python's
     # also matches before a final newline, which would let "name\n" through.
     if pattern.endswith("$") and not pattern.endswith("\\$"):
-        return pattern[:-1] + "\\Z"
-    return pattern
+        pattern = pattern[:-1] + "\\Z"
+    return re.compile(pattern)
 
 
 def _array_problems(
@@ -122,13 +124,14 @@ def _array_problems(
     if "maxItems" in schema and len(value) > schema["maxItems"]:
         problems.append(f"{where}: more than {schema['maxItems']} items")
     if schema.get("x-kubernetes-list-type") == "set":
-        seen: list[Any] = []
+        seen: set[Any] = set()
         for item in value:
-            if item in seen:
+            key = item if isinstance(item, str | int | float) else _canonical(item)
+            if key in seen:
                 problems.append(f"{where}: {item!r} is listed twice in a set")
-            seen.append(item)
+            seen.add(key)
     items = schema.get("items")
-    if isinstance(items, Mapping):
+    if isinstance(items, dict):
         for index, item in enumerate(value):
             problems += schema_problems(items, item, f"{path}[{index}]")
     return problems
@@ -142,9 +145,9 @@ def _object_problems(schema: Mapping[str, Any], value: dict[str, Any], path: str
         if field not in value:
             problems.append(f"{path}.{field}: required")
     for key, item in value.items():
-        if isinstance(properties, Mapping) and key in properties:
+        if isinstance(properties, dict) and key in properties:
             problems += schema_problems(properties[key], item, f"{path}.{key}")
-        elif isinstance(extra, Mapping):
+        elif isinstance(extra, dict):
             problems += schema_problems(extra, item, f"{path}.{key}")
         elif extra is not True and not schema.get("x-kubernetes-preserve-unknown-fields"):
             problems.append(f"{path}.{key}: not in the schema (the apiserver would prune it)")
