@@ -88,7 +88,10 @@ class _Flight:
 
     def __init__(self) -> None:
         self.done = trio.Event()
-        self.answer: str | KubeMoonError | None = None
+        # Until answered, a failure: a review cancelled in flight denies its waiters.
+        self.answer: str | KubeMoonError | None = KubeMoonError(
+            "the access review was not answered"
+        )
 
 
 class ConfigMirrorWebhooks:

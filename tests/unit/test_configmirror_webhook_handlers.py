@@ -242,3 +242,31 @@ async def test_reviews_go_out_on_a_pool_of_their_own() -> None:
         assert isinstance(hook.review_client, Client)
         assert hook.review_client is not client
         assert hook.review_client.config is client.config
+
+
+async def test_a_review_cancelled_in_flight_denies_whoever_waited_for_it() -> None:
+    authorizer = Authorizer({ALICE_READS, ("alice", "create", "a")})
+    authorizer.gate = trio.Event()  # never set: the first request's reviews hang
+    hook = hooks(authorizer)
+    verdicts = []
+    scope = trio.CancelScope()
+
+    async def first() -> None:
+        with scope:
+            await hook.validate(request(mirror("a")))
+
+    async def second() -> None:
+        verdicts.append(await hook.validate(request(mirror("a"))))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(first)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(second)
+        await trio.testing.wait_all_tasks_blocked()
+        scope.cancel()
+    # The first request was cancelled (its sender timed out); the second, which waited
+    # on the same reviews, is denied rather than allowed by an answer never received.
+    (verdict,) = verdicts
+    assert not verdict.allowed
+    assert "the access review was not answered" in verdict.message
+    assert len(authorizer.asked) == 2
