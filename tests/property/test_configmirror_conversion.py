@@ -196,3 +196,51 @@ def test_the_checked_schema_is_the_deployed_one() -> None:
     from configmirror._convert import _SPEC_SCHEMAS
 
     assert dict(_SPEC_SCHEMAS) == SPEC_SCHEMAS
+
+
+spec_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "source": names | json_values,
+        "targetNamespaces": st.lists(names | json_values, max_size=3),
+        "targets": st.fixed_dictionaries(
+            {},
+            optional={
+                "namespaces": st.lists(names | json_values, max_size=3),
+                "namespaceSelector": selector_like | json_values,
+            },
+        ),
+    },
+)
+annotation_values = json_values | (json_values | selector_like).map(json.dumps)
+
+
+@given(
+    st.sampled_from([V1ALPHA1, V1BETA1, "kubemoon.dev/v2", None]),
+    spec_like | json_values,
+    st.dictionaries(st.sampled_from([SELECTOR_ANNOTATION, "x"]), annotation_values, max_size=2),
+    spec_like | json_values,
+)
+def test_admission_judges_any_object_without_raising(
+    api_version: Any, spec: Any, annotations: dict[str, Any], old_spec: Any
+) -> None:
+    """Whatever a request holds, validation and the access plan answer, never raise."""
+    from configmirror._admission import required_checks, storage_form, validate_mirror
+
+    def obj(with_spec: Any) -> dict[str, Any]:
+        return {
+            "apiVersion": api_version,
+            "kind": "ConfigMirror",
+            "metadata": {"name": "m", "annotations": annotations},
+            "spec": with_spec,
+        }
+
+    problems = validate_mirror(obj(spec), "home")
+    assert all(isinstance(p, str) for p in problems)
+    if not problems:
+        new = storage_form(obj(spec))
+        try:
+            old = storage_form(obj(old_spec))
+        except ConversionError:
+            old = None
+        assert isinstance(required_checks(old, new, "home"), list)
