@@ -5,8 +5,9 @@ Rules: what is decided is decided by the pure functions of ``_admission`` and
 version the request came in. This module performs the SubjectAccessReviews and registers
 the handlers on a :class:`~kubemoon_core.WebhookApp`:
 
-- reviews go out on a connection pool of their own (``review_connections`` connections),
-  never on the operator's, so a flood of admission requests cannot slow reconciles;
+- reviews go out on a connection pool of their own (``review_connections`` connections,
+  as many reviews in flight at once), never on the operator's, so a flood of admission
+  requests cannot slow reconciles;
 - one request causes at most ``max_access_reviews`` of them; a change needing more is
   denied with a message naming the cap, unless its author may create ConfigMaps in
   every namespace (one review that covers every named target);
@@ -128,6 +129,9 @@ class ConfigMirrorWebhooks:
                 client.config, max_connections=review_connections
             )
         self.review_client: AccessReviewer = review_client
+        # Reviews wait here rather than in the pool's queue (which is walked on every
+        # release): at most review_connections are sent at once.
+        self._sending = trio.CapacityLimiter(review_connections)
         self.decisions = DecisionCache(ttl=decision_ttl)
         self.reviews_sent = 0
         self._flights: dict[tuple[Any, ...], _Flight] = {}
@@ -236,10 +240,11 @@ class ConfigMirrorWebhooks:
             return flight.answer
         flight = self._flights[key] = _Flight()
         try:
-            self.reviews_sent += 1
-            answer = await self.review_client.create(
-                SUBJECT_ACCESS_REVIEWS, access_review(user, check)
-            )
+            async with self._sending:
+                self.reviews_sent += 1
+                answer = await self.review_client.create(
+                    SUBJECT_ACCESS_REVIEWS, access_review(user, check)
+                )
             flight.answer = access_denial(answer, user, check)
             self.decisions.put(key, flight.answer, trio.current_time())
         except KubeMoonError as exc:

@@ -120,6 +120,7 @@ class Authorizer:
         self.allowed = allowed
         self.asked: list[tuple[str, str, str, str]] = []
         self.gate: trio.Event | None = None
+        self.in_flight = self.most_in_flight = 0
 
     async def create(
         self, resource: GroupVersionResource, obj: Mapping[str, Any], /
@@ -129,8 +130,14 @@ class Authorizer:
         attrs = spec["resourceAttributes"]
         asked = (spec["user"], attrs["verb"], attrs["namespace"], attrs.get("name", ""))
         self.asked.append(asked)
-        if self.gate is not None:
-            await self.gate.wait()
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            if self.gate is not None:
+                await self.gate.wait()
+            await trio.sleep(0)
+        finally:
+            self.in_flight -= 1
         return {"status": {"allowed": asked[:3] in self.allowed}}
 
 
@@ -270,3 +277,12 @@ async def test_a_review_cancelled_in_flight_denies_whoever_waited_for_it() -> No
     assert not verdict.allowed
     assert "the access review was not answered" in verdict.message
     assert len(authorizer.asked) == 2
+
+
+async def test_at_most_review_connections_reviews_are_in_flight() -> None:
+    targets = [f"t{i}" for i in range(12)]
+    authorizer = Authorizer({ALICE_READS, *(("alice", "create", t) for t in targets)})
+    hook = hooks(authorizer, review_connections=3)
+    assert (await hook.validate(request(mirror(*targets)))).allowed
+    assert len(authorizer.asked) == 13
+    assert authorizer.most_in_flight == 3
