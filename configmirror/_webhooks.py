@@ -104,7 +104,8 @@ class ConfigMirrorWebhooks:
     (then not closed here). Close with :meth:`aclose` (or ``async with``); a server made
     by :meth:`server` closes it when it stops serving. ``max_access_reviews`` caps the
     reviews of one request (at least 2); ``decision_ttl`` is how long an answer is
-    reused (0: never).
+    reused (0: never); at most ``review_connections`` (at least 1) are sent at once.
+    Bad values raise :class:`~kubemoon_core.LocalProtocolError`.
     """
 
     def __init__(
@@ -120,6 +121,10 @@ class ConfigMirrorWebhooks:
             raise LocalProtocolError(
                 f"max_access_reviews must be at least 2 (the source and all namespaces), "
                 f"got {max_access_reviews}"
+            )
+        if review_connections < 1:
+            raise LocalProtocolError(
+                f"review_connections must be at least 1, got {review_connections}"
             )
         self.client = client
         self.max_access_reviews = max_access_reviews

@@ -210,6 +210,8 @@ async def test_reviews_per_request_are_capped_with_a_clear_denial() -> None:
     assert len(admin.asked) == 2
     with pytest.raises(LocalProtocolError, match="at least 2"):
         hooks(admin, max_access_reviews=1)
+    with pytest.raises(LocalProtocolError, match="review_connections must be at least 1"):
+        hooks(admin, review_connections=0)
 
 
 async def test_decisions_are_cached_and_identical_reviews_in_flight_sent_once() -> None:
