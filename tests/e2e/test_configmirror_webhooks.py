@@ -723,7 +723,7 @@ async def test_an_annotation_stored_through_v1beta1_never_becomes_a_selector(
 
 
 async def test_a_tenant_cannot_mirror_a_source_they_cannot_read(
-    configmirror_api: ApiServer, served: Served, tenant: Tenant
+    configmirror_api: ApiServer, client: Client, served: Served, tenant: Tenant
 ) -> None:
     server = configmirror_api
     writable = await trio.to_thread.run_sync(lambda: server.create_namespace(prefix="cm-writable"))
@@ -738,6 +738,15 @@ async def test_a_tenant_cannot_mirror_a_source_they_cannot_read(
         message = str(info.value)
         assert f"user 'limited' may not get ConfigMap {tenant.home}/settings" in message
         assert repr(writable) not in message  # the target itself is allowed
+        # Nor by adding a target to a mirror someone else made of that source.
+        await client.create(CONFIGMIRRORS, mirror("admins", []), namespace=tenant.home)
+        with pytest.raises(ApiError, match=f"may not get ConfigMap {tenant.home}/settings"):
+            await tenant.user.patch(
+                CONFIGMIRRORS,
+                "admins",
+                {"spec": {"targetNamespaces": [writable]}},
+                namespace=tenant.home,
+            )
         # Once the tenant may read the source, the same mirror is admitted.
         read = [
             {
