@@ -230,10 +230,17 @@ async def test_the_webhooks_access_reviews_need_nothing_beyond_deploy_rbac(
             }
             verdict = await hooks.validate(request(selecting))
             assert "may not create ConfigMaps in all namespaces" in verdict.message
+            # More targets than the cap: two reviews (the source, and the right in every
+            # namespace that would cover them all), then a denial naming the cap.
+            many = mirror("m", "settings", [f"t-{i:02d}" for i in range(25)])
+            verdict = await hooks.validate(request(many))
+            assert "needs 26 access reviews, more than the 20 one admission request" in (
+                verdict.message
+            )
             # Every review went out on the webhooks' own pool, none on the operator's.
-            assert hooks.reviews_sent == 7
+            assert hooks.reviews_sent == 9
             assert isinstance(hooks.review_client, Client)
-            assert sum(hooks.review_client.request_counts.values()) == 7
+            assert sum(hooks.review_client.request_counts.values()) == 9
             assert sum(sa_client.request_counts.values()) == 0
     finally:
         for namespace in (operator_namespace, home, target):
