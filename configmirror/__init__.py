@@ -30,6 +30,7 @@ from ._webhooks import (
     CONVERT_PATH,
     MUTATE_PATH,
     VALIDATE_PATH,
+    AccessReviewer,
     ConfigMirrorWebhooks,
     webhook_declarations,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "CONVERT_PATH",
     "MUTATE_PATH",
     "VALIDATE_PATH",
+    "AccessReviewer",
     "ConfigMirrorWebhooks",
     "OperatorOptions",
     "Plan",

@@ -1,12 +1,27 @@
 """What the ConfigMirror admission webhooks decide, without I/O.
 
-Rules: :func:`validate_mirror` lists every problem of a ConfigMirror's spec at once (an
-empty source, invalid or repeated target namespaces, a target equal to the mirror's own
-namespace, more than :data:`MAX_TARGETS` targets); :func:`access_review` builds the
-SubjectAccessReview that asks whether the requesting user could create the ConfigMap in
-a target namespace themselves, and :func:`access_denial` reads its answer; the defaults
-of :func:`default_mirror` are a pure function of the object, so the mutating webhook's
-JSON Patch is computed by the core from (object, defaulted object).
+Rules:
+
+- Decisions are made on the storage form: :func:`storage_form` converts an object of
+  either served version to v1beta1 with ConfigMirror's own conversion, so a v1alpha1
+  request (its selector in an annotation) is judged on exactly what will be stored.
+- :func:`validate_mirror` lists every problem at once: an empty source, invalid or
+  repeated target namespaces, a target equal to the mirror's own namespace, more than
+  :data:`MAX_TARGETS` targets, a namespaceSelector that is empty or that the operator
+  would read as broader than written (anything but a non-empty ``matchLabels`` of valid
+  label keys and values), the conversion annotation on a v1beta1 object.
+- :func:`required_checks` lists the access a request's user must have themselves: on
+  CREATE, ``get`` on the source and ``create configmaps`` in every target (in every
+  namespace, :data:`ALL_NAMESPACES`, for a selector); on UPDATE, the same for what the
+  change adds (a new source re-checks everything; an unchanged :class:`MirrorReach`
+  needs no review). :func:`access_review` builds each SubjectAccessReview and
+  :func:`access_denial` reads its answer; :class:`DecisionCache` keeps answers for a few
+  seconds, keyed by everything the review asked.
+- :func:`deletion_update` says when an update only finishes a deletion: the object is
+  being deleted and its spec is unchanged. It is always admitted: the operator only cleans
+  up after a mirror that is being deleted, whatever its spec says.
+- The defaults of :func:`default_mirror` are a pure function of the object, so the
+  mutating webhook's JSON Patch is computed by the core from (object, defaulted object).
 """
 
 from __future__ import annotations
@@ -14,19 +29,31 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from kubemoon_core import AdmissionRequest, GroupVersionResource, UserInfo
+from kubemoon_core import AdmissionRequest, ConversionError, GroupVersionResource, UserInfo
+
+from ._convert import SELECTOR_ANNOTATION, V1ALPHA1, V1BETA1, converter
 
 __all__ = [
     "ALL_NAMESPACES",
+    "MAX_ACCESS_REVIEWS",
     "MAX_TARGETS",
     "SOURCE_LABEL",
     "SUBJECT_ACCESS_REVIEWS",
+    "AccessCheck",
+    "DecisionCache",
+    "MirrorReach",
     "access_denial",
     "access_review",
+    "cap_denial",
+    "decision_key",
     "default_mirror",
-    "review_targets",
+    "deletion_update",
+    "mirror_reach",
+    "required_checks",
+    "storage_form",
     "target_namespaces",
     "validate_mirror",
 ]
@@ -35,18 +62,39 @@ ALL_NAMESPACES = ""
 """The namespace of an access review about every namespace."""
 MAX_TARGETS = 100
 """The most target namespaces one ConfigMirror may name."""
+MAX_ACCESS_REVIEWS = 20
+"""The most SubjectAccessReviews one admission request may cause (by default)."""
 SOURCE_LABEL = "kubemoon.dev/mirror-source"
 """Set by the mutating webhook to the source's name, so mirrors can be selected by source."""
 SUBJECT_ACCESS_REVIEWS = GroupVersionResource("authorization.k8s.io", "v1", "subjectaccessreviews")
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_CONVERTER = converter()
 
 
 def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     spec = obj.get("spec")
     return spec if isinstance(spec, Mapping) else {}
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def storage_form(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``obj`` (a ConfigMirror of either served version) as v1beta1, the storage version.
+
+    Raises :class:`~kubemoon_core.ConversionError` when it cannot be converted without
+    changing its meaning, or has an apiVersion that is not served.
+    """
+    version = obj.get("apiVersion")
+    if version not in (V1ALPHA1, V1BETA1):
+        raise ConversionError(f"apiVersion {version!r} is not a served ConfigMirror version")
+    return _CONVERTER.convert(obj, V1BETA1)
 
 
 def target_namespaces(obj: Mapping[str, Any]) -> list[str]:
@@ -63,20 +111,65 @@ def target_namespaces(obj: Mapping[str, Any]) -> list[str]:
     return list(raw) if isinstance(raw, list) else []
 
 
+def _selector(beta: Mapping[str, Any]) -> Any:
+    targets = _spec(beta).get("targets")
+    return targets.get("namespaceSelector") if isinstance(targets, Mapping) else None
+
+
+def _selector_problems(selector: Any) -> list[str]:
+    """Why the operator would read ``selector`` as broader than written (or not at all)."""
+    if selector is None:
+        return []
+    where = "spec.targets.namespaceSelector"
+    if not isinstance(selector, Mapping):
+        return [f"{where} must be an object"]
+    problems = []
+    unknown = sorted(set(selector) - {"matchLabels"})
+    if unknown:
+        problems.append(f"{where} may only hold matchLabels, not {', '.join(unknown)}")
+    labels = selector.get("matchLabels")
+    if not isinstance(labels, Mapping) or not labels:
+        problems.append(
+            f"{where} must name at least one label in matchLabels: an empty selector "
+            "would select every namespace that accepts copies"
+        )
+        return problems
+    for key, value in labels.items():
+        if not _valid_label_key(key):
+            problems.append(f"{where}.matchLabels: {key!r} is not a valid label key")
+        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
+            problems.append(f"{where}.matchLabels[{key!r}]: {value!r} is not a valid label value")
+    return problems
+
+
+def _valid_label_key(key: Any) -> bool:
+    if not isinstance(key, str):
+        return False
+    prefix, _, name = key.rpartition("/")
+    if "/" in key and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
+        return False
+    return len(name) <= 63 and _LABEL_NAME.fullmatch(name) is not None
+
+
 def validate_mirror(obj: Mapping[str, Any], namespace: str) -> list[str]:
-    """Every problem of ``obj`` (a ConfigMirror in ``namespace``); empty when it is valid."""
+    """Every problem of ``obj`` (a ConfigMirror of either version in ``namespace``), judged
+    on its v1beta1 form; empty when it is valid."""
+    try:
+        beta = storage_form(obj)
+    except ConversionError as exc:
+        return [str(exc)]
     problems: list[str] = []
-    source = _spec(obj).get("source")
+    source = _spec(beta).get("source")
     if not isinstance(source, str) or not source:
         problems.append("spec.source must name a ConfigMap")
-    elif len(source) > 253 or not _DNS_SUBDOMAIN.match(source):
+    elif len(source) > 253 or not _DNS_SUBDOMAIN.fullmatch(source):
         problems.append(f"spec.source {source!r} is not a valid ConfigMap name")
-    targets = target_namespaces(obj)
+    targets = target_namespaces(beta)
     if len(targets) > MAX_TARGETS:
         problems.append(f"at most {MAX_TARGETS} target namespaces, got {len(targets)}")
     seen: set[str] = set()
     for target in targets:
-        if not isinstance(target, str) or len(target) > 63 or not _DNS_LABEL.match(target):
+        if not isinstance(target, str) or len(target) > 63 or not _DNS_LABEL.fullmatch(target):
             problems.append(f"target namespace {target!r} is not a valid namespace name")
             continue
         if target in seen:
@@ -87,40 +180,110 @@ def validate_mirror(obj: Mapping[str, Any], namespace: str) -> list[str]:
                 f"target namespace {target!r} is the ConfigMirror's own namespace: "
                 "the source is already there"
             )
+    problems += _selector_problems(_selector(beta))
+    annotations = _meta(beta).get("annotations")
+    if isinstance(annotations, Mapping) and SELECTOR_ANNOTATION in annotations:
+        problems.append(
+            f"annotation {SELECTOR_ANNOTATION} is reserved for conversion: in v1beta1 "
+            "the selector is spec.targets.namespaceSelector"
+        )
     return problems
 
 
-def review_targets(request: AdmissionRequest) -> list[str]:
-    """The target namespaces whose access the request's user must be checked for.
+@dataclass(frozen=True, slots=True)
+class MirrorReach:
+    """What a mirror makes the operator do: copy ``source`` into ``namespaces`` and into
+    every accepting namespace whose labels include ``selector`` (None: no selector)."""
 
-    All targets on CREATE; on UPDATE, all of them when the spec changed (a new source
-    would be written to every target on this user's word), none when only metadata or
-    finalizers changed. A ``namespaceSelector`` adds :data:`ALL_NAMESPACES`.
+    source: Any
+    namespaces: frozenset[str]
+    selector: tuple[tuple[str, str], ...] | None
+
+
+def mirror_reach(beta: Mapping[str, Any]) -> MirrorReach:
+    """The :class:`MirrorReach` of a v1beta1 ConfigMirror (see :func:`storage_form`)."""
+    selector = _selector(beta)
+    labels = selector.get("matchLabels") if isinstance(selector, Mapping) else None
+    pairs = None
+    if selector is not None:
+        items = labels.items() if isinstance(labels, Mapping) else ()
+        pairs = tuple(sorted((str(k), str(v)) for k, v in items))
+    named = frozenset(t for t in target_namespaces(beta) if isinstance(t, str))
+    return MirrorReach(_spec(beta).get("source"), named, pairs)
+
+
+@dataclass(frozen=True, slots=True)
+class AccessCheck:
+    """One thing the requesting user must be allowed: ``verb`` on ConfigMaps in
+    ``namespace`` (:data:`ALL_NAMESPACES` for every namespace), ``name`` for one object."""
+
+    verb: str
+    namespace: str
+    name: str = ""
+
+    def describe(self) -> str:
+        """The check in words, for a denial."""
+        if self.verb == "get":
+            return f"get ConfigMap {self.namespace}/{self.name}"
+        if self.namespace == ALL_NAMESPACES:
+            return "create ConfigMaps in all namespaces"
+        return f"create ConfigMaps in namespace {self.namespace!r}"
+
+
+def required_checks(
+    old: Mapping[str, Any] | None, new: Mapping[str, Any], namespace: str
+) -> list[AccessCheck]:
+    """The access checks a change from ``old`` (None on CREATE) to ``new`` needs, both in
+    their v1beta1 form, for a mirror in ``namespace``.
+
+    Nothing when what the mirror reaches is unchanged or only narrowed; otherwise ``get``
+    on the source first, then ``create`` in all namespaces when a selector is added or
+    changed, then ``create`` in each named namespace added (every one for a new source).
     """
-    obj = request.object or {}
-    if request.old_object is not None and _spec(request.old_object) == _spec(obj):
+    after = mirror_reach(new)
+    before = mirror_reach(old) if old is not None else None
+    if before is None or before.source != after.source:
+        added = sorted(after.namespaces)
+        selector_widens = after.selector is not None
+    else:
+        added = sorted(after.namespaces - before.namespaces)
+        selector_widens = after.selector is not None and after.selector != before.selector
+    if not added and not selector_widens:
         return []
-    named = [t for t in target_namespaces(obj) if isinstance(t, str)]
-    # A v1beta1 namespaceSelector may select any namespace that accepts copies, now or
-    # later: it takes the right to create ConfigMaps in all of them ("" in a review).
-    targets = _spec(obj).get("targets")
-    if isinstance(targets, Mapping) and targets.get("namespaceSelector") is not None:
-        named.append(ALL_NAMESPACES)
-    return list(dict.fromkeys(named))
+    checks = [AccessCheck("get", namespace, str(after.source))]
+    if selector_widens:
+        checks.append(AccessCheck("create", ALL_NAMESPACES))
+    checks += [AccessCheck("create", target) for target in added]
+    return checks
 
 
-def access_review(user: UserInfo, namespace: str) -> dict[str, Any]:
-    """The SubjectAccessReview: may ``user`` create ConfigMaps in ``namespace``?"""
+def cap_denial(checks: Sequence[AccessCheck], cap: int) -> str:
+    """The denial of a change needing more than ``cap`` access reviews in one request."""
+    named = sum(1 for c in checks if c.verb == "create" and c.namespace != ALL_NAMESPACES)
+    fixed = len(checks) - named
+    return (
+        f"this change needs {len(checks)} access reviews, more than the {cap} one admission "
+        f"request may cause (the cap on SubjectAccessReviews per request); add at most "
+        f"{max(cap - fixed, 0)} new target namespaces per change, or have someone who may "
+        "create ConfigMaps in all namespaces make it"
+    )
+
+
+def access_review(user: UserInfo, check: AccessCheck) -> dict[str, Any]:
+    """The SubjectAccessReview: may ``user`` do ``check`` on ConfigMaps?"""
+    attributes: dict[str, Any] = {
+        "namespace": check.namespace,
+        "verb": check.verb,
+        "group": "",
+        "version": "v1",
+        "resource": "configmaps",
+    }
+    if check.name:
+        attributes["name"] = check.name
     spec: dict[str, Any] = {
         "user": user.username,
         "groups": list(user.groups),
-        "resourceAttributes": {
-            "namespace": namespace,
-            "verb": "create",
-            "group": "",
-            "version": "v1",
-            "resource": "configmaps",
-        },
+        "resourceAttributes": attributes,
     }
     if user.uid:
         spec["uid"] = user.uid
@@ -133,7 +296,22 @@ def access_review(user: UserInfo, namespace: str) -> dict[str, Any]:
     }
 
 
-def access_denial(answer: Mapping[str, Any], user: UserInfo, namespace: str) -> str | None:
+def decision_key(user: UserInfo, check: AccessCheck) -> tuple[Any, ...]:
+    """Everything a review asks, as a cache key: the same key, the same answer."""
+    extra = tuple(sorted((k, tuple(v)) for k, v in user.extra.items()))
+    return (
+        user.username,
+        user.uid,
+        tuple(sorted(user.groups)),
+        extra,
+        check.verb,
+        check.namespace,
+        "configmaps",
+        check.name,
+    )
+
+
+def access_denial(answer: Mapping[str, Any], user: UserInfo, check: AccessCheck) -> str | None:
     """The denial message for a SubjectAccessReview ``answer``; None when access is allowed."""
     status = answer.get("status")
     status = status if isinstance(status, Mapping) else {}
@@ -141,15 +319,68 @@ def access_denial(answer: Mapping[str, Any], user: UserInfo, namespace: str) -> 
         return None
     why = status.get("reason") or status.get("evaluationError")
     because = f" ({why})" if isinstance(why, str) and why else ""
-    if namespace == ALL_NAMESPACES:
+    if check.verb == "get":
+        return (
+            f"user {user.username!r} may not get ConfigMap {check.namespace}/{check.name}"
+            f"{because}: a ConfigMirror may only copy a source its author could read"
+        )
+    if check.namespace == ALL_NAMESPACES:
         return (
             f"user {user.username!r} may not create ConfigMaps in all namespaces{because}: "
             "a ConfigMirror with a namespaceSelector needs that right"
         )
     return (
-        f"user {user.username!r} may not create ConfigMaps in namespace {namespace!r}{because}: "
+        f"user {user.username!r} may not create ConfigMaps in namespace "
+        f"{check.namespace!r}{because}: "
         "a ConfigMirror may only target namespaces where its author could write the copy"
     )
+
+
+class DecisionCache:
+    """Access-review answers (a denial message, or None for allowed) for ``ttl`` seconds.
+
+    At most ``max_entries`` are kept; the oldest goes first. Time comes in as ``now``
+    (monotonic seconds): the cache reads no clock.
+    """
+
+    def __init__(self, ttl: float = 5.0, max_entries: int = 10_000) -> None:
+        self.ttl = ttl
+        self.max_entries = max_entries
+        self._entries: dict[tuple[Any, ...], tuple[float, str | None]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: tuple[Any, ...], now: float) -> tuple[bool, str | None]:
+        """``(found, denial)``: whether a fresh answer is kept, and that answer."""
+        entry = self._entries.get(key)
+        if entry is None or entry[0] <= now:
+            if entry is not None:
+                del self._entries[key]
+            self.misses += 1
+            return False, None
+        self.hits += 1
+        return True, entry[1]
+
+    def put(self, key: tuple[Any, ...], denial: str | None, now: float) -> None:
+        """Keep an answer until ``now + ttl``."""
+        if self.ttl <= 0:
+            return
+        self._entries.pop(key, None)
+        while len(self._entries) >= self.max_entries:
+            del self._entries[next(iter(self._entries))]
+        self._entries[key] = (now + self.ttl, denial)
+
+
+def deletion_update(request: AdmissionRequest) -> bool:
+    """Whether ``request`` is an UPDATE of an object being deleted that keeps its spec
+    (finalizers, labels, annotations or status only): always admitted."""
+    old, new = request.old_object, request.object
+    if old is None or new is None or not _meta(old).get("deletionTimestamp"):
+        return False
+    return old.get("spec") == new.get("spec")
 
 
 def default_mirror(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -164,7 +395,7 @@ def default_mirror(obj: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(spec, dict):
         _sort_targets(spec)
     source = _spec(result).get("source")
-    if isinstance(source, str) and source and len(source) <= 63 and _LABEL_VALUE.match(source):
+    if isinstance(source, str) and source and len(source) <= 63 and _LABEL_VALUE.fullmatch(source):
         metadata = result.setdefault("metadata", {})
         if isinstance(metadata, dict):
             labels = metadata.get("labels")

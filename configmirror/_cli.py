@@ -205,7 +205,7 @@ async def run(args: argparse.Namespace) -> int:
         client = Client.from_environment(context=args.context)
     operator = ConfigMirrorOperator(client, options_from(args))
     manager = operator.manager
-    async with client, trio.open_nursery() as nursery:
+    async with client, operator, trio.open_nursery() as nursery:
         # The manager handles the signals: no new work, running reconciles finish, the
         # Lease is released, and run() returns.
         await nursery.start(functools.partial(manager.run, handle_signals=True))

@@ -78,11 +78,15 @@ class ConfigMirrorOperator:
         self.writes = 0
         self.webhook_server: WebhookServer | None = None
         self.webhooks: WebhookManager | None = None
+        # The access reviews' own pool, when the Manager serves the declared webhooks:
+        # closed by aclose() (a server made by ConfigMirrorWebhooks.server closes its own).
+        self._reviews: ConfigMirrorWebhooks | None = None
         if opts.webhook_address is not None and opts.webhook_self_managed:
             host, port = opts.webhook_address
             service = opts.webhook_service
+            self._reviews = ConfigMirrorWebhooks(client)
             self.webhooks = self.manager.serve_webhooks(
-                webhook_declarations(ConfigMirrorWebhooks(client)),
+                webhook_declarations(self._reviews),
                 host=host,
                 port=port,
                 service=service[:2] if service else None,
@@ -120,6 +124,17 @@ class ConfigMirrorOperator:
                 label_selector=selector,
             )
             builder.with_workers(opts.workers).complete(self.reconcile)
+
+    async def aclose(self) -> None:
+        """Close what the operator opened besides the client (the access reviews' pool)."""
+        if self._reviews is not None:
+            await self._reviews.aclose()
+
+    async def __aenter__(self) -> ConfigMirrorOperator:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     async def reconcile(self, ctx: ReconcileContext) -> Outcome:
         """Plan from the caches, perform the writes, record the Events."""

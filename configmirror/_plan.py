@@ -107,12 +107,23 @@ def _resource_of(mirror: Obj) -> GroupVersionResource:
 
 
 def _selector(mirror: Obj) -> Mapping[str, str] | None:
+    """The labels a v1beta1 ``namespaceSelector`` requires, or None when it selects nothing.
+
+    Only a non-empty ``matchLabels`` of strings is honoured. Anything else (``{}``,
+    ``matchExpressions``, values of other types) can only be a mirror stored before the
+    admission webhook refused it; reading it as "every opted-in namespace" would widen
+    what its author asked for, so it selects nothing.
+    """
     targets = (mirror.get("spec") or {}).get("targets")
     selector = targets.get("namespaceSelector") if isinstance(targets, Mapping) else None
-    if not isinstance(selector, Mapping):
+    if not isinstance(selector, Mapping) or set(selector) != {"matchLabels"}:
         return None
-    labels = selector.get("matchLabels")
-    return dict(labels) if isinstance(labels, Mapping) else {}
+    labels = selector["matchLabels"]
+    if not isinstance(labels, Mapping) or not labels:
+        return None
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+        return None
+    return dict(labels)
 
 
 def namespace_labels(namespaces: Iterable[Obj]) -> dict[str, dict[str, str]]:

@@ -1,16 +1,27 @@
 """The ConfigMirror webhooks: validation with access reviews, defaults, and conversion.
 
 Rules: what is decided is decided by the pure functions of ``_admission`` and
-``_convert``; this module only performs the SubjectAccessReviews (one POST per target
-namespace, concurrently) and registers the handlers on a :class:`~kubemoon_core.WebhookApp`.
-A review the API server cannot answer denies the mirror (the webhook fails closed, as
-its failurePolicy does).
+``_convert``, on the v1beta1 (storage) form of ``object`` and ``oldObject`` whatever
+version the request came in. This module performs the SubjectAccessReviews and registers
+the handlers on a :class:`~kubemoon_core.WebhookApp`:
+
+- reviews go out on a connection pool of their own (``review_connections`` connections,
+  as many reviews in flight at once), never on the operator's, so a flood of admission
+  requests cannot slow reconciles;
+- one request causes at most ``max_access_reviews`` of them; a change needing more is
+  denied with a message naming the cap, unless its author may create ConfigMaps in
+  every namespace (one review that covers every named target);
+- answers are cached for ``decision_ttl`` seconds by everything a review asks (user,
+  uid, groups, extra, verb, namespace, resource, name), and identical reviews in flight
+  at once are sent once;
+- a review the apiserver cannot answer denies the mirror (fail closed, as the
+  webhook's failurePolicy does); such failures are not cached.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 from prometheus_client import CollectorRegistry
@@ -18,19 +29,31 @@ from prometheus_client import CollectorRegistry
 from kubemoon_core import (
     AdmissionRequest,
     AdmissionResponse,
+    ConversionError,
+    GroupVersionResource,
     KubeMoonError,
+    LocalProtocolError,
     Operation,
+    UserInfo,
     WebhookApp,
     WebhookDeclarations,
 )
 from kubemoon_trio import Client, WebhookServer
 
 from ._admission import (
+    ALL_NAMESPACES,
+    MAX_ACCESS_REVIEWS,
     SUBJECT_ACCESS_REVIEWS,
+    AccessCheck,
+    DecisionCache,
     access_denial,
     access_review,
+    cap_denial,
+    decision_key,
     default_mirror,
-    review_targets,
+    deletion_update,
+    required_checks,
+    storage_form,
     validate_mirror,
 )
 from ._convert import converter
@@ -38,8 +61,11 @@ from ._plan import CONFIGMIRRORS_V1BETA1
 
 __all__ = [
     "CONVERT_PATH",
+    "DECISION_TTL",
     "MUTATE_PATH",
+    "REVIEW_CONNECTIONS",
     "VALIDATE_PATH",
+    "AccessReviewer",
     "ConfigMirrorWebhooks",
     "webhook_declarations",
 ]
@@ -48,17 +74,87 @@ CRD_NAME = "configmirrors.kubemoon.dev"
 VALIDATE_PATH = "/validate-configmirror"
 MUTATE_PATH = "/mutate-configmirror"
 CONVERT_PATH = "/convert-configmirror"
+DECISION_TTL = 5.0
+"""Seconds an access-review answer is reused (by default)."""
+REVIEW_CONNECTIONS = 4
+"""Connections of the access reviews' own pool (by default)."""
+
+
+class AccessReviewer(Protocol):
+    """What sends the SubjectAccessReviews: :class:`~kubemoon_trio.Client`'s ``create``."""
+
+    async def create(
+        self, resource: GroupVersionResource, obj: Mapping[str, Any], /
+    ) -> dict[str, Any]: ...
+
+
+class _Flight:
+    """One review in flight; requests asking the same wait for its answer."""
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        # Until answered, a failure: a review cancelled in flight denies its waiters.
+        self.answer: str | KubeMoonError | None = KubeMoonError(
+            "the access review was not answered"
+        )
 
 
 class ConfigMirrorWebhooks:
     """The handlers of ConfigMirror's webhooks; :meth:`app` serves them at the paths above.
 
-    ``client`` performs the SubjectAccessReviews (its identity needs ``create`` on
-    ``subjectaccessreviews.authorization.k8s.io``).
+    The SubjectAccessReviews go out on a new client of ``client``'s configuration with a
+    pool of ``review_connections`` connections (its identity needs ``create`` on
+    ``subjectaccessreviews.authorization.k8s.io``), or on ``review_client`` when given
+    (then not closed here). Close with :meth:`aclose` (or ``async with``); a server made
+    by :meth:`server` closes it when it stops serving. ``max_access_reviews`` caps the
+    reviews of one request (at least 2); ``decision_ttl`` is how long an answer is
+    reused (0: never); at most ``review_connections`` (at least 1) are sent at once.
+    Bad values raise :class:`~kubemoon_core.LocalProtocolError`.
     """
 
-    def __init__(self, client: Client) -> None:
+    def __init__(
+        self,
+        client: Client,
+        *,
+        max_access_reviews: int = MAX_ACCESS_REVIEWS,
+        decision_ttl: float = DECISION_TTL,
+        review_connections: int = REVIEW_CONNECTIONS,
+        review_client: AccessReviewer | None = None,
+    ) -> None:
+        if max_access_reviews < 2:
+            raise LocalProtocolError(
+                f"max_access_reviews must be at least 2 (the source and all namespaces), "
+                f"got {max_access_reviews}"
+            )
+        if review_connections < 1:
+            raise LocalProtocolError(
+                f"review_connections must be at least 1, got {review_connections}"
+            )
         self.client = client
+        self.max_access_reviews = max_access_reviews
+        self._own_client: Client | None = None
+        if review_client is None:
+            review_client = self._own_client = Client(
+                client.config, max_connections=review_connections
+            )
+        self.review_client: AccessReviewer = review_client
+        # Reviews wait here rather than in the pool's queue (which is walked on every
+        # release): at most review_connections are sent at once.
+        self._sending = trio.CapacityLimiter(review_connections)
+        self.decisions = DecisionCache(ttl=decision_ttl)
+        self.reviews_sent = 0
+        self._flights: dict[tuple[Any, ...], _Flight] = {}
+
+    async def aclose(self) -> None:
+        """Close the access reviews' own pool (a no-op with a ``review_client`` given)."""
+        if self._own_client is not None:
+            await self._own_client.aclose()
+
+    async def __aenter__(self) -> ConfigMirrorWebhooks:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     def server(
         self,
@@ -67,9 +163,11 @@ class ConfigMirrorWebhooks:
         key_file: str,
         registry: CollectorRegistry | None = None,
     ) -> WebhookServer:
-        """A server of :meth:`app` on ``address`` with the (reloaded) certificate files."""
+        """A server of :meth:`app` on ``address`` with the (reloaded) certificate files;
+        it closes the access reviews' pool when it stops serving."""
         host, port = address
-        return WebhookServer(
+        return _ReviewingServer(
+            self,
             self.app(),
             cert_file=cert_file,
             key_file=key_file,
@@ -88,8 +186,11 @@ class ConfigMirrorWebhooks:
         return app
 
     async def validate(self, request: AdmissionRequest) -> AdmissionResponse:
-        """Refuse an invalid mirror, or one naming a namespace its author cannot write to."""
+        """Refuse an invalid mirror, or one reaching what its author could not read or
+        write; decided on the v1beta1 form. Finishing a deletion is always allowed."""
         if request.operation not in (Operation.CREATE, Operation.UPDATE) or not request.object:
+            return AdmissionResponse.allow()
+        if deletion_update(request):
             return AdmissionResponse.allow()
         problems = validate_mirror(request.object, request.namespace)
         if problems:
@@ -98,33 +199,91 @@ class ConfigMirrorWebhooks:
                 code=422,
                 reason="Invalid",
             )
-        denials = await self._access_denials(request)
+        new = storage_form(request.object)  # validate_mirror converted it already
+        old = None
+        if request.operation is Operation.UPDATE and request.old_object is not None:
+            try:
+                old = storage_form(request.old_object)
+            except ConversionError:
+                old = None  # judged as new: everything it reaches is reviewed
+        checks = required_checks(old, new, request.namespace)
+        denials = await self._access_denials(request.user_info, checks)
         if denials:
             return AdmissionResponse.deny("; ".join(denials))
         return AdmissionResponse.allow()
 
-    async def _access_denials(self, request: AdmissionRequest) -> list[str]:
-        targets = review_targets(request)
-        answers: dict[str, Mapping[str, Any] | KubeMoonError] = {}
+    async def _access_denials(self, user: UserInfo, checks: list[AccessCheck]) -> list[str]:
+        if len(checks) <= self.max_access_reviews:
+            answers = await self._ask(user, checks)
+            return [_message(check, answers[check]) for check in checks if answers[check]]
+        # Too many to review one by one: only a right in every namespace covers them all.
+        covering = AccessCheck("create", ALL_NAMESPACES)
+        asked = [c for c in checks if c.verb == "get"] + [covering]
+        answers = await self._ask(user, asked)
+        if answers[covering] is not None:
+            return [cap_denial(checks, self.max_access_reviews)]
+        return [_message(check, answers[check]) for check in asked if answers[check]]
 
-        async def ask(namespace: str) -> None:
-            try:
-                body = access_review(request.user_info, namespace)
-                answers[namespace] = await self.client.create(SUBJECT_ACCESS_REVIEWS, body)
-            except KubeMoonError as exc:
-                answers[namespace] = exc
+    async def _ask(
+        self, user: UserInfo, checks: list[AccessCheck]
+    ) -> dict[AccessCheck, str | KubeMoonError | None]:
+        answers: dict[AccessCheck, str | KubeMoonError | None] = {}
+
+        async def ask(check: AccessCheck) -> None:
+            answers[check] = await self._decide(user, check)
 
         async with trio.open_nursery() as nursery:
-            for namespace in targets:
-                nursery.start_soon(ask, namespace)
-        denials = []
-        for namespace in targets:  # in the mirror's order, for a stable message
-            answer = answers[namespace]
-            if isinstance(answer, KubeMoonError):
-                denials.append(f"cannot check access to namespace {namespace!r}: {answer}")
-            elif (denied := access_denial(answer, request.user_info, namespace)) is not None:
-                denials.append(denied)
-        return denials
+            for check in checks:
+                nursery.start_soon(ask, check)
+        return answers
+
+    async def _decide(self, user: UserInfo, check: AccessCheck) -> str | KubeMoonError | None:
+        """The denial message (None: allowed), or why the review could not be made."""
+        key = decision_key(user, check)
+        found, denial = self.decisions.get(key, trio.current_time())
+        if found:
+            return denial
+        flight = self._flights.get(key)
+        if flight is not None:
+            await flight.done.wait()
+            return flight.answer
+        flight = self._flights[key] = _Flight()
+        try:
+            async with self._sending:
+                self.reviews_sent += 1
+                answer = await self.review_client.create(
+                    SUBJECT_ACCESS_REVIEWS, access_review(user, check)
+                )
+            flight.answer = access_denial(answer, user, check)
+            self.decisions.put(key, flight.answer, trio.current_time())
+        except KubeMoonError as exc:
+            flight.answer = exc
+        finally:
+            del self._flights[key]
+            flight.done.set()
+        return flight.answer
+
+
+def _message(check: AccessCheck, answer: str | KubeMoonError | None) -> str:
+    if isinstance(answer, KubeMoonError):
+        return f"cannot check whether the user may {check.describe()}: {answer}"
+    return answer or ""
+
+
+class _ReviewingServer(WebhookServer):
+    """A :class:`~kubemoon_trio.WebhookServer` that closes the reviews' pool when done."""
+
+    def __init__(self, hooks: ConfigMirrorWebhooks, app: WebhookApp, **options: Any) -> None:
+        super().__init__(app, **options)
+        self._hooks = hooks
+
+    async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve as :meth:`WebhookServer.serve`; close the reviews' pool afterwards."""
+        try:
+            await super().serve(task_status=task_status)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._hooks.aclose()
 
 
 def mutate(request: AdmissionRequest) -> AdmissionResponse:

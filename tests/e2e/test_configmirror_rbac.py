@@ -20,8 +20,22 @@ import yaml
 from conftest import accept_mirrors, eventually
 from test_configmirror import Scenario, configmap, mirror
 
-from configmirror import CONFIGMAPS, CONFIGMIRRORS, ConfigMirrorOperator, OperatorOptions
-from kubemoon_core import EVENTS, LEASES
+from configmirror import (
+    CONFIGMAPS,
+    CONFIGMIRRORS,
+    ConfigMirrorOperator,
+    ConfigMirrorWebhooks,
+    OperatorOptions,
+)
+from kubemoon_core import (
+    EVENTS,
+    LEASES,
+    AdmissionRequest,
+    GroupVersionKind,
+    GroupVersionResource,
+    Operation,
+    UserInfo,
+)
 from kubemoon_io import load_in_cluster_config
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client, LeaderElectionConfig
@@ -168,3 +182,66 @@ async def test_the_operator_needs_nothing_beyond_deploy_rbac(
             await done.wait()
     lease = await client.get(LEASES, "kubemoon-configmirror", namespace=operator_namespace)
     assert not lease["spec"].get("holderIdentity")  # released: the PUT was allowed
+
+
+async def test_the_webhooks_access_reviews_need_nothing_beyond_deploy_rbac(
+    configmirror_api: ApiServer, tmp_path: Path
+) -> None:
+    """The validating webhook, as the operator's ServiceAccount, asks the real apiserver
+    about a tenant: ``get`` on the source, ``create`` in each target, on a pool of its own."""
+    server = configmirror_api
+    operator_namespace = server.create_namespace(prefix="cm-system")
+    user = install_rbac(server, operator_namespace, secrets.token_hex(4))
+    wait_until_allowed(server, user, operator_namespace)
+    home = server.create_namespace(prefix="cm-home")
+    target = server.create_namespace(prefix="cm-target")
+    server.grant_namespace_access(home, verbs=("get",))  # the tenant may read the source
+    alpha = mirror("m", "settings", [target])
+
+    def request(obj: dict[str, Any]) -> AdmissionRequest:
+        return AdmissionRequest(
+            uid="1",
+            kind=GroupVersionKind("kubemoon.dev", "v1alpha1", "ConfigMirror"),
+            resource=GroupVersionResource("kubemoon.dev", "v1alpha1", "configmirrors"),
+            operation=Operation.CREATE,
+            user_info=UserInfo("limited", groups=("system:authenticated",)),
+            name="m",
+            namespace=home,
+            object=obj,
+        )
+
+    try:
+        async with (
+            service_account_client(server, operator_namespace, tmp_path) as sa_client,
+            ConfigMirrorWebhooks(sa_client, decision_ttl=0) as hooks,
+        ):
+            verdict = await hooks.validate(request(alpha))
+            assert not verdict.allowed
+            assert f"user 'limited' may not create ConfigMaps in namespace {target!r}" in (
+                verdict.message
+            )
+            assert "may not get" not in verdict.message  # the source is readable
+            server.grant_namespace_access(target, verbs=("create",))
+            assert (await hooks.validate(request(alpha))).allowed
+            # A selector needs the right in every namespace, which the tenant lacks.
+            selecting = {**alpha, "metadata": {**alpha["metadata"]}}
+            selecting["metadata"]["annotations"] = {
+                "kubemoon.dev/v1beta1-namespace-selector": '{"matchLabels":{"team":"b"}}'
+            }
+            verdict = await hooks.validate(request(selecting))
+            assert "may not create ConfigMaps in all namespaces" in verdict.message
+            # More targets than the cap: two reviews (the source, and the right in every
+            # namespace that would cover them all), then a denial naming the cap.
+            many = mirror("m", "settings", [f"t-{i:02d}" for i in range(25)])
+            verdict = await hooks.validate(request(many))
+            assert "needs 26 access reviews, more than the 20 one admission request" in (
+                verdict.message
+            )
+            # Every review went out on the webhooks' own pool, none on the operator's.
+            assert hooks.reviews_sent == 9
+            assert isinstance(hooks.review_client, Client)
+            assert sum(hooks.review_client.request_counts.values()) == 9
+            assert sum(sa_client.request_counts.values()) == 0
+    finally:
+        for namespace in (operator_namespace, home, target):
+            server.delete_namespace(namespace)

@@ -9,7 +9,10 @@ conftest.py): the CRD stores v1beta1 and serves v1alpha1 too.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -33,16 +36,20 @@ from configmirror import (
     CONFIGMAPS,
     CONFIGMIRRORS,
     CONFIGMIRRORS_V1BETA1,
+    FINALIZER,
     MUTATE_PATH,
     VALIDATE_PATH,
     ConfigMirrorWebhooks,
 )
 from configmirror._api import ConfigMirror
+from configmirror._convert import SELECTOR_ANNOTATION
+from configmirror._webhooks import DECISION_TTL
 from kubemoon_core import (
     ApiError,
     GroupVersionResource,
     Invalid,
     NotFound,
+    PatchType,
     WriteOptions,
     ca_bundle_patch,
     delete_request,
@@ -78,7 +85,8 @@ class Served:
     def __init__(self, nursery: trio.Nursery, certs: WebhookCertificates, client: Client) -> None:
         self.nursery = nursery
         self.certs = certs
-        self.app = ConfigMirrorWebhooks(client).app()
+        self.hooks = ConfigMirrorWebhooks(client)
+        self.app = self.hooks.app()
         self.port = 0
         self._scope = trio.CancelScope()
         self._stopped = trio.Event()
@@ -162,12 +170,12 @@ async def home(client: Client, kube_namespace: str) -> str:
     return kube_namespace
 
 
-@pytest.fixture
-async def served(
-    client: Client, nursery: trio.Nursery, tmp_path: Path, home: str
+@contextlib.asynccontextmanager
+async def serving(
+    client: Client, nursery: trio.Nursery, directory: Path, home: str
 ) -> AsyncIterator[Served]:
     """The webhooks served and registered (validating and mutating) for ``home``."""
-    hooks = Served(nursery, WebhookCertificates.create(tmp_path / "certs"), client)
+    hooks = Served(nursery, WebhookCertificates.create(directory / "certs"), client)
     await hooks.start()
     validating = configuration("ValidatingWebhookConfiguration", hooks.url(VALIDATE_PATH), home)
     mutating = configuration("MutatingWebhookConfiguration", hooks.url(MUTATE_PATH), home)
@@ -179,6 +187,17 @@ async def served(
     finally:
         await client.send(delete_request(VALIDATING, validating["metadata"]["name"]))
         await client.send(delete_request(MUTATING, mutating["metadata"]["name"]))
+        await hooks.stop()
+        await hooks.hooks.aclose()
+
+
+@pytest.fixture
+async def served(
+    client: Client, nursery: trio.Nursery, tmp_path: Path, home: str
+) -> AsyncIterator[Served]:
+    """The webhooks served and registered (validating and mutating) for ``home``."""
+    async with serving(client, nursery, tmp_path, home) as hooks:
+        yield hooks
 
 
 async def enforced(client: Client, namespace: str) -> None:
@@ -249,43 +268,6 @@ async def test_a_dry_run_create_runs_the_webhooks_and_stores_nothing(
             namespace=home,
             options=WriteOptions(dry_run=True),
         )
-
-
-async def test_a_user_may_only_mirror_into_namespaces_they_could_write(
-    configmirror_api: ApiServer, served: Served, home: str
-) -> None:
-    server = configmirror_api
-    writable = await trio.to_thread.run_sync(
-        lambda: server.create_namespace(prefix="kubemoon-writable")
-    )
-    try:
-        await trio.to_thread.run_sync(
-            lambda: server.grant_namespace_access(
-                home,
-                verbs=("create", "get"),
-                resources=("configmirrors",),
-                api_groups=("kubemoon.dev",),
-            )
-        )
-        await trio.to_thread.run_sync(
-            lambda: server.grant_namespace_access(writable, verbs=("create",))
-        )
-        async with Client.from_kubeconfig(str(server.kubeconfig_path), context="limited") as user:
-            with pytest.raises(ApiError) as info:
-                await user.create(
-                    CONFIGMIRRORS, mirror("steal", [writable, "kube-system"]), namespace=home
-                )
-            assert info.value.code == 403
-            message = str(info.value)
-            assert "user 'limited' may not create ConfigMaps in namespace 'kube-system'" in message
-            assert repr(writable) not in message  # only the namespace it may not write to
-            with pytest.raises(NotFound):
-                await user.get(CONFIGMIRRORS, "steal", namespace=home)
-            # Into a namespace where the user may create ConfigMaps: allowed.
-            created = await user.create(CONFIGMIRRORS, mirror("ok", [writable]), namespace=home)
-            assert created["spec"]["targetNamespaces"] == [writable]
-    finally:
-        await trio.to_thread.run_sync(lambda: server.delete_namespace(writable))
 
 
 async def test_failure_policy_fail_with_the_webhook_stopped(
@@ -484,3 +466,379 @@ async def test_the_operator_serves_the_webhooks_itself(
             await client.create(CONFIGMIRRORS, mirror("own", [home]), namespace=home)
     finally:
         await client.send(delete_request(VALIDATING, validating["metadata"]["name"]))
+
+
+# -- a tenant: rights on ConfigMirrors in its own namespace, nothing elsewhere ------------
+
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+
+
+def grant(server: ApiServer, namespace: str, name: str, rules: list[dict[str, Any]]) -> None:
+    """Bind the ``limited`` user to a Role of ``rules`` in ``namespace``; wait for RBAC."""
+    role: dict[str, Any] = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role"}
+    role |= {"metadata": {"name": name}, "rules": rules}
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "limited"}],
+    }
+    for path, body in (
+        (f"{RBAC}/namespaces/{namespace}/roles", role),
+        (f"{RBAC}/namespaces/{namespace}/rolebindings", binding),
+    ):
+        answer = server.request("POST", path, body=body)
+        assert answer.status == 201, answer.body[:300]
+    first = rules[0]
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": "limited",
+            "resourceAttributes": {
+                "namespace": namespace,
+                "verb": first["verbs"][0],
+                "group": first["apiGroups"][0],
+                "resource": first["resources"][0],
+                "name": first.get("resourceNames", [""])[0],
+            },
+        },
+    }
+    for _ in range(200):
+        answer = server.request(
+            "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=review
+        )
+        if answer.json().get("status", {}).get("allowed"):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"RBAC never granted {name} in {namespace}")
+
+
+class Tenant:
+    """The ``limited`` user, allowed everything on ConfigMirrors (and their status) in
+    ``home`` and nothing else; ``other`` is a namespace that accepts copies and carries
+    ``labels``, where the tenant has no right at all."""
+
+    def __init__(self, user: Client, home: str, other: str, labels: dict[str, str]) -> None:
+        self.user = user
+        self.home = home
+        self.other = other
+        self.labels = labels
+
+    def annotation(self, selector: Any = None) -> dict[str, str]:
+        """The conversion annotation holding ``selector`` (by default: ``other``'s labels)."""
+        chosen = {"matchLabels": self.labels} if selector is None else selector
+        return {SELECTOR_ANNOTATION: json.dumps(chosen)}
+
+
+@pytest.fixture
+async def tenant(configmirror_api: ApiServer, client: Client, home: str) -> AsyncIterator[Tenant]:
+    server = configmirror_api
+    other = await trio.to_thread.run_sync(lambda: server.create_namespace(prefix="cm-other"))
+    labels = {"kubemoon.dev/tenant-test": other}
+    await trio.to_thread.run_sync(lambda: accept_mirrors(server, other))
+    await trio.to_thread.run_sync(lambda: label_namespace(server, other, dict(labels)))
+    rules = [
+        {
+            "apiGroups": ["kubemoon.dev"],
+            "resources": ["configmirrors", "configmirrors/status"],
+            "verbs": ["create", "get", "list", "update", "patch"],
+        }
+    ]
+    await trio.to_thread.run_sync(lambda: grant(server, home, "tenant-mirrors", rules))
+    await client.create(
+        CONFIGMAPS, {"metadata": {"name": "settings"}, "data": {"k": "secret"}}, namespace=home
+    )
+    try:
+        async with Client.from_kubeconfig(str(server.kubeconfig_path), context="limited") as user:
+            yield Tenant(user, home, other, labels)
+    finally:
+        await trio.to_thread.run_sync(lambda: server.delete_namespace(other))
+
+
+async def stored_selector(client: Client, namespace: str, name: str) -> Any:
+    """The stored (v1beta1) selector of a mirror, and the conversion annotation if kept."""
+    stored = await client.get(CONFIGMIRRORS_V1BETA1, name, namespace=namespace)
+    annotations = stored["metadata"].get("annotations") or {}
+    return stored["spec"]["targets"].get("namespaceSelector"), annotations.get(SELECTOR_ANNOTATION)
+
+
+async def test_a_v1alpha1_create_cannot_select_another_tenants_namespace(
+    client: Client, served: Served, tenant: Tenant
+) -> None:
+    user, home = tenant.user, tenant.home
+    # Attack 1: a selector naming the other namespace's labels, through the annotation.
+    attack = mirror("select-other", [])
+    attack["metadata"]["annotations"] = tenant.annotation()
+    with pytest.raises(ApiError) as info:
+        await user.create(CONFIGMIRRORS, attack, namespace=home)
+    assert info.value.code == 403
+    assert "user 'limited' may not create ConfigMaps in all namespaces" in str(info.value)
+    # Attack 2: an empty selector, every namespace that accepts copies.
+    attack["metadata"] = {"name": "select-all", "annotations": tenant.annotation({})}
+    with pytest.raises(ApiError) as info:
+        await user.create(CONFIGMIRRORS, attack, namespace=home)
+    assert info.value.code == 422
+    assert "must name at least one label in matchLabels" in str(info.value)
+    # matchExpressions, which a pruning conversion turned into {}: refused as written.
+    expressions = {
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "Exists"}]
+    }
+    attack["metadata"] = {"name": "expressions", "annotations": tenant.annotation(expressions)}
+    with pytest.raises(ApiError, match="matchExpressions: not in the schema"):
+        await user.create(CONFIGMIRRORS, attack, namespace=home)
+    # Label values of another type than string.
+    for value in ([1], 1):
+        bad = {"matchLabels": {"a": value}}
+        attack["metadata"] = {"name": "typed", "annotations": tenant.annotation(bad)}
+        with pytest.raises(ApiError, match="expected string"):
+            await user.create(CONFIGMIRRORS, attack, namespace=home)
+    # JSON nested deeper than the parser goes: a clean refusal, not a crashed handler.
+    attack["metadata"] = {"name": "deep", "annotations": {SELECTOR_ANNOTATION: "[" * 16_000}}
+    with pytest.raises(ApiError, match="nested too deeply") as info:
+        await user.create(CONFIGMIRRORS, attack, namespace=home)
+    assert info.value.code == 422
+    # Straight in v1beta1: matchExpressions is pruned by the apiserver, leaving {}.
+    beta = {
+        "apiVersion": "kubemoon.dev/v1beta1",
+        "kind": "ConfigMirror",
+        "metadata": {"name": "beta-expressions"},
+        "spec": {
+            "source": "settings",
+            "targets": {"namespaces": [], "namespaceSelector": expressions},
+        },
+    }
+    with pytest.raises(ApiError, match="must name at least one label"):
+        await user.create(CONFIGMIRRORS_V1BETA1, beta, namespace=home)
+    # Even an admin may not store a selector the operator would read as wider.
+    with pytest.raises(ApiError, match="must name at least one label"):
+        await client.create(CONFIGMIRRORS_V1BETA1, beta, namespace=home)
+    assert [m async for m in client.list(CONFIGMIRRORS_V1BETA1, namespace=home)] == []
+
+
+async def test_no_verb_in_any_version_adds_a_selector_for_a_tenant(
+    client: Client, served: Served, tenant: Tenant
+) -> None:
+    user, home = tenant.user, tenant.home
+    # A mirror that reaches nothing needs no access review: the tenant may create it.
+    await user.create(CONFIGMIRRORS, mirror("m", []), namespace=home)
+    annotation = tenant.annotation()
+    selector = {"matchLabels": tenant.labels}
+    current = await user.get(CONFIGMIRRORS, "m", namespace=home)
+    replaced = {**current, "metadata": {**current["metadata"], "annotations": annotation}}
+    applied = {
+        "apiVersion": "kubemoon.dev/v1alpha1",
+        "kind": "ConfigMirror",
+        "metadata": {"name": "m", "annotations": annotation},
+        "spec": {"source": "settings", "targetNamespaces": []},
+    }
+    attacks: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+        # Attack 3: a v1alpha1 PATCH adding the annotation, in every patch format.
+        (
+            "merge",
+            lambda: user.patch(
+                CONFIGMIRRORS, "m", {"metadata": {"annotations": annotation}}, namespace=home
+            ),
+        ),
+        (
+            "json",
+            lambda: user.patch(
+                CONFIGMIRRORS,
+                "m",
+                [{"op": "add", "path": "/metadata/annotations", "value": annotation}],
+                patch_type=PatchType.JSON,
+                namespace=home,
+            ),
+        ),
+        ("put", lambda: user.replace(CONFIGMIRRORS, replaced, namespace=home)),
+        (
+            "apply",
+            lambda: user.apply(
+                CONFIGMIRRORS, applied, field_manager="tenant", namespace=home, force=True
+            ),
+        ),
+        # And the selector itself through v1beta1.
+        (
+            "v1beta1 merge",
+            lambda: user.patch(
+                CONFIGMIRRORS_V1BETA1,
+                "m",
+                {"spec": {"targets": {"namespaceSelector": selector}}},
+                namespace=home,
+            ),
+        ),
+    ]
+    for what, attack in attacks:
+        with pytest.raises(ApiError) as info:
+            await attack()
+        assert info.value.code == 403, what
+        assert "may not create ConfigMaps in all namespaces" in str(info.value), what
+    assert await stored_selector(client, home, "m") == (None, None)
+    # The status subresource is outside the webhook's rules, but the apiserver keeps
+    # only the status of such a write: the annotation does not get through there either.
+    current = await user.get(CONFIGMIRRORS, "m", namespace=home)
+    current["metadata"]["annotations"] = annotation
+    current["status"] = {"observedGeneration": 1}
+    await user.replace(CONFIGMIRRORS, current, namespace=home, subresource="status")
+    assert await stored_selector(client, home, "m") == (None, None)
+
+
+async def test_an_annotation_stored_through_v1beta1_never_becomes_a_selector(
+    client: Client, nursery: trio.Nursery, tmp_path: Path, home: str, tenant: Tenant
+) -> None:
+    # Stored before the webhooks existed: a v1beta1 mirror carrying the annotation as a
+    # plain annotation (attack 4, first half).
+    legacy: dict[str, Any] = {
+        "apiVersion": "kubemoon.dev/v1beta1",
+        "kind": "ConfigMirror",
+        "metadata": {"name": "legacy", "annotations": tenant.annotation()},
+        "spec": {"source": "settings", "targets": {"namespaces": []}},
+    }
+    await tenant.user.create(CONFIGMIRRORS_V1BETA1, legacy, namespace=home)
+    async with serving(client, nursery, tmp_path, home):
+        # Now the first half is refused...
+        again = {**legacy, "metadata": {**legacy["metadata"], "name": "again"}}
+        with pytest.raises(ApiError, match="reserved for conversion") as info:
+            await tenant.user.create(CONFIGMIRRORS_V1BETA1, again, namespace=home)
+        assert info.value.code == 422
+        # ...and the second, any v1alpha1 write, cannot turn the stored one into a
+        # selector: the conversion refuses to read it as v1alpha1.
+        with pytest.raises(ApiError, match="reserved for conversion"):
+            await tenant.user.patch(
+                CONFIGMIRRORS, "legacy", {"metadata": {"labels": {"x": "y"}}}, namespace=home
+            )
+        selector, kept = await stored_selector(client, home, "legacy")
+        assert selector is None and kept is not None
+        # Removing the annotation through v1beta1 mends it.
+        await tenant.user.patch(
+            CONFIGMIRRORS_V1BETA1,
+            "legacy",
+            {"metadata": {"annotations": {SELECTOR_ANNOTATION: None}}},
+            namespace=home,
+        )
+        assert await stored_selector(client, home, "legacy") == (None, None)
+        read = await tenant.user.get(CONFIGMIRRORS, "legacy", namespace=home)
+        assert read["spec"] == {"source": "settings", "targetNamespaces": []}
+
+
+async def test_a_tenant_cannot_mirror_a_source_they_cannot_read(
+    configmirror_api: ApiServer, client: Client, served: Served, tenant: Tenant
+) -> None:
+    server = configmirror_api
+    writable = await trio.to_thread.run_sync(lambda: server.create_namespace(prefix="cm-writable"))
+    try:
+        create = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
+        await trio.to_thread.run_sync(lambda: grant(server, writable, "write-copies", create))
+        with pytest.raises(ApiError) as info:
+            await tenant.user.create(
+                CONFIGMIRRORS, mirror("leak", [writable]), namespace=tenant.home
+            )
+        assert info.value.code == 403
+        message = str(info.value)
+        assert f"user 'limited' may not get ConfigMap {tenant.home}/settings" in message
+        assert repr(writable) not in message  # the target itself is allowed
+        # Nor by adding a target to a mirror someone else made of that source.
+        await client.create(CONFIGMIRRORS, mirror("admins", []), namespace=tenant.home)
+        with pytest.raises(ApiError, match=f"may not get ConfigMap {tenant.home}/settings"):
+            await tenant.user.patch(
+                CONFIGMIRRORS,
+                "admins",
+                {"spec": {"targetNamespaces": [writable]}},
+                namespace=tenant.home,
+            )
+        # Once the tenant may read the source, the same mirror is admitted.
+        read = [
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "verbs": ["get"],
+                "resourceNames": ["settings"],
+            }
+        ]
+        await trio.to_thread.run_sync(lambda: grant(server, tenant.home, "read-source", read))
+        await trio.sleep(DECISION_TTL)  # the denial is cached that long
+        created = await tenant.user.create(
+            CONFIGMIRRORS, mirror("leak", [writable]), namespace=tenant.home
+        )
+        assert created["spec"]["targetNamespaces"] == [writable]
+        # Another source, which the tenant cannot read, cannot be swapped in later.
+        with pytest.raises(ApiError, match=f"may not get ConfigMap {tenant.home}/other"):
+            await tenant.user.patch(
+                CONFIGMIRRORS, "leak", {"spec": {"source": "other"}}, namespace=tenant.home
+            )
+    finally:
+        await trio.to_thread.run_sync(lambda: server.delete_namespace(writable))
+
+
+async def test_a_user_may_only_mirror_into_namespaces_they_could_write(
+    configmirror_api: ApiServer, served: Served, tenant: Tenant
+) -> None:
+    server = configmirror_api
+    home = tenant.home
+    writable = await trio.to_thread.run_sync(lambda: server.create_namespace(prefix="cm-writable"))
+    try:
+        read = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]
+        await trio.to_thread.run_sync(lambda: grant(server, home, "read-source", read))
+        create = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
+        await trio.to_thread.run_sync(lambda: grant(server, writable, "write-copies", create))
+        with pytest.raises(ApiError) as info:
+            await tenant.user.create(
+                CONFIGMIRRORS, mirror("steal", [writable, tenant.other]), namespace=home
+            )
+        assert info.value.code == 403
+        message = str(info.value)
+        expected = f"user 'limited' may not create ConfigMaps in namespace {tenant.other!r}"
+        assert expected in message
+        assert repr(writable) not in message  # only the namespace it may not write to
+        with pytest.raises(NotFound):
+            await tenant.user.get(CONFIGMIRRORS, "steal", namespace=home)
+        # Into a namespace where the user may create ConfigMaps: allowed.
+        created = await tenant.user.create(CONFIGMIRRORS, mirror("ok", [writable]), namespace=home)
+        assert created["spec"]["targetNamespaces"] == [writable]
+        # Adding the other namespace later is reviewed just the same.
+        with pytest.raises(ApiError, match=f"namespace {tenant.other!r}"):
+            await tenant.user.patch(
+                CONFIGMIRRORS,
+                "ok",
+                {"spec": {"targetNamespaces": [writable, tenant.other]}},
+                namespace=home,
+            )
+    finally:
+        await trio.to_thread.run_sync(lambda: server.delete_namespace(writable))
+
+
+async def test_a_mirror_stored_before_the_webhook_finishes_deleting(
+    client: Client,
+    nursery: trio.Nursery,
+    tmp_path: Path,
+    home: str,
+    start_operator: StartOperator,
+) -> None:
+    # Stored before the webhook existed, with a spec it refuses now (its own namespace as
+    # a target), and the operator's finalizer already in place.
+    old = {
+        "apiVersion": "kubemoon.dev/v1beta1",
+        "kind": "ConfigMirror",
+        "metadata": {"name": "old", "finalizers": [FINALIZER]},
+        "spec": {"source": "settings", "targets": {"namespaces": [home]}},
+    }
+    await client.create(CONFIGMIRRORS_V1BETA1, old, namespace=home)
+    async with serving(client, nursery, tmp_path, home):
+        # The webhook does refuse that spec now...
+        with pytest.raises(ApiError, match="own namespace"):
+            await client.patch(
+                CONFIGMIRRORS_V1BETA1, "old", {"metadata": {"labels": {"a": "b"}}}, namespace=home
+            )
+        await client.delete(CONFIGMIRRORS_V1BETA1, "old", namespace=home)
+        # ...but the operator's finalizer removal finishes the deletion.
+        await start_operator(namespaces=(home,))
+
+        async def gone() -> bool:
+            try:
+                await client.get(CONFIGMIRRORS_V1BETA1, "old", namespace=home)
+            except NotFound:
+                return True
+            return False
+
+        await eventually(gone, what="the mirror stored before the webhook to be deleted")

@@ -374,8 +374,17 @@ def test_targets_named_and_selected() -> None:
     # Named first, then the selected ones sorted; never the mirror's own namespace.
     assert mirror_targets(selecting, labels) == ["b", "a", "c"]
     assert mirror_targets(selecting) == ["b"]  # no namespace information: only the named
-    everything = beta_mirror(namespaces=[], namespaceSelector={})
-    assert mirror_targets(everything, labels) == ["a", "b", "c"]
+    # A selector the webhook refuses (stored before it existed) selects nothing rather
+    # than every opted-in namespace: the operator never reads more than was written.
+    for unsound in (
+        {},
+        {"matchLabels": {}},
+        {"matchExpressions": [{"key": "tier", "operator": "Exists"}]},
+        {"matchLabels": {"tier": "web"}, "matchExpressions": []},
+        {"matchLabels": {"tier": 1}},
+        {"matchLabels": ["tier"]},
+    ):
+        assert mirror_targets(beta_mirror(namespaces=[], namespaceSelector=unsound), labels) == []
     assert mirror_targets(beta_mirror(namespaces=["a"], namespaceSelector="x"), labels) == ["a"]
     assert mirror_targets(mirror(), labels) == ["a", "b"]
     plan = plan_with_allowed(
