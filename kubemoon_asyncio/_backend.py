@@ -124,6 +124,11 @@ class TaskGroup:
         task.add_done_callback(lambda t: _fail_start(future, t))
         return await future
 
+    def abandon(self) -> None:
+        """Cancel as :meth:`cancel` does; leaving the group then waits for the children as
+        usual, since a cancelled task always ends (the blocking twin stops waiting)."""
+        self.cancel()
+
     def cancel(self) -> None:
         """Cancel every child and the body."""
         if self._cancelled:

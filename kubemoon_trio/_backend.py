@@ -87,6 +87,11 @@ class TaskGroup:
         assert self._nursery is not None, "the task group is not open"
         return await self._nursery.start(fn, *args)
 
+    def abandon(self) -> None:
+        """Cancel as :meth:`cancel` does; leaving the group then waits for the children as
+        usual, since a cancelled task always ends (the blocking twin stops waiting)."""
+        self.cancel()
+
     def cancel(self) -> None:
         """Cancel every child and the body."""
         assert self._nursery is not None, "the task group is not open"
