@@ -375,6 +375,11 @@ class LeaderElector:
         return self._identity
 
     @property
+    def lease(self) -> str:
+        """The Lease elected on, as ``namespace/name`` (for log lines)."""
+        return f"{self._namespace}/{self._name}"
+
+    @property
     def leader(self) -> str | None:
         """The holder of the lease as last observed (``""``: none), or None if unknown."""
         return None if self._observed is None else self._observed.holder_identity

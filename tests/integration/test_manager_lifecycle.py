@@ -223,9 +223,9 @@ async def test_close_client_false_leaves_the_client_open(
     client = km.Client.from_kubeconfig(str(kube_apiserver.kubeconfig_path))
     try:
         manager = km.Manager(client, close_client=False)
-        manager.controller(
-            "kept", CONFIGMAPS, kind="ConfigMap", namespace=kube_namespace
-        ).complete(reconcile_for(adapter, lambda ctx: Reconciled()))
+        manager.controller("kept", CONFIGMAPS, kind="ConfigMap", namespace=kube_namespace).complete(
+            reconcile_for(adapter, lambda ctx: Reconciled())
+        )
         run = await start_background(adapter, nursery, manager.run)
         await wait_for(lambda: manager.reconciling)
         call_soon(adapter, manager.stop)
@@ -235,3 +235,35 @@ async def test_close_client_false_leaves_the_client_open(
         await adapter.close(client)
     assert client.connection_count == 0
 
+
+async def test_a_released_lease_is_logged_as_free_not_as_an_empty_leader(
+    adapter: Adapter,
+    kube_apiserver: ApiServer,
+    kube_namespace: str,
+    nursery: trio.Nursery,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="kubemoon.leader")
+    km = adapter.module
+    config = {"name": "handover", "namespace": kube_namespace, "retry_period": 0.2}
+    clients = [km.Client.from_kubeconfig(str(kube_apiserver.kubeconfig_path)) for _ in range(2)]
+    managers = [
+        km.Manager(c, leader_election=km.LeaderElectionConfig(identity=f"cand-{i}", **config))
+        for i, c in enumerate(clients)
+    ]
+    first = await start_background(adapter, nursery, managers[0].run)
+    await wait_for(lambda: managers[0].is_leader)
+    second = await start_background(adapter, nursery, managers[1].run)
+    lease = f"lease {kube_namespace}/handover"
+    await wait_for(
+        lambda: f"{lease}: leader is now cand-0" in [r.getMessage() for r in caplog.records]
+    )
+    call_soon(adapter, managers[0].stop)  # releases the Lease: the follower sees it free
+    await first.wait()
+    await wait_for(lambda: managers[1].is_leader)
+    call_soon(adapter, managers[1].stop)
+    await second.wait()
+    lines = [r.getMessage() for r in caplog.records]
+    assert f"{lease}: free (no holder)" in lines
+    assert f"{lease}: started leading as cand-1" in lines
+    assert not [line for line in lines if line.rstrip().endswith("leader is now")]
