@@ -22,6 +22,8 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 
 import httpcore
 
+from kubemoon_io import ClosingNetworkBackend
+
 __all__ = [
     "LOOP_NAME",
     "TASK_STATUS_IGNORED",
@@ -35,6 +37,7 @@ __all__ = [
     "current_time",
     "fail_after",
     "install_signal_handlers",
+    "network_backend",
     "run_loop",
     "run_process",
     "serve_tcp",
@@ -153,6 +156,12 @@ def _fail_start(future: asyncio.Future[Any], task: asyncio.Task[Any]) -> None:
         future.set_exception(task.exception())  # type: ignore[arg-type]
     else:
         future.set_exception(RuntimeError("the task ended without calling started()"))
+
+
+def network_backend() -> httpcore.AsyncNetworkBackend:
+    """The network backend of the client's connection pools: a cancelled TLS handshake
+    closes its socket at once (see :class:`kubemoon_io.ClosingNetworkBackend`)."""
+    return ClosingNetworkBackend(httpcore.AnyIOBackend())
 
 
 async def wait_event(event: asyncio.Event, deadline: float | None) -> bool:

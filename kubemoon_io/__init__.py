@@ -15,6 +15,7 @@ from ._config import (
 )
 from ._credentials import PLUGIN_OUTPUT_LIMIT, PLUGIN_TIMEOUT, CredentialProvider, PluginRun
 from ._metrics import MetricsSource, RuntimeCollector
+from ._network import ClosingNetworkBackend
 from ._proxy import ProxySettings, proxy_settings
 from ._tls import InsecureTLSWarning, check_transport, ssl_context
 from ._transport import (
@@ -28,6 +29,7 @@ from ._transport import (
 __all__ = [
     "PLUGIN_OUTPUT_LIMIT",
     "PLUGIN_TIMEOUT",
+    "ClosingNetworkBackend",
     "CredentialProvider",
     "FileToken",
     "InsecureTLSWarning",

@@ -42,6 +42,7 @@ __all__ = [
     "current_time",
     "fail_after",
     "install_signal_handlers",
+    "network_backend",
     "run_loop",
     "run_process",
     "serve_tcp",
@@ -261,6 +262,12 @@ class TaskGroup:
         if self._abandoned_at is None:
             self._abandoned_at = time.monotonic()
         self.cancel()
+
+
+def network_backend() -> httpcore.NetworkBackend:
+    """The network backend of the client's connection pools: httpcore's own (a blocking
+    handshake is never cancelled midway, so it closes every socket it opens)."""
+    return httpcore.SyncBackend()
 
 
 def wait_event(event: threading.Event, deadline: float | None) -> bool:

@@ -23,6 +23,8 @@ from typing import Any, Protocol, cast
 import httpcore
 import trio
 
+from kubemoon_io import ClosingNetworkBackend
+
 __all__ = [
     "LOOP_NAME",
     "TASK_STATUS_IGNORED",
@@ -36,6 +38,7 @@ __all__ = [
     "current_time",
     "fail_after",
     "install_signal_handlers",
+    "network_backend",
     "run_loop",
     "run_process",
     "serve_tcp",
@@ -96,6 +99,12 @@ class TaskGroup:
         """Cancel every child and the body."""
         assert self._nursery is not None, "the task group is not open"
         self._nursery.cancel_scope.cancel()
+
+
+def network_backend() -> httpcore.AsyncNetworkBackend:
+    """The network backend of the client's connection pools: a cancelled TLS handshake
+    closes its socket at once (see :class:`kubemoon_io.ClosingNetworkBackend`)."""
+    return ClosingNetworkBackend(httpcore.TrioBackend())
 
 
 async def wait_event(event: trio.Event, deadline: float | None) -> bool:
