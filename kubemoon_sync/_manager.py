@@ -47,6 +47,7 @@ from kubemoon_core import (
     LeadershipLost,
     LocalProtocolError,
     Predicate,
+    takeover_bound,
 )
 from kubemoon_core._reflector import ReflectorStats
 from kubemoon_io import RuntimeCollector
@@ -80,6 +81,12 @@ class LeaderElectionConfig:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+
+    @property
+    def takeover_bound(self) -> float:
+        """The longest a standby takes to lead after the leader dies without releasing the
+        Lease (see :func:`~kubemoon_core.takeover_bound`): 23.8 s with the defaults."""
+        return takeover_bound(self.lease_duration, self.retry_period)
 
 
 class Manager:
