@@ -116,6 +116,7 @@ async def test_a_failing_reconcile_is_logged_with_its_controller_and_object(
     failed = threading.Event()
 
     def typo(ctx: Any) -> Any:
+        ctx.log.info("looking")
         failed.set()
         return {"message": 1}["mesage"]
 
@@ -133,6 +134,8 @@ async def test_a_failing_reconcile_is_logged_with_its_controller_and_object(
     lines = [r.getMessage() for r in caplog.records if r.name == "kubemoon.controller"]
     expected = f"controller widgets: reconcile of {kube_namespace}/typo failed: KeyError('mesage')"
     assert expected in lines
+    own = [r.getMessage() for r in caplog.records if r.name == "kubemoon.controller.widgets"]
+    assert f"controller widgets: {kube_namespace}/typo: looking" in own
 
 
 async def test_a_reconcile_stuck_past_the_grace_period_is_left_behind_loudly(
