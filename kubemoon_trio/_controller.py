@@ -38,6 +38,15 @@ Reconcile = Callable[[WorkItem], Awaitable[Outcome]]
 _OUTCOMES = (Reconciled, Requeue, RequeueAfter, Failed, FailedTerminally)
 
 
+def _describe(value: object, limit: int = 200) -> str:
+    """A bounded repr of what user code returned (whose ``__repr__`` may raise)."""
+    try:
+        text = repr(value)
+    except Exception:  # user code
+        text = f"<{type(value).__name__} object>"
+    return text if len(text) <= limit else f"{text[:limit]}... ({type(value).__name__})"
+
+
 class ControllerRunner:
     """Drives ``controller`` in real time, running ``reconcile`` for each work item.
 
@@ -85,8 +94,9 @@ class ControllerRunner:
                 outcome.close()  # never awaited: closed here, so no warning follows it
                 hint = "a forgotten await?"
             error = LocalProtocolError(
-                f"controller {self.name}: reconcile of {item.key} returned {outcome!r}, not an "
-                f"outcome (Reconciled, Requeue, RequeueAfter, Failed or FailedTerminally): {hint}"
+                f"controller {self.name}: reconcile of {item.key} returned {_describe(outcome)}, "
+                "not an outcome (Reconciled, Requeue, RequeueAfter, Failed or "
+                f"FailedTerminally): {hint}"
             )
             logger.error("%s", error, extra=extra)
             outcome = Failed(error)
