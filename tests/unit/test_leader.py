@@ -816,3 +816,8 @@ def test_the_documented_takeover_bound_is_the_one_computed_from_the_defaults() -
         assert f"{defaults.lease_duration:g} s" in text, page
     # Other timings: the bound follows them.
     assert takeover_bound(lease_duration=60, retry_period=5) == pytest.approx(82.0)
+
+
+def test_the_elector_names_its_lease_for_log_lines() -> None:
+    e = LeaderElector(name="demo", namespace="kube-system", identity=ME, rng=NoJitter())
+    assert e.lease == "kube-system/demo"
