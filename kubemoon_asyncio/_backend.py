@@ -132,6 +132,11 @@ class TaskGroup:
         usual, since a cancelled task always ends (the blocking twin stops waiting)."""
         self.cancel()
 
+    @property
+    def left_behind(self) -> bool:
+        """True when leaving did not wait for every child: never on this loop."""
+        return False
+
     def cancel(self) -> None:
         """Cancel every child and the body."""
         if self._cancelled:

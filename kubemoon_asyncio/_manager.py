@@ -18,7 +18,7 @@ Rules:
   expire) and ``run`` returns without waiting for it (on the blocking adapter its thread
   is left behind, so the process can exit).
 - ``run`` closes the client when it ends (unless ``close_client=False``), however it ends,
-  except after abandoning a stuck reconcile that may still be using it.
+  except when a stuck reconcile's thread was left behind: it may still be using it.
 - Failures are loud: every LIST, WATCH and Lease failure goes through the core
   :class:`~kubemoon_core.FailureReporter`, which logs a distinct error once, then with
   backoff; current problems are the reasons ``/readyz`` gives.
@@ -345,7 +345,7 @@ class Manager:
         _backend.run_loop(self.run, handle_signals=True)
 
     async def _run(self, task_status: _backend.TaskStatus[None]) -> bool:
-        """Run everything; True when a stuck reconcile was left behind."""
+        """Run everything; True when a stuck reconcile was left behind, still running."""
         async with _backend.TaskGroup() as tasks:
             if self.probe_address is not None:
                 host, port = self.probe_address
@@ -362,11 +362,11 @@ class Manager:
             if await self._drain():
                 self._report_stuck()
                 tasks.abandon()
-                return True
-            if self.election is not None and self.election.is_leader:
-                await self.election.release()
-            tasks.cancel()
-        return False
+            else:
+                if self.election is not None and self.election.is_leader:
+                    await self.election.release()
+                tasks.cancel()
+        return tasks.left_behind
 
     async def _drain(self) -> bool:
         """Wait for running reconciles within the grace period; True if some are left."""
@@ -390,12 +390,12 @@ class Manager:
         for controller in self.controllers:
             for item in controller.controller.running:
                 logger.error(
-                    "controller %s: reconcile of %s still running %.1f s after stop, past the "
-                    "%g s grace period: cancelled and left behind%s",
+                    "controller %s: reconcile of %s still running after the %g s grace period "
+                    "(started %.1f s ago): cancelled, not waited for%s",
                     controller.name,
                     item.key,
-                    now - item.started,
                     self.grace_period,
+                    now - item.started,
                     lease,
                     extra={
                         "controller": controller.name,

@@ -263,6 +263,11 @@ class TaskGroup:
             self._abandoned_at = time.monotonic()
         self.cancel()
 
+    @property
+    def left_behind(self) -> bool:
+        """True when leaving did not wait for every thread (some still run, abandoned)."""
+        return any(thread.is_alive() for thread in self._threads)
+
 
 def network_backend() -> httpcore.NetworkBackend:
     """The network backend of the client's connection pools: httpcore's own (a blocking

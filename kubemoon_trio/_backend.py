@@ -95,6 +95,11 @@ class TaskGroup:
         usual, since a cancelled task always ends (the blocking twin stops waiting)."""
         self.cancel()
 
+    @property
+    def left_behind(self) -> bool:
+        """True when leaving did not wait for every child: never on this loop."""
+        return False
+
     def cancel(self) -> None:
         """Cancel every child and the body."""
         assert self._nursery is not None, "the task group is not open"
