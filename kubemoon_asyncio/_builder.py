@@ -5,12 +5,14 @@
 Rules: a builder only gathers what a controller follows; :meth:`ControllerBuilder.complete`
 turns it into a :class:`RuntimeController` registered with the manager. Every resource is
 read through the manager's shared informers, so two controllers that watch ConfigMaps share
-one LIST and one WATCH. Mappers and predicates are user code: one that raises is logged and
-counted by the informer, which keeps running.
+one LIST and one WATCH. Mappers and predicates are user code: one that raises is logged
+(naming the controller, the source and the object) and counted in the informer's
+``handler_errors``; the informer keeps running.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +48,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ControllerBuilder", "ReconcileFunction", "RuntimeController"]
 
+logger = logging.getLogger("kubemoon.controller")
+
 ReconcileFunction = Callable[[ReconcileContext], Awaitable[Outcome]]
 """A reconcile: given the context of one key, returns the core's outcome."""
 
@@ -76,21 +80,33 @@ class RuntimeController:
         self.controller = Controller(
             [source for source, _ in sources], workers=workers, rate_limiter=rate_limiter
         )
-        self.runner = ControllerRunner(self.controller, self._reconcile_item)
+        self.runner = ControllerRunner(self.controller, self._reconcile_item, name=name)
         self._reconcile = reconcile
         self.primary_informer = sources[0][1]
         self.primary = CacheReader(self.primary_informer)
         self._caches: dict[GroupVersionResource, CacheReader] = {}
         for source, informer in sources:
             self._caches.setdefault(informer.resource, CacheReader(informer))
-            informer.add_handler(self._receiver(source.name))
+            informer.add_handler(self._receiver(source.name, informer))
 
     def __repr__(self) -> str:
         return f"<RuntimeController {self.name}>"
 
-    def _receiver(self, source: str) -> Callable[[Change], None]:
+    def _receiver(self, source: str, informer: Informer) -> Callable[[Change], None]:
         def receive(change: Change) -> None:
-            if self.controller.receive(source, change, now=_backend.current_time()):
+            try:
+                added = self.controller.receive(source, change, now=_backend.current_time())
+            except Exception:  # a mapper or predicate (user code) must not stop the informer
+                informer.handler_errors += 1
+                logger.exception(
+                    "controller %s: the %s mapper or predicate failed on a change of %s",
+                    self.name,
+                    source,
+                    change.key,
+                    extra={"controller": self.name, "key": str(change.key)},
+                )
+                return
+            if added:
                 self.runner.wake()
 
         return receive

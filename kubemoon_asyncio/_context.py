@@ -4,7 +4,7 @@
 
 Rules: a context lives for one reconcile. Reads go to the caches (read-only); writes go
 through :attr:`ReconcileContext.client`. The logger carries the controller's name, the key
-and the reconcile id on every record.
+and the reconcile id on every record, and its lines read ``controller NAME: NS/NAME: ...``.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class _KeyLogger(logging.LoggerAdapter[logging.Logger]):
         extra = dict(self.extra or {})
         extra.update(kwargs.get("extra") or {})
         kwargs["extra"] = extra
-        return f"[{extra['controller']} {extra['key']}] {msg}", kwargs
+        return f"controller {extra['controller']}: {extra['key']}: {msg}", kwargs
 
 
 class ReconcileContext:

@@ -6,6 +6,12 @@ Several types of the same CRD (group and plural) are its versions; types of diff
 CRDs give one YAML document each, separated by ``---``. Webhook declarations are named
 ``module:name`` too: a :class:`~kubemoon_core.WebhookDeclarations` or a function without
 arguments returning one; their configurations are printed as the Manager applies them.
+
+Rules: every string that a YAML parser could read as something else (YAML 1.1 as PyYAML
+and Go's yaml.v2 read it, YAML 1.2 as yaml.v3 does: ``1e3``, ``0o17``, ``0x1F``, ``.inf``,
+``y``, ``off``, ``~``, dates...) is quoted. The header comment shows the type arguments
+with non-printable characters escaped, so no argument can start a line of YAML. A module
+that fails to import (or exits while importing) is a usage error: exit status 2.
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ import base64
 import difflib
 import importlib
 import importlib.util
+import re
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -41,6 +49,59 @@ class UsageError(Exception):
     """A bad argument: printed without a traceback, exit status 2."""
 
 
+# Plain scalars that some YAML parser reads as null, a boolean, a special float or a merge
+# key (compared in lower case: over-quoting is harmless).
+_SPECIAL = frozenset(
+    {"", "~", "null", "y", "n", "yes", "no", "true", "false", "on", "off", "<<", "="}
+    | {f"{sign}.{word}" for sign in ("", "+", "-") for word in ("inf", "nan")}
+)
+# What Go's yaml.v2/v3 try on a plain scalar that starts with a digit, a sign or a dot,
+# after dropping underscores: strconv.ParseInt/ParseUint with base 0 (0x, 0o, 0b, a
+# leading 0), their float pattern, and (v2, v3 and YAML 1.1) a timestamp's date prefix.
+_GO_INT = re.compile(r"[-+]?(?:0[xX][0-9a-fA-F]+|0[oO]?[0-7]+|0[bB][01]+|[0-9]+)")
+_GO_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}")
+# YAML 1.1 sexagesimal numbers (190:20:30, 1:20.5) as PyYAML and yaml.v2 may read them.
+_SEXAGESIMAL = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?")
+
+
+def needs_quotes(text: str) -> bool:
+    """True when a plain ``text`` could be read by some YAML parser as a non-string."""
+    if text.strip().lower() in _SPECIAL:
+        return True
+    if text[:1] not in "0123456789+-.":
+        return False
+    bare = text.replace("_", "")
+    return bool(
+        _GO_INT.fullmatch(bare)
+        or _GO_FLOAT.fullmatch(bare)
+        or _SEXAGESIMAL.fullmatch(text)
+        or _DATE.match(text)
+    )
+
+
+class _Dumper(yaml.SafeDumper):
+    """PyYAML's safe dumper, quoting every string another parser could read otherwise."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    style = "'" if needs_quotes(text) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def dump_yaml(document: object) -> str:
+    """``document`` as YAML (block style, keys in order), safe for any YAML reader."""
+    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=False)
+
+
+def _printable(text: str) -> str:
+    """``text`` with every non-printable character (line breaks included) escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
 def _load_module(name: str) -> object:
     if name.endswith(".py"):
         path = Path(name).resolve()
@@ -51,14 +112,30 @@ def _load_module(name: str) -> object:
         module = importlib.util.module_from_spec(spec)
         # dataclasses and typing.get_type_hints look the module up by name.
         sys.modules[module_name] = module
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except (Exception, SystemExit) as exc:
+            sys.modules.pop(module_name, None)
+            raise _import_failed(name, exc) from None
         return module
     if "" not in sys.path and str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))
     try:
         return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        raise UsageError(f"cannot import {name}: {exc}") from None
+    except (Exception, SystemExit) as exc:  # the module's own code: any failure is reported
+        raise _import_failed(name, exc) from None
+
+
+def _import_failed(name: str, exc: BaseException) -> UsageError:
+    if isinstance(exc, SystemExit):
+        return UsageError(f"cannot import {_printable(name)}: it called sys.exit({exc.code!r})")
+    where = ""
+    if exc.__traceback__ is not None:
+        frames = traceback.extract_tb(exc.__traceback__)
+        if frames:
+            last = frames[-1]
+            where = f" ({_printable(last.filename)}, line {last.lineno})"
+    return UsageError(f"cannot import {_printable(name)}: {type(exc).__name__}: {exc}{where}")
 
 
 def load_type(spec: str) -> type:
@@ -67,9 +144,12 @@ def load_type(spec: str) -> type:
     if not sep or not module_name or not attr:
         raise UsageError(f"expected module:Type or file.py:Type, got {spec!r}")
     module = _load_module(module_name)
-    found = getattr(module, attr, None)
+    try:
+        found = getattr(module, attr, None)
+    except Exception as exc:  # a module __getattr__ is user code
+        raise UsageError(f"{_printable(module_name)}.{_printable(attr)}: {exc!r}") from None
     if not isinstance(found, type):
-        raise UsageError(f"{module_name} has no class {attr}")
+        raise UsageError(f"{_printable(module_name)} has no class {_printable(attr)}")
     return found
 
 
@@ -104,10 +184,9 @@ def render(specs: Sequence[str], conversion: ConversionWebhook | None = None) ->
     for cls in classes:
         groups.setdefault(resource_info(cls).crd_name, []).append(cls)
     documents = [
-        yaml.safe_dump(crd_manifest(*members, conversion=conversion), sort_keys=False)
-        for members in groups.values()
+        dump_yaml(crd_manifest(*members, conversion=conversion)) for members in groups.values()
     ]
-    return HEADER.format(types=" ".join(specs)) + "---\n".join(documents)
+    return HEADER.format(types=" ".join(_printable(s) for s in specs)) + "---\n".join(documents)
 
 
 def load_declarations(spec: str) -> WebhookDeclarations:
@@ -142,7 +221,7 @@ def render_webhooks(args: argparse.Namespace) -> str:
     configs = declarations.configurations(
         endpoint, ca_bundle=bundle, inject_ca_from=args.inject_ca_from
     )
-    documents = [yaml.safe_dump(doc, sort_keys=False) for doc in configs.documents()]
+    documents = [dump_yaml(doc) for doc in configs.documents()]
     words = [args.declarations]
     words += ["--service", args.service] if args.service else ["--url", args.url]
     if args.inject_ca_from:
@@ -221,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     how = (
         text.splitlines()[0].split("`")[1]
         if args.command == "webhooks"
-        else f"kubemoon crd generate {' '.join(args.types)}"
+        else f"kubemoon crd generate {' '.join(_printable(t) for t in args.types)}"
     )
-    print(f"kubemoon: {args.file} is stale: run {how} -o {args.file}", file=sys.stderr)
+    print(f"kubemoon: {args.file} is stale: run {how} -o {_printable(args.file)}", file=sys.stderr)
     return 1

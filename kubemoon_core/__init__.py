@@ -136,6 +136,7 @@ from ._leader import (
     NewLeader,
     StartedLeading,
     StoppedLeading,
+    takeover_bound,
 )
 from ._ownership import (
     controller_of,
@@ -496,6 +497,7 @@ __all__ = [
     "resource_info",
     "retry_delay",
     "set_json_backend",
+    "takeover_bound",
     "use_fast_json",
     "use_standard_json",
     "validate_name",

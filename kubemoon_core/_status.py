@@ -85,6 +85,11 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _text(value: Any) -> str:
+    # A server's message often ends in a newline; kept, it makes blank lines in logs.
+    return _str(value).strip()
+
+
 def decode_status(document: Any, *, default_code: int = 0) -> Status | None:
     """Decode a parsed JSON value as a Status, or return None if it is not one."""
     if not isinstance(document, Mapping) or document.get("kind") != "Status":
@@ -103,7 +108,7 @@ def decode_status(document: Any, *, default_code: int = 0) -> Status | None:
                 causes.append(
                     StatusCause(
                         reason=_str(raw.get("reason")),
-                        message=_str(raw.get("message")),
+                        message=_text(raw.get("message")),
                         field=_str(raw.get("field")),
                     )
                 )
@@ -113,8 +118,7 @@ def decode_status(document: Any, *, default_code: int = 0) -> Status | None:
         code=code,
         status=_str(document.get("status")),
         reason=_str(document.get("reason")),
-        # Servers end some messages with a newline; a log line or error does not keep it.
-        message=_str(document.get("message")).strip(),
+        message=_text(document.get("message")),
         details=dict(details),
         causes=tuple(causes),
         retry_after_seconds=retry_after,
@@ -134,7 +138,7 @@ class ApiError(KubeMoonError):
         self.status = status
         self.retry_after = retry_after
         self.body_excerpt = body[:BODY_EXCERPT_LIMIT]
-        text = status.message or status.reason or "no message"
+        text = status.message.strip() or status.reason.strip() or "no message"
         super().__init__(f"{status.code} {status.reason or type(self).__name__}: {text}")
 
     @property

@@ -24,6 +24,7 @@ from ._config import (
 from ._credentials import PLUGIN_OUTPUT_LIMIT, PLUGIN_TIMEOUT, CredentialProvider, PluginRun
 from ._logging import JsonLogFormatter, object_context
 from ._metrics import MetricsSource, RuntimeCollector
+from ._network import ClosingNetworkBackend
 from ._proxy import ProxySettings, proxy_settings
 from ._tls import InsecureTLSWarning, check_transport, ssl_context
 from ._tracing import TRACER_NAME, tracing_enabled, use_tracer_provider
@@ -43,6 +44,7 @@ __all__ = [
     "PLUGIN_OUTPUT_LIMIT",
     "PLUGIN_TIMEOUT",
     "TRACER_NAME",
+    "ClosingNetworkBackend",
     "CredentialProvider",
     "FileToken",
     "InsecureTLSWarning",

@@ -70,6 +70,9 @@ T = TypeVar("T")
 # How often a wait on an Event looks at its thread's cancellation.
 _POLL = 0.05
 
+# How long leaving an abandoned group still waits for its threads to notice the cancellation.
+_ABANDON_WAIT = 2.0
+
 
 class Cancelled(BaseException):
     """The task group this thread runs in was cancelled."""
@@ -166,7 +169,9 @@ class TaskGroup:
 
     An error in a child or in the body cancels the group; errors are raised together as an
     ``ExceptionGroup`` when leaving. :meth:`cancel` cancels the children and the body; that
-    cancellation ends at the group.
+    cancellation ends at the group. After :meth:`abandon`, leaving waits at most
+    two seconds for the threads: one stuck in plain blocking code (which no
+    cancellation reaches) is left running, a daemon thread, and its outcome is dropped.
     """
 
     def __init__(self) -> None:
@@ -175,6 +180,7 @@ class TaskGroup:
         self._threads: list[threading.Thread] = []
         self._errors: list[BaseException] = []
         self._lock = threading.Lock()
+        self._abandoned_at: float | None = None
 
     def __enter__(self) -> TaskGroup:
         self._outer = _token()
@@ -193,13 +199,14 @@ class TaskGroup:
             self._token.cancel()
         try:
             for thread in self._threads:
-                while thread.is_alive():
+                while thread.is_alive() and not self._gave_up():
                     thread.join(_POLL)
                     if self._outer is not None and self._outer.event.is_set():
                         self._token.cancel()
         finally:
             _local.token = self._outer
-        errors = [e for e in self._errors if not isinstance(e, Cancelled)]
+        with self._lock:
+            errors = [e for e in self._errors if not isinstance(e, Cancelled)]
         if exc is not None and not isinstance(exc, Cancelled):
             errors.insert(0, exc)
         if errors:
@@ -208,6 +215,10 @@ class TaskGroup:
             raise BaseExceptionGroup("errors in a task group", errors)
         outer_cancelled = self._outer is not None and self._outer.event.is_set()
         return isinstance(exc, Cancelled) and not outer_cancelled
+
+    def _gave_up(self) -> bool:
+        abandoned = self._abandoned_at
+        return abandoned is not None and time.monotonic() >= abandoned + _ABANDON_WAIT
 
     def _run(self, fn: Callable[..., object], args: tuple[object, ...], kwargs: Any) -> None:
         _local.token = self._token
@@ -253,6 +264,17 @@ class TaskGroup:
         """Cancel every child and the body."""
         assert self._token is not None, "the task group is not open"
         self._token.cancel()
+
+    def abandon(self) -> None:
+        """Cancel, and on leaving wait at most two seconds for the threads."""
+        if self._abandoned_at is None:
+            self._abandoned_at = time.monotonic()
+        self.cancel()
+
+    @property
+    def left_behind(self) -> bool:
+        """True when leaving did not wait for every thread (some still run, abandoned)."""
+        return any(thread.is_alive() for thread in self._threads)
 
 
 def wait_event(event: threading.Event, deadline: float | None) -> bool:

@@ -5,15 +5,29 @@
 Rules: the controller decides everything (which key, when, what an outcome means); this
 loop hands each work item to a task, reports the outcome with the loop's clock, and sleeps
 until a key is added (:meth:`ControllerRunner.wake`) or the controller's next deadline.
-An exception escaping the user's reconcile is a ``Failed`` outcome, never a crash.
+An exception escaping the user's reconcile, or a reconcile that returns something other
+than an outcome (a forgotten ``return``), is a ``Failed`` outcome of that key (logged,
+counted, retried with backoff), never a crash. Every log line names the controller and
+the key.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 
-from kubemoon_core._controller import Controller, Failed, Outcome, WorkItem
+from kubemoon_core._controller import (
+    Controller,
+    Failed,
+    FailedTerminally,
+    Outcome,
+    Reconciled,
+    Requeue,
+    RequeueAfter,
+    WorkItem,
+)
+from kubemoon_core._errors import LocalProtocolError
 
 from . import _backend
 
@@ -23,18 +37,34 @@ logger = logging.getLogger("kubemoon.controller")
 
 Reconcile = Callable[[WorkItem], Outcome]
 
+_OUTCOMES = (Reconciled, Requeue, RequeueAfter, Failed, FailedTerminally)
+
+
+def _describe(value: object, limit: int = 200) -> str:
+    """A bounded repr of what user code returned (whose ``__repr__`` may raise)."""
+    try:
+        text = repr(value)
+    except Exception:  # user code
+        text = f"<{type(value).__name__} object>"
+    return text if len(text) <= limit else f"{text[:limit]}... ({type(value).__name__})"
+
 
 class ControllerRunner:
     """Drives ``controller`` in real time, running ``reconcile`` for each work item.
 
     Feed changes with ``controller.receive(...)`` and then call :meth:`wake`. ``run`` ends
-    after :meth:`stop` once every running reconcile has finished.
+    after :meth:`stop` once every running reconcile has finished. ``name`` is the
+    controller's name in log lines.
     """
 
-    def __init__(self, controller: Controller, reconcile: Reconcile) -> None:
+    def __init__(self, controller: Controller, reconcile: Reconcile, *, name: str = "-") -> None:
         self.controller = controller
+        self.name = name
         self._reconcile = reconcile
         self._wakeup = _backend.Event()
+
+    def __repr__(self) -> str:
+        return f"<ControllerRunner {self.name}>"
 
     def wake(self) -> None:
         """Tell the loop that keys may be ready."""
@@ -46,16 +76,32 @@ class ControllerRunner:
         self.wake()
 
     def _run_one(self, item: WorkItem) -> None:
+        extra = {"controller": self.name, "key": str(item.key), "reconcile_id": item.reconcile_id}
         try:
-            outcome = self._reconcile(item)
+            # Typed as any value: user code may return anything (a forgotten return: None).
+            outcome: object = self._reconcile(item)
         except Exception as exc:  # user code: any failure is a retryable outcome
             logger.warning(
-                "reconcile failed: %s",
+                "controller %s: reconcile of %s failed: %r",
+                self.name,
+                item.key,
                 exc,
-                extra={"key": str(item.key), "reconcile_id": item.reconcile_id},
+                extra=extra,
                 exc_info=not isinstance(exc, OSError),
             )
             outcome = Failed(exc)
+        if not isinstance(outcome, _OUTCOMES):
+            hint = "a forgotten return?"
+            if inspect.iscoroutine(outcome):
+                outcome.close()  # never awaited: closed here, so no warning follows it
+                hint = "a forgotten await?"
+            error = LocalProtocolError(
+                f"controller {self.name}: reconcile of {item.key} returned {_describe(outcome)}, "
+                "not an outcome (Reconciled, Requeue, RequeueAfter, Failed or "
+                f"FailedTerminally): {hint}"
+            )
+            logger.error("%s", error, extra=extra)
+            outcome = Failed(error)
         self.controller.report(item, outcome, _backend.current_time())
         self.wake()
 

@@ -68,17 +68,20 @@ class LeaderElection:
         self._lost.wait()
 
     def _handle(self, events: list[LeaderEvent]) -> None:
+        lease = self.elector.lease
         for event in events:
             _tracing.leader_transition(event, self.elector.identity)
             if isinstance(event, StartedLeading):
-                logger.info("started leading as %s", self.elector.identity)
+                logger.info("lease %s: started leading as %s", lease, self.elector.identity)
                 self._leading.set()
             elif isinstance(event, StoppedLeading):
                 level = logging.INFO if self._releasing else logging.WARNING
-                logger.log(level, "stopped leading as %s", self.elector.identity)
+                logger.log(level, "lease %s: stopped leading as %s", lease, self.elector.identity)
                 self._lost.set()
+            elif event.identity:
+                logger.info("lease %s: leader is now %s", lease, event.identity)
             else:
-                logger.info("leader is now %s", getattr(event, "identity", event))
+                logger.info("lease %s: free (no holder)", lease)
 
     def _perform(self) -> bool:
         now = _backend.current_time()
@@ -91,7 +94,7 @@ class LeaderElection:
             with _backend.fail_after(limit - now):
                 response = self.client.send(request, timeout=limit - now)
         except (KubeMoonError, TimeoutError) as exc:
-            logger.info("lease request failed: %s", exc)
+            logger.info("lease %s: request failed: %s", self.elector.lease, exc)
             self._handle(self.elector.request_failed(_backend.current_time()))
             self._report(request.method, exc)
         except BaseException:

@@ -12,7 +12,13 @@ Rules:
   :class:`~kubemoon_core.LeadershipLost`, so the process restarts as a follower.
 - :meth:`Manager.stop` (also SIGTERM/SIGINT with ``handle_signals``) stops taking work,
   lets running reconciles finish within ``grace_period``, releases the Lease, and ends
-  ``run``.
+  ``run``. A reconcile still running after the grace period is logged at ERROR (naming
+  its controller and key) and cancelled; the Lease is then *not* released (a reconcile
+  stuck in blocking code may still write, so the successor waits for the Lease to
+  expire) and ``run`` returns without waiting for it (on the blocking adapter its thread
+  is left behind, so the process can exit).
+- ``run`` closes the client when it ends (unless ``close_client=False``), however it ends,
+  except when a stuck reconcile's thread was left behind: it may still be using it.
 - Failures are loud: every LIST, WATCH and Lease failure goes through the core
   :class:`~kubemoon_core.FailureReporter`, which logs a distinct error once, then with
   backoff; current problems are the reasons ``/readyz`` gives.
@@ -43,6 +49,7 @@ from kubemoon_core import (
     LocalProtocolError,
     Predicate,
     WebhookDeclarations,
+    takeover_bound,
 )
 from kubemoon_core._reflector import ReflectorStats
 from kubemoon_io import RuntimeCollector
@@ -78,6 +85,12 @@ class LeaderElectionConfig:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
 
+    @property
+    def takeover_bound(self) -> float:
+        """The longest a standby takes to lead after the leader dies without releasing the
+        Lease (see :func:`~kubemoon_core.takeover_bound`): 23.8 s with the defaults."""
+        return takeover_bound(self.lease_duration, self.retry_period)
+
 
 class Manager:
     """Runs controllers on shared caches, with leader election, probes, metrics and Events.
@@ -93,7 +106,8 @@ class Manager:
 
     ``probe_address`` (host, port) serves ``/healthz``, ``/readyz`` and ``/metrics``
     (port 0: any free port, see :attr:`probe_port`). ``name`` is the Events'
-    reporting controller.
+    reporting controller. The manager owns ``client``: :meth:`run` closes it when it
+    ends; pass ``close_client=False`` to keep using it afterwards.
     """
 
     def __init__(
@@ -107,8 +121,10 @@ class Manager:
         registry: CollectorRegistry | None = None,
         rng: random.Random | None = None,
         stall_margin: float = 30.0,
+        close_client: bool = True,
     ) -> None:
         self.client = client
+        self.close_client = close_client
         self.name = name
         self.grace_period = grace_period
         self._rng = rng if rng is not None else random.Random()
@@ -367,19 +383,23 @@ class Manager:
             if handle_signals
             else None
         )
+        abandoned = False
         try:
-            self._run(task_status)
+            abandoned = self._run(task_status)
         except BaseExceptionGroup as group:
             raise _first_leaf(group) from None
         finally:
             if restore is not None:
                 restore()
+            if self.close_client and not abandoned:
+                self.client.close()
 
     def run_forever(self) -> None:
         """Run on a new event loop until SIGTERM or SIGINT (see :meth:`run`)."""
         _backend.run_loop(self.run, handle_signals=True)
 
-    def _run(self, task_status: _backend.TaskStatus[None]) -> None:
+    def _run(self, task_status: _backend.TaskStatus[None]) -> bool:
+        """Run everything; True when a stuck reconcile was left behind, still running."""
         with _backend.TaskGroup() as tasks:
             if self.probe_address is not None:
                 host, port = self.probe_address
@@ -395,21 +415,50 @@ class Manager:
             tasks.start_soon(self._reconcile_while_leading)
             task_status.started(None)
             self._stop.wait()
-            self._drain()
-            if self.election is not None and self.election.is_leader:
-                self.election.release()
-            tasks.cancel()
+            if self._drain():
+                self._report_stuck()
+                tasks.abandon()
+            else:
+                if self.election is not None and self.election.is_leader:
+                    self.election.release()
+                tasks.cancel()
+        return tasks.left_behind
 
-    def _drain(self) -> None:
+    def _drain(self) -> bool:
+        """Wait for running reconciles within the grace period; True if some are left."""
         if not self.reconciling:
-            return
+            return False
         deadline = _backend.current_time() + self.grace_period
         while not all(c.drained for c in self.controllers):
             if _backend.current_time() >= deadline:
-                running = sum(len(c.controller.running) for c in self.controllers)
-                logger.warning("grace period over: cancelling %d running reconcile(s)", running)
-                return
+                return True
             _backend.sleep(0.02)
+        return False
+
+    def _report_stuck(self) -> None:
+        lease = (
+            f"; the Lease {self.lease_name} is not released (the reconcile may still write): "
+            "a successor takes over when it expires"
+            if self.election is not None and self.election.is_leader
+            else ""
+        )
+        now = _backend.current_time()
+        for controller in self.controllers:
+            for item in controller.controller.running:
+                logger.error(
+                    "controller %s: reconcile of %s still running after the %g s grace period "
+                    "(started %.1f s ago): cancelled, not waited for%s",
+                    controller.name,
+                    item.key,
+                    self.grace_period,
+                    now - item.started,
+                    lease,
+                    extra={
+                        "controller": controller.name,
+                        "key": str(item.key),
+                        "reconcile_id": item.reconcile_id,
+                    },
+                )
 
     def _reconcile_while_leading(self) -> None:
         if self.election is not None:

@@ -23,6 +23,8 @@ from typing import Any, Protocol, cast
 import httpcore
 import trio
 
+from kubemoon_io import ClosingNetworkBackend
+
 __all__ = [
     "LOOP_NAME",
     "TASK_STATUS_IGNORED",
@@ -88,10 +90,26 @@ class TaskGroup:
         assert self._nursery is not None, "the task group is not open"
         return await self._nursery.start(fn, *args)
 
+    def abandon(self) -> None:
+        """Cancel as :meth:`cancel` does; leaving the group then waits for the children as
+        usual, since a cancelled task always ends (the blocking twin stops waiting)."""
+        self.cancel()
+
+    @property
+    def left_behind(self) -> bool:
+        """True when leaving did not wait for every child: never on this loop."""
+        return False
+
     def cancel(self) -> None:
         """Cancel every child and the body."""
         assert self._nursery is not None, "the task group is not open"
         self._nursery.cancel_scope.cancel()
+
+
+def network_backend() -> httpcore.AsyncNetworkBackend:
+    """The network backend of the client's connection pools: a cancelled TLS handshake
+    closes its socket at once (see :class:`kubemoon_io.ClosingNetworkBackend`)."""
+    return ClosingNetworkBackend(httpcore.TrioBackend())
 
 
 async def wait_event(event: trio.Event, deadline: float | None) -> bool:
@@ -143,78 +161,6 @@ def fail_after(seconds: float | None) -> _FailAfter:
     Use as ``async with fail_after(seconds): ...``.
     """
     return _FailAfter(seconds)
-
-
-class _ClosingStream(httpcore.AsyncNetworkStream):
-    """A connection that is closed when its TLS handshake is interrupted.
-
-    httpcore closes a connection whose handshake fails with an ``Exception``, but not one
-    whose handshake is cancelled (the call's deadline): that socket was left open.
-    """
-
-    def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
-        self._stream = stream
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return await self._stream.read(max_bytes, timeout)
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        await self._stream.write(buffer, timeout)
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    async def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        try:
-            tls = await self._stream.start_tls(ssl_context, server_hostname, timeout)
-        except BaseException:
-            with trio.CancelScope(shield=True), contextlib.suppress(Exception):
-                await self._stream.aclose()
-            raise
-        return _ClosingStream(tls)
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._stream.get_extra_info(info)
-
-
-class _ClosingBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's trio backend, with the connections of :class:`_ClosingStream`."""
-
-    def __init__(self) -> None:
-        self._backend = httpcore.TrioBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Any = None,
-    ) -> httpcore.AsyncNetworkStream:
-        stream = await self._backend.connect_tcp(host, port, timeout, local_address, socket_options)
-        return _ClosingStream(stream)
-
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Any = None
-    ) -> httpcore.AsyncNetworkStream:
-        stream = await self._backend.connect_unix_socket(path, timeout, socket_options)
-        return _ClosingStream(stream)
-
-    async def sleep(self, seconds: float) -> None:
-        await self._backend.sleep(seconds)
-
-
-def network_backend() -> httpcore.AsyncNetworkBackend:
-    """The backend of the client's connection pools: httpcore's trio backend, closing a
-    connection whose TLS handshake is cancelled. (A cancel scope already ends any read at
-    the call's deadline.)
-    """
-    return _ClosingBackend()
 
 
 def shielded() -> AbstractContextManager[object]:

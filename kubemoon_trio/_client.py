@@ -399,6 +399,7 @@ class Client:
             "max_keepalive_connections": 0 if stream else None,
             "keepalive_expiry": 60.0,
             "retries": 0,
+            # Closes the socket of a cancelled TLS handshake (else a ResourceWarning later).
             "network_backend": _backend.network_backend(),
         }
         proxy = self._proxy

@@ -4,6 +4,7 @@
 longer. Select with HYPOTHESIS_PROFILE.
 """
 
+import gc
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -45,3 +46,19 @@ def kube_apiserver_crds() -> Sequence[CrdSource]:
     """The Widget CRD, installed before the session apiserver's controller manager starts
     (so the garbage collector handles Widgets' ConfigMaps at once)."""
     return [Path(__file__).parents[1] / "examples" / "widgets" / "crd.yaml"]
+
+
+_LEAKY_TIERS = ("fault", "integration", "e2e")
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test that opens sockets, collect garbage while it is still the current test.
+
+    An object left unclosed in a reference cycle (a socket in an exception's traceback) is
+    otherwise found at a random later moment, and its ``ResourceWarning`` fails whichever
+    test runs then. Torn down last, after every other fixture of the test.
+    """
+    yield
+    if any(tier in request.node.path.parts for tier in _LEAKY_TIERS):
+        gc.collect()

@@ -264,6 +264,13 @@ async def test_a_raising_mapper_is_logged_and_the_informer_keeps_running(
     informer = next(iter(manager.informers))
     assert informer.handler_errors >= 2
     assert any("mapper bug" in (r.exc_text or "") or r.exc_info for r in caplog.records)
+    # The line names the controller, the source and the object.
+    lines = {r.getMessage() for r in caplog.records if r.levelno == logging.ERROR}
+    for name in ("one", "two"):
+        assert (
+            "controller robust: the watches:configmaps mapper or predicate failed on a change "
+            f"of {kube_namespace}/{name}"
+        ) in lines
 
 
 async def test_metadata_only_caches_hold_metadata_and_follow_changes(

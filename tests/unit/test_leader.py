@@ -787,3 +787,37 @@ def test_the_transition_table_covers_every_input_each_state_can_receive() -> Non
     for state, event in _TRANSITIONS:
         actual[state].add(event)
     assert actual == expected
+
+
+def test_the_documented_takeover_bound_is_the_one_computed_from_the_defaults() -> None:
+    import re
+    from pathlib import Path
+
+    import kubemoon_asyncio
+    import kubemoon_sync
+    import kubemoon_trio
+    from kubemoon_core import JITTER_FACTOR, takeover_bound
+
+    defaults = kubemoon_trio.LeaderElectionConfig("lease", "ns")
+    bound = defaults.takeover_bound
+    assert bound == pytest.approx(
+        defaults.lease_duration + 2 * defaults.retry_period * (1 + JITTER_FACTOR)
+    )
+    assert bound == pytest.approx(takeover_bound())
+    for module in (kubemoon_asyncio, kubemoon_sync):
+        assert module.LeaderElectionConfig("lease", "ns").takeover_bound == bound
+    poll = defaults.retry_period * (1 + JITTER_FACTOR)
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    for page in ("tutorial.rst", "runtime.rst"):
+        text = " ".join((docs / page).read_text().split())
+        stated = re.findall(r"\*\*(?:within )?([0-9.]+) s\*\*", text)
+        assert stated == [f"{bound:g}"], page
+        assert f"{poll:g} s" in text, page
+        assert f"{defaults.lease_duration:g} s" in text, page
+    # Other timings: the bound follows them.
+    assert takeover_bound(lease_duration=60, retry_period=5) == pytest.approx(82.0)
+
+
+def test_the_elector_names_its_lease_for_log_lines() -> None:
+    e = LeaderElector(name="demo", namespace="kube-system", identity=ME, rng=NoJitter())
+    assert e.lease == "kube-system/demo"

@@ -204,3 +204,40 @@ def test_a_redirect_without_location_and_a_hostile_location() -> None:
     assert err.location == hostile  # the raw value stays available to the caller
     # A Status body in a 3xx does not change the class.
     assert isinstance(error_from_response(300, [], status(300, "MultipleChoices")), RedirectRefused)
+
+
+def test_a_plain_text_error_body_loses_its_trailing_newline() -> None:
+    error = error_from_response(503, [("Content-Type", "text/plain")], b"upstream is down\n")
+    assert isinstance(error, ServiceUnavailable)
+    assert error.status.message == "upstream is down"
+    assert str(error) == "503 ServiceUnavailable: upstream is down"
+    not_served = error_from_response(404, [("Content-Type", "text/plain")], b"404 page not found\n")
+    assert isinstance(not_served, NotFound)
+    assert not_served.status.message == "404 page not found"
+    assert not str(not_served).endswith("\n")
+
+
+def test_status_messages_lose_surrounding_whitespace() -> None:
+    body = status(
+        403,
+        "Forbidden",
+        message='configmaps is forbidden: User "x" cannot list\n',
+        details={"causes": [{"reason": "FieldValueInvalid", "message": " bad\r\n"}]},
+    )
+    error = error_from_response(403, [], body)
+    assert error.status.message == 'configmaps is forbidden: User "x" cannot list'
+    assert error.causes[0].message == "bad"
+    assert "\n" not in str(error)
+    blank = error_from_response(500, [], status(500, "InternalError", message="\n"))
+    assert str(blank) == "500 InternalError: InternalError"
+
+
+def test_a_failure_report_of_a_newline_terminated_message_is_one_line() -> None:
+    from kubemoon_core import FailureReporter
+
+    reporter = FailureReporter()
+    error = error_from_response(404, [], b"404 page not found\n")
+    report = reporter.failed("widgets list", "list", "widgets", error, now=0.0)
+    assert report is not None
+    assert report.message.endswith("404 page not found")
+    assert [p.message for p in reporter.current_problems()] == [report.message]
