@@ -28,6 +28,8 @@ __all__ = [
     "PortStatus",
     "BodyReader",
     "ByteStream",
+    "CapacityLimiter",
+    "run_in_thread",
     "Event",
     "Lock",
     "TaskGroup",
@@ -461,3 +463,30 @@ def run_loop(fn: Callable[..., Awaitable[object]], **kwargs: object) -> None:
         await fn(**kwargs)
 
     asyncio.run(main())
+
+
+# -- worker threads -------------------------------------------------------------------------
+
+
+class CapacityLimiter:
+    """At most ``total`` calls of :func:`run_in_thread` at once."""
+
+    def __init__(self, total: int) -> None:
+        self.total_tokens = total
+        self._semaphore = asyncio.Semaphore(total)
+
+
+async def run_in_thread(fn: Callable[[], T], limiter: CapacityLimiter) -> T:
+    """Call ``fn()`` on a worker thread (the loop's default executor), at most
+    ``limiter.total_tokens`` at once, so CPU work on untrusted input never runs on the loop.
+
+    A cancelled caller still waits for the call to end before its slot is given back.
+    """
+    async with limiter._semaphore:
+        future = asyncio.get_running_loop().run_in_executor(None, fn)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait([future])
+            raise

@@ -239,6 +239,7 @@ from ._watch import (
 )
 from ._webhook import (
     DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_MAX_CONVERSION_BODY_SIZE,
     AsyncAdmissionHandler,
     PendingAdmission,
     WebhookApp,
@@ -307,6 +308,7 @@ __all__ = [
     "escape_pointer_token",
     "json_patch",
     "DEFAULT_MAX_BODY_SIZE",
+    "DEFAULT_MAX_CONVERSION_BODY_SIZE",
     "AsyncAdmissionHandler",
     "PendingAdmission",
     "WebhookApp",

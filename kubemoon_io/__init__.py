@@ -14,6 +14,7 @@ from ._config import (
     load_kubeconfig,
 )
 from ._credentials import PLUGIN_OUTPUT_LIMIT, PLUGIN_TIMEOUT, CredentialProvider, PluginRun
+from ._limits import raise_open_file_limit
 from ._metrics import MetricsSource, RuntimeCollector
 from ._proxy import ProxySettings, proxy_settings
 from ._tls import InsecureTLSWarning, check_transport, ssl_context
@@ -45,6 +46,7 @@ __all__ = [
     "load_in_cluster_config",
     "load_kubeconfig",
     "proxy_settings",
+    "raise_open_file_limit",
     "ssl_context",
     "transport_error",
 ]

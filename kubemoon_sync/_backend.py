@@ -34,6 +34,8 @@ __all__ = [
     "PortStatus",
     "BodyReader",
     "ByteStream",
+    "CapacityLimiter",
+    "run_in_thread",
     "Cancelled",
     "Event",
     "Lock",
@@ -590,3 +592,25 @@ def install_signal_handlers(
 def run_loop(fn: Callable[..., object], **kwargs: object) -> None:
     """Call ``fn(**kwargs)`` in this thread (the blocking twin of running a loop)."""
     fn(**kwargs)
+
+
+# -- worker threads -------------------------------------------------------------------------
+
+
+class CapacityLimiter:
+    """At most ``total`` calls of :func:`run_in_thread` at once."""
+
+    def __init__(self, total: int) -> None:
+        self.total_tokens = total
+        self._semaphore = threading.BoundedSemaphore(total)
+
+
+def run_in_thread(fn: Callable[[], T], limiter: CapacityLimiter) -> T:
+    """Call ``fn()`` on this thread (every connection has one already), at most
+    ``limiter.total_tokens`` at once across threads."""
+    while not limiter._semaphore.acquire(timeout=_POLL):
+        _check()
+    try:
+        return fn()
+    finally:
+        limiter._semaphore.release()

@@ -18,7 +18,7 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import httpcore
 import trio
@@ -29,6 +29,8 @@ __all__ = [
     "PortStatus",
     "BodyReader",
     "ByteStream",
+    "CapacityLimiter",
+    "run_in_thread",
     "Event",
     "Lock",
     "TaskGroup",
@@ -48,6 +50,8 @@ __all__ = [
 ]
 
 LOOP_NAME = "trio"
+
+T = TypeVar("T")
 
 Lock = trio.Lock
 Event = trio.Event
@@ -436,3 +440,16 @@ async def serve_tls(
         bound: int = listeners[0].socket.getsockname()[1]
         task_status.started(bound)
         await trio.serve_listeners(connection, listeners, handler_nursery=nursery)
+
+
+# -- worker threads -------------------------------------------------------------------------
+
+
+CapacityLimiter = trio.CapacityLimiter
+"""At most ``total`` calls of :func:`run_in_thread` at once (``CapacityLimiter(total)``)."""
+
+
+async def run_in_thread(fn: Callable[[], T], limiter: trio.CapacityLimiter) -> T:
+    """Call ``fn()`` on a worker thread, at most ``limiter.total_tokens`` at once, so CPU
+    work on untrusted input never runs on the loop (cancellation waits for the call)."""
+    return await trio.to_thread.run_sync(fn, limiter=limiter)

@@ -1,0 +1,84 @@
+"""A cap on a server's open connections, making room by closing the idlest one first.
+
+Rules: every accepted connection takes a slot for its lifetime and says what it is doing
+(``IDLE``: waiting for the first byte of a request; ``READING``: a request is arriving;
+``BUSY``: a request is being answered). When the cap is reached, a new connection makes
+room by cancelling the connection that has been idle longest, else the one that has been
+reading a request longest; busy connections are never closed, and if every slot is busy
+the new connection is refused. Slots are kept under a ``threading.Lock`` because the
+blocking twin serves each connection on a thread of its own (no await happens under it).
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+
+from kubemoon_core import LocalProtocolError
+
+from ._backend import TaskGroup, current_time
+
+__all__ = ["ConnectionSlot", "ConnectionState", "Connections"]
+
+
+class ConnectionState(enum.Enum):
+    """What a connection is doing, in eviction order (idle ones go first)."""
+
+    IDLE = 0
+    READING = 1
+    BUSY = 2
+
+
+class ConnectionSlot:
+    """One connection's place: its task group (cancelled to evict it) and its state."""
+
+    __slots__ = ("_group", "since", "state")
+
+    def __init__(self, group: TaskGroup, now: float) -> None:
+        self._group = group
+        self.state = ConnectionState.IDLE
+        self.since = now
+
+    def set(self, state: ConnectionState) -> None:
+        """Enter ``state`` (the time it was entered orders eviction)."""
+        self.state = state
+        self.since = current_time()
+
+
+class Connections:
+    """At most ``limit`` connections; see the module's rules for who makes room."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise LocalProtocolError(f"max_connections must be at least 1, not {limit}")
+        self.limit = limit
+        self.evicted = 0
+        self.refused = 0
+        self._slots: set[ConnectionSlot] = set()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def admit(self, group: TaskGroup) -> ConnectionSlot | None:
+        """A slot for a new connection whose body runs in ``group``, or None: refuse it."""
+        with self._lock:
+            victim = None
+            if len(self._slots) >= self.limit:
+                candidates = [s for s in self._slots if s.state is not ConnectionState.BUSY]
+                if not candidates:
+                    self.refused += 1
+                    return None
+                victim = min(candidates, key=lambda s: (s.state.value, s.since))
+                self._slots.discard(victim)
+                self.evicted += 1
+            slot = ConnectionSlot(group, current_time())
+            self._slots.add(slot)
+        if victim is not None:
+            victim._group.cancel()
+        return slot
+
+    def release(self, slot: ConnectionSlot) -> None:
+        """Give the slot back (the connection ended, or was evicted)."""
+        with self._lock:
+            self._slots.discard(slot)
