@@ -87,12 +87,14 @@ def json_patch(original: Any, modified: Any) -> list[Operation]:
     length (an element inserted at the front of a long list) becomes one ``replace``.
     """
     ops: list[Operation] = []
-    _diff(_copy(original), _copy(modified), "", ops)
+    _diff(original, modified, "", ops)
     return ops
 
 
 def _diff(a: Any, b: Any, path: str, ops: list[Operation]) -> None:
-    if isinstance(a, dict) and isinstance(b, dict):
+    # Values go into operations as copies (_copy), so the patch shares nothing with the
+    # inputs; nothing else is copied.
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
         for key in a:
             if key not in b:
                 ops.append({"op": "remove", "path": f"{path}/{escape_pointer_token(key)}"})
@@ -101,23 +103,35 @@ def _diff(a: Any, b: Any, path: str, ops: list[Operation]) -> None:
             if key in a:
                 _diff(a[key], value, child, ops)
             else:
-                ops.append({"op": "add", "path": child, "value": value})
-    elif isinstance(a, list) and isinstance(b, list):
+                ops.append({"op": "add", "path": child, "value": _copy(value)})
+    elif isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        # Past this many operations the array is replaced whole: stop diffing it there.
+        limit = max(_ARRAY_OPS_LIMIT, max(len(a), len(b)) // 2)
         common = min(len(a), len(b))
         elements: list[Operation] = []
         for index in range(common):
             _diff(a[index], b[index], f"{path}/{index}", elements)
-        # Removed from the end backwards, so the indexes stay valid as we go.
-        for index in range(len(a) - 1, common - 1, -1):
-            elements.append({"op": "remove", "path": f"{path}/{index}"})
-        for index in range(common, len(b)):
-            elements.append({"op": "add", "path": f"{path}/{index}", "value": b[index]})
-        if len(elements) > _ARRAY_OPS_LIMIT and 2 * len(elements) > max(len(a), len(b)):
-            ops.append({"op": "replace", "path": path, "value": b})
+            if len(elements) > limit:
+                break
+        else:
+            # Removed from the end backwards, so the indexes stay valid as we go.
+            for index in range(len(a) - 1, common - 1, -1):
+                elements.append({"op": "remove", "path": f"{path}/{index}"})
+            for index in range(common, len(b)):
+                elements.append({"op": "add", "path": f"{path}/{index}", "value": _copy(b[index])})
+        if len(elements) > limit:
+            ops.append({"op": "replace", "path": path, "value": _copy(b)})
         else:
             ops.extend(elements)
-    elif not _same(a, b):
-        ops.append({"op": "replace", "path": path, "value": b})
+    elif not _same(_plain(a), _plain(b)):
+        ops.append({"op": "replace", "path": path, "value": _copy(b)})
+
+
+def _plain(value: Any) -> Any:
+    """A Mapping as a dict and a tuple as a list (what _copy makes of them), else itself."""
+    if isinstance(value, Mapping | list | tuple) and not isinstance(value, dict | list):
+        return _copy(value)
+    return value
 
 
 def _parse_pointer(pointer: Any, where: str) -> list[str]:

@@ -14,6 +14,7 @@ for other loops.
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 import math
 import os
@@ -21,9 +22,9 @@ import ssl
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import h11
 
@@ -49,10 +50,15 @@ __all__ = ["WebhookServer"]
 
 logger = logging.getLogger("kubemoon.webhook")
 
+T = TypeVar("T")
+
 # One read's worth of bytes; also bounds what h11 buffers beyond a complete head.
 _READ_SIZE = 65536
 # The longest request head accepted (request line and headers).
 _MAX_HEAD_SIZE = 65536
+# Reviews with a longer body are handled one at a time (on a thread of their own): a big
+# review's decoded copies take tens of times its size in memory.
+_LARGE_BODY = 256 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +234,38 @@ def _metrics_for(registry: CollectorRegistry | None) -> _Metrics:
     return metrics
 
 
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+def _without_gc(fn: Callable[[], T]) -> Callable[[], T]:
+    """``fn`` with the cyclic garbage collector paused while it runs (on a worker thread).
+
+    A review is acyclic JSON, so the collector finds nothing in it; yet decoding a big one
+    allocates enough containers to trigger full collections, and a collection holds the
+    GIL for every thread -- the event loop's too. Paused for a large review, which runs
+    one at a time; reference counting still frees everything as usual.
+    """
+
+    def paused() -> T:
+        global _gc_pauses, _gc_was_enabled
+        with _gc_lock:
+            if _gc_pauses == 0:
+                _gc_was_enabled = gc.isenabled()
+                gc.disable()
+            _gc_pauses += 1
+        try:
+            return fn()
+        finally:
+            with _gc_lock:
+                _gc_pauses -= 1
+                if _gc_pauses == 0 and _gc_was_enabled:
+                    gc.enable()
+
+    return paused
+
+
 class _Close(Exception):
     """End this connection (after an error answer, a timeout or the peer leaving)."""
 
@@ -301,10 +339,10 @@ class WebhookServer:
     (longer than Go's 90 s idle pool, so the API server closes first and never posts into
     a connection being closed). Bodies are limited per route
     (:meth:`~kubemoon_core.WebhookApp.body_limit`). Decoding, synchronous handlers and
-    encoding run on at most ``handler_threads`` worker threads at once (async handlers are
-    awaited on the loop). Metrics go to ``registry`` (prometheus_client's default when
-    None). Run with :meth:`serve` until cancelled; it first raises the soft open-file
-    limit to the hard one.
+    encoding run on at most ``handler_threads`` worker threads at once, and reviews over
+    256 KiB on one more, one at a time (async handlers are awaited on the loop). Metrics
+    go to ``registry`` (prometheus_client's default when None). Run with :meth:`serve`
+    until cancelled; it first raises the soft open-file limit to the hard one.
     """
 
     def __init__(
@@ -355,6 +393,7 @@ class WebhookServer:
         )
         self._connections = Connections(max_connections)
         self._threads = CapacityLimiter(handler_threads)
+        self._large_threads = CapacityLimiter(1)
         self._log_limiter = _LogLimiter()
         self._metrics = _metrics_for(registry)
         self._port: int | None = None
@@ -610,14 +649,17 @@ class WebhookServer:
         dispatch = functools.partial(
             self.app.dispatch, method, target, headers, body, prechecked=True
         )
-        result = await run_in_thread(dispatch, self._threads)
+        large = len(body) > _LARGE_BODY
+        threads = self._large_threads if large else self._threads
+        result = await run_in_thread(_without_gc(dispatch) if large else dispatch, threads)
         if not isinstance(result, PendingAdmission):
             return result
         try:
             verdict = await result.verdict
         except Exception as exc:  # a handler's failure is a failed call, never a lost server
             return result.failed(exc)
-        return await run_in_thread(functools.partial(result.reply, verdict), self._threads)
+        reply = functools.partial(result.reply, verdict)
+        return await run_in_thread(_without_gc(reply) if large else reply, threads)
 
     # -- answers ---------------------------------------------------------------------------
 
@@ -671,7 +713,8 @@ class WebhookServer:
             error = reply.error
             level = logging.ERROR if reply.status >= 500 else logging.WARNING
             kind = type(error).__name__ if error is not None else str(reply.status)
-            key = (reply.webhook or _path(target) or "-", kind)
+            # Never the path of an unknown route: a client choosing paths would choose keys.
+            key = (reply.webhook or "-", kind)
             held = self._log_limiter.allow(key, current_time())
         if held is None or not logger.isEnabledFor(level):
             return

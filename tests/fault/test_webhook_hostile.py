@@ -9,6 +9,7 @@ Manager, and attacks it over real TLS on 127.0.0.1 with blocking sockets on work
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -70,6 +71,12 @@ def on_a_loop_thread() -> bool:
 class Handlers:
     def __init__(self) -> None:
         self.on_loop: list[bool] = []
+        self.collector: list[bool] = []
+
+    def big(self, request: AdmissionRequest) -> AdmissionResponse:
+        self.on_loop.append(on_a_loop_thread())
+        self.collector.append(gc.isenabled())
+        return AdmissionResponse.allow()
 
     def allow(self, request: AdmissionRequest) -> AdmissionResponse:
         self.on_loop.append(on_a_loop_thread())
@@ -90,6 +97,7 @@ def make_app(handlers: Handlers) -> WebhookApp:
     app.validating("/small", handlers.allow, max_body_size=1000)
     app.validating("/explode", handlers.explode)
     app.mutating("/unencodable", handlers.unencodable)
+    app.validating("/big", handlers.big, max_body_size=4 << 20)
     return app
 
 
@@ -299,12 +307,16 @@ async def test_failures_are_http_500_and_logged_once(
         for _ in range(2):
             status, _ = await in_thread(target.post, "/validate", b"{nope")
             assert status == 400
+        for index in range(3):  # paths a client chooses do not open new log keys
+            status, _ = await in_thread(target.post, f"/nowhere-{index}", b"{}")
+            assert status == 404
     records = [r for r in caplog.records if hasattr(r, "status")]
     crashes = [r for r in records if r.status == 500]  # type: ignore[attr-defined]
     assert [r.levelno for r in crashes] == [logging.ERROR, logging.ERROR]  # one per kind
     assert all(r.exc_info is not None for r in crashes)
     client_errors = [r for r in records if r.status == 400]  # type: ignore[attr-defined]
     assert [r.levelno for r in client_errors] == [logging.WARNING]
+    assert len([r for r in records if r.status == 404]) == 1  # type: ignore[attr-defined]
 
 
 async def test_mutual_tls_refuses_a_client_without_the_certificate(
@@ -381,3 +393,20 @@ async def test_idle_sockets_never_fail_the_liveness_probe(adapter: Adapter) -> N
                 call_soon(adapter, manager.stop)
                 await run.wait()
         await adapter.close(client)
+
+
+async def test_a_large_review_is_handled_off_the_loop_with_the_collector_paused(
+    adapter: Adapter, tmp_path: Path
+) -> None:
+    handlers = Handlers()
+    async with serving(adapter, tmp_path, handlers) as target:
+        large = review_body({f"k{i}": "v" * 64 for i in range(6000)})  # ~450 KiB
+        small = review_body()
+        for body in (large, small, large):
+            status, answer = await in_thread(target.post, "/big", body)
+            assert status == 200
+            assert json.loads(answer)["response"]["allowed"] is True
+    assert handlers.on_loop == [False, False, False]
+    # Paused for the two large reviews only, and running again afterwards.
+    assert handlers.collector == [False, True, False]
+    assert gc.isenabled()

@@ -170,3 +170,13 @@ def test_a_few_changes_in_a_long_list_stay_element_wise() -> None:
     for index in range(0, 400, 20):
         many[index] = -index - 1
     assert len(json_patch(before, {"items": many})) == 20
+
+
+def test_mappings_and_tuples_diff_like_dicts_and_lists() -> None:
+    from types import MappingProxyType
+
+    assert json_patch({"a": (1, 2)}, {"a": [1, 2]}) == []
+    assert json_patch(MappingProxyType({"a": 1}), {"a": 1}) == []
+    assert json_patch({"a": (1,)}, {"a": "x"}) == [{"op": "replace", "path": "/a", "value": "x"}]
+    ops = json_patch({"a": 1}, {"a": (1, {"b": MappingProxyType({"c": 2})})})
+    assert ops == [{"op": "replace", "path": "/a", "value": [1, {"b": {"c": 2}}]}]

@@ -402,3 +402,26 @@ def test_ca_bundle_patch_refuses_what_it_cannot_patch(obj: Any, message: str) ->
     ):
         with pytest.raises(LocalProtocolError, match="no webhook"):
             ca_bundle_patch(_configuration(obj["kind"]), b"PEM", webhooks=["zzz"])
+
+
+def test_the_network_policy_covers_exactly_the_operators_ports() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2] / "deploy"
+    (policy,) = yaml.safe_load_all((root / "networkpolicy.yaml").read_text())
+    deployment = next(
+        doc
+        for doc in yaml.safe_load_all((root / "deployment.yaml").read_text())
+        if doc["kind"] == "Deployment"
+    )
+    pod = deployment["spec"]["template"]
+    assert policy["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    assert policy["spec"]["podSelector"]["matchLabels"] == pod["metadata"]["labels"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (container,) = pod["spec"]["containers"]
+    served = {p["containerPort"] for p in container["ports"]}
+    allowed = [p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]]
+    assert sorted(allowed) == sorted(served)  # each port once, none left open to all
+    assert all(rule["from"] for rule in policy["spec"]["ingress"])
