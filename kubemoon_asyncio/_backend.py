@@ -414,21 +414,43 @@ async def serve_tls(
     context: Callable[[], ssl.SSLContext],
     *,
     handshake_timeout: float,
+    max_handshakes: int = 64,
     task_status: PortStatus = TASK_STATUS_IGNORED,
 ) -> None:
     """Accept TLS connections on ``host:port`` until cancelled, each in a task of its own.
 
     ``context()`` is asked for the SSL context of every new connection (so a reloaded
     certificate applies to the next handshake): the TCP connection is accepted, then
-    upgraded. A handshake must finish within ``handshake_timeout``; failed ones are dropped.
+    upgraded. A handshake must finish within ``handshake_timeout``, and at most
+    ``max_handshakes`` are under way at once (a new one abandons the oldest); failed ones
+    are dropped.
     """
+    pending: dict[asyncio.Task[Any], None] = {}  # handshakes under way, oldest first
+    abandoned: set[asyncio.Task[Any]] = set()
 
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        pending[task] = None
+        if len(pending) > max_handshakes:
+            oldest = next(iter(pending))
+            del pending[oldest]
+            abandoned.add(oldest)
+            oldest.cancel()  # it is waiting in start_tls: nothing else runs between
         try:
             await writer.start_tls(context(), ssl_handshake_timeout=handshake_timeout)
         except (OSError, ssl.SSLError, TimeoutError, ConnectionError):
             writer.transport.abort()
             return
+        except asyncio.CancelledError:
+            if task not in abandoned:
+                raise
+            task.uncancel()
+            writer.transport.abort()
+            return
+        finally:
+            pending.pop(task, None)
+            abandoned.discard(task)
         stream = ByteStream(reader, writer)
         try:
             await handler(stream)

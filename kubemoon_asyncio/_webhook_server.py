@@ -334,7 +334,8 @@ class WebhookServer:
     Limits: at most ``max_connections`` connections; a new one beyond that closes the
     connection idle longest (else the one slowest to send its request; connections being
     answered are never closed, and when all are, the new one is refused).
-    ``handshake_timeout`` bounds the TLS handshake, ``first_request_timeout`` the wait for
+    ``handshake_timeout`` bounds the TLS handshake, and at most ``max_handshakes`` are under
+    way at once (a new one abandons the oldest); ``first_request_timeout`` bounds the wait for
     a new connection's first request byte, ``header_timeout`` the rest of a request head,
     ``request_timeout`` a whole request from its first byte to the end of its body (and
     the sending of an answer), ``idle_timeout`` a kept-alive connection between requests
@@ -357,6 +358,7 @@ class WebhookServer:
         host: str = "127.0.0.1",
         port: int = 0,
         max_connections: int = 64,
+        max_handshakes: int = 64,
         first_request_timeout: float = 10.0,
         header_timeout: float = 10.0,
         request_timeout: float = 30.0,
@@ -375,6 +377,7 @@ class WebhookServer:
         )
         for name, count in (
             ("max_connections", max_connections),
+            ("max_handshakes", max_handshakes),
             ("handler_threads", handler_threads),
         ):
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:
@@ -387,6 +390,7 @@ class WebhookServer:
         self.request_timeout = request_timeout
         self.idle_timeout = idle_timeout
         self.handshake_timeout = handshake_timeout
+        self.max_handshakes = max_handshakes
         self._certificates: _CertificateSource = _Certificates(
             os.fspath(cert_file),
             os.fspath(key_file),
@@ -460,6 +464,7 @@ class WebhookServer:
                 self._requested_port,
                 self._certificates.context,
                 handshake_timeout=self.handshake_timeout,
+                max_handshakes=self.max_handshakes,
                 task_status=_PortReporter(self, task_status),
             )
         finally:

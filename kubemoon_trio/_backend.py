@@ -408,25 +408,35 @@ async def serve_tls(
     context: Callable[[], ssl.SSLContext],
     *,
     handshake_timeout: float,
+    max_handshakes: int = 64,
     task_status: PortStatus = TASK_STATUS_IGNORED,
 ) -> None:
     """Accept TLS connections on ``host:port`` until cancelled, each in a task of its own.
 
     ``context()`` is asked for the SSL context of every new connection (so a reloaded
     certificate applies to the next handshake). The handshake must finish within
-    ``handshake_timeout`` seconds; failed handshakes are dropped silently. Reports the
+    ``handshake_timeout`` seconds, and at most ``max_handshakes`` are under way at once (a
+    new one abandons the oldest); failed handshakes are dropped silently. Reports the
     bound port through ``task_status``.
     """
     listeners = await trio.open_tcp_listeners(port, host=host)
+    pending: dict[trio.CancelScope, None] = {}  # handshakes under way, oldest first
 
     async def connection(tcp: trio.SocketStream) -> None:
         tls = trio.SSLStream(tcp, context(), server_side=True, https_compatible=True)
         with trio.move_on_after(handshake_timeout) as scope:
+            pending[scope] = None
+            if len(pending) > max_handshakes:
+                oldest = next(iter(pending))
+                del pending[oldest]
+                oldest.cancel()
             try:
                 await tls.do_handshake()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 await trio.aclose_forcefully(tcp)
                 return
+            finally:
+                pending.pop(scope, None)
         if scope.cancelled_caught:
             await trio.aclose_forcefully(tcp)
             return

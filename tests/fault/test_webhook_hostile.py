@@ -410,3 +410,23 @@ async def test_a_large_review_is_handled_off_the_loop_with_the_collector_paused(
     # Paused for the two large reviews only, and running again afterwards.
     assert handlers.collector == [False, True, False]
     assert gc.isenabled()
+
+
+async def test_sockets_that_never_start_tls_make_room_for_new_ones(
+    adapter: Adapter, tmp_path: Path
+) -> None:
+    # A handshake timeout far beyond the test: only the cap on handshakes closes them.
+    options = {"max_handshakes": 8, "handshake_timeout": 600.0}
+    async with serving(adapter, tmp_path, Handlers(), **options) as target:
+
+        def silent() -> socket.socket:
+            return socket.create_connection(("127.0.0.1", target.port), timeout=10)
+
+        raw = [await in_thread(silent) for _ in range(20)]
+        try:
+            assert await in_thread(closed_by_server, raw[0])
+            status, _ = await in_thread(target.post, "/validate", review_body())
+            assert status == 200
+        finally:
+            for sock in raw:
+                sock.close()
