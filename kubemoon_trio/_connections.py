@@ -3,10 +3,13 @@
 Rules: every accepted connection takes a slot for its lifetime and says what it is doing
 (``IDLE``: waiting for the first byte of a request; ``READING``: a request is arriving;
 ``BUSY``: a request is being answered). When the cap is reached, a new connection makes
-room by cancelling the connection that has been idle longest, else the one that has been
-reading a request longest; busy connections are never closed, and if every slot is busy
-the new connection is refused. Slots are kept under a ``threading.Lock`` because the
-blocking twin serves each connection on a thread of its own (no await happens under it).
+room by cancelling the connection that has been idle longest, provided it has been idle
+for more than ``IDLE_GRACE`` seconds; else the one that has been idle or reading a request
+longest. So idle sockets go first, yet a connection that was just opened (idle only until
+its request arrives) is never the one closed while slow readers are older. Busy
+connections are never closed; if every slot is busy the new connection is refused. Slots
+are kept under a ``threading.Lock`` because the blocking twin serves each connection on a
+thread of its own (no await happens under it).
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ from kubemoon_core import LocalProtocolError
 
 from ._backend import TaskGroup, current_time
 
-__all__ = ["ConnectionSlot", "ConnectionState", "Connections"]
+__all__ = ["IDLE_GRACE", "ConnectionSlot", "ConnectionState", "Connections"]
+
+#: Seconds a connection may be idle before idleness alone puts it first in line to close.
+IDLE_GRACE = 1.0
 
 
 class ConnectionState(enum.Enum):
@@ -69,7 +75,14 @@ class Connections:
                 if not candidates:
                     self.refused += 1
                     return None
-                victim = min(candidates, key=lambda s: (s.state.value, s.since))
+                now = current_time()
+                victim = min(
+                    candidates,
+                    key=lambda s: (
+                        not (s.state is ConnectionState.IDLE and now - s.since > IDLE_GRACE),
+                        s.since,
+                    ),
+                )
                 self._slots.discard(victim)
                 self.evicted += 1
             slot = ConnectionSlot(group, current_time())

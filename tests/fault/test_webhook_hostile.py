@@ -430,3 +430,27 @@ async def test_sockets_that_never_start_tls_make_room_for_new_ones(
         finally:
             for sock in raw:
                 sock.close()
+
+
+async def test_slow_heads_cannot_push_out_a_fresh_connection(
+    adapter: Adapter, tmp_path: Path
+) -> None:
+    options = {"max_connections": 3, "header_timeout": 60.0}
+    async with serving(adapter, tmp_path, Handlers(), **options) as target:
+        sockets = [await in_thread(target.tls) for _ in range(2)]
+        try:
+            for sock in sockets:
+                sock.sendall(b"P")  # a head begun, never finished
+            await trio.sleep(1.5)  # older than the idle grace
+            fresh = await in_thread(target.tls)  # the API server, about to ask
+            sockets.append(fresh)
+            # The cap is reached: the newcomer's arrival closes someone (once its handshake
+            # is done on the server's side too, so it stays open).
+            sockets.append(await in_thread(target.tls))
+            # The oldest slow head made room, not the fresh connection.
+            assert await in_thread(closed_by_server, sockets[0])
+            fresh.sendall(request("/validate", review_body()))
+            assert [s for s, _ in await in_thread(read_responses, fresh, 1)] == [200]
+        finally:
+            for sock in sockets:
+                sock.close()
