@@ -441,7 +441,8 @@ async def test_slow_heads_cannot_push_out_a_fresh_connection(
         try:
             for sock in sockets:
                 sock.sendall(b"P")  # a head begun, never finished
-            await trio.sleep(1.5)  # older than the idle grace
+                await trio.sleep(0.5)  # so that the first is the older one
+            await trio.sleep(1.0)  # both older than the idle grace
             fresh = await in_thread(target.tls)  # the API server, about to ask
             sockets.append(fresh)
             # The cap is reached: the newcomer's arrival closes someone (once its handshake
