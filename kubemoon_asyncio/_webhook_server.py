@@ -262,8 +262,13 @@ def _without_gc(fn: Callable[[], T]) -> Callable[[], T]:
         finally:
             with _gc_lock:
                 _gc_pauses -= 1
-                if _gc_pauses == 0 and _gc_was_enabled:
+                resume = _gc_pauses == 0 and _gc_was_enabled
+                if resume:
                     gc.enable()
+            if resume:
+                # The review is garbage by now, so a full collection is short; it reclaims
+                # the cycles that the rest of the process made meanwhile.
+                gc.collect()
 
     return paused
 

@@ -455,3 +455,18 @@ async def test_slow_heads_cannot_push_out_a_fresh_connection(
         finally:
             for sock in sockets:
                 sock.close()
+
+
+async def test_serving_raises_the_open_file_limit(adapter: Adapter, tmp_path: Path) -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = 1048576 if hard == resource.RLIM_INFINITY else hard
+    if target <= 512:
+        pytest.fail(f"this machine's hard open-file limit ({hard}) leaves nothing to raise")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (512, hard))  # a container's stingy default
+    try:
+        async with serving(adapter, tmp_path, Handlers()):
+            assert resource.getrlimit(resource.RLIMIT_NOFILE) == (target, hard)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, target), hard))

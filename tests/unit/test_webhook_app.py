@@ -425,3 +425,22 @@ def test_the_network_policy_covers_exactly_the_operators_ports() -> None:
     allowed = [p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]]
     assert sorted(allowed) == sorted(served)  # each port once, none left open to all
     assert all(rule["from"] for rule in policy["spec"]["ingress"])
+
+
+def test_raise_open_file_limit_in_a_child_process() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import resource\n"
+        "from kubemoon_io import raise_open_file_limit\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))\n"
+        "first = raise_open_file_limit()\n"
+        "print(first, raise_open_file_limit(), *resource.getrlimit(resource.RLIMIT_NOFILE), hard)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    first, second, soft, hard_now, hard = (int(x) for x in out.stdout.split())
+    assert first == second == soft  # raised once, then left alone
+    assert hard_now == hard  # the hard limit is never touched
+    assert soft > 64
