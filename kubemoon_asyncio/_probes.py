@@ -168,6 +168,7 @@ class ProbeServer:
             if request.method != b"HEAD":
                 data += connection.send(h11.Data(data=body)) or b""
             data += connection.send(h11.EndOfMessage()) or b""
+            slot.set(ConnectionState.SENDING)
             await stream.send_all(data, _backend.current_time() + self.header_timeout)
             if connection.our_state is not h11.DONE or connection.their_state is not h11.DONE:
                 return

@@ -2,14 +2,15 @@
 
 Rules: every accepted connection takes a slot for its lifetime and says what it is doing
 (``IDLE``: waiting for the first byte of a request; ``READING``: a request is arriving;
-``BUSY``: a request is being answered). When the cap is reached, a new connection makes
-room by cancelling the connection that has been idle longest, provided it has been idle
-for more than ``IDLE_GRACE`` seconds; else the one that has been idle or reading a request
-longest. So idle sockets go first, yet a connection that was just opened (idle only until
-its request arrives) is never the one closed while slow readers are older. Busy
-connections are never closed; if every slot is busy the new connection is refused. Slots
-are kept under a ``threading.Lock`` because the blocking twin serves each connection on a
-thread of its own (no await happens under it).
+``BUSY``: a request is being handled; ``SENDING``: an answer is being sent -- evictable,
+since a peer that stops reading would otherwise hold its slot). When the cap is reached,
+a new connection makes room by cancelling the connection that has been idle longest,
+provided it has been idle for more than ``IDLE_GRACE`` seconds; else the one that has been
+idle, reading a request or sending an answer longest. So idle sockets go first, yet a
+connection that was just opened (idle only until its request arrives) is never the one
+closed while slow peers are older. Busy connections are never closed; if every slot is
+busy the new connection is refused. Slots are kept under a ``threading.Lock`` because the
+blocking twin serves each connection on a thread of its own (no await happens under it).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class ConnectionState(enum.Enum):
     IDLE = 0
     READING = 1
     BUSY = 2
+    SENDING = 3
 
 
 class ConnectionSlot:

@@ -335,8 +335,9 @@ class WebhookServer:
     (the API server's, see docs/webhooks.rst): other clients fail the TLS handshake.
 
     Limits: at most ``max_connections`` connections; a new one beyond that closes the
-    connection idle longest (else the one slowest to send its request; connections being
-    answered are never closed, and when all are, the new one is refused).
+    connection idle longest (else the oldest one still reading a request or sending an
+    answer; connections whose handler runs are never closed, and when all are, the new one
+    is refused).
     ``handshake_timeout`` bounds the TLS handshake, and at most ``max_handshakes`` are under
     way at once (a new one abandons the oldest); ``first_request_timeout`` bounds the wait for
     a new connection's first request byte, ``header_timeout`` the rest of a request head,
@@ -600,7 +601,7 @@ class WebhookServer:
                     headers=headers,
                     started=started,
                 )
-            slot.set(ConnectionState.BUSY)
+            slot.set(ConnectionState.SENDING)
             # After a certificate reload, kept-alive connections end after their current
             # answer ("Connection: close" is safe, unlike closing an idle connection), so
             # clients move to the new certificate promptly.

@@ -9,6 +9,7 @@ Manager, and attacks it over real TLS on 127.0.0.1 with blocking sockets on work
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import logging
@@ -16,6 +17,7 @@ import os
 import socket
 import ssl
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -85,6 +87,11 @@ class Handlers:
     def explode(self, request: AdmissionRequest) -> AdmissionResponse:
         raise RuntimeError("handler bug")
 
+    def fat(self, request: AdmissionRequest) -> AdmissionResponse:
+        assert request.object is not None
+        padded = {**request.object, "metadata": {"annotations": {"pad": "x" * 65536}}}
+        return AdmissionResponse.patched(request.object, padded)  # an ~90 KB answer
+
     def unencodable(self, request: AdmissionRequest) -> AdmissionResponse:
         assert request.object is not None
         mutated = {**request.object, "when": object()}
@@ -96,6 +103,7 @@ def make_app(handlers: Handlers) -> WebhookApp:
     app.validating("/validate", handlers.allow, name="configmaps")
     app.validating("/small", handlers.allow, max_body_size=1000)
     app.validating("/explode", handlers.explode)
+    app.mutating("/fat", handlers.fat)
     app.mutating("/unencodable", handlers.unencodable)
     app.validating("/big", handlers.big, max_body_size=4 << 20)
     return app
@@ -470,3 +478,43 @@ async def test_serving_raises_the_open_file_limit(adapter: Adapter, tmp_path: Pa
             assert resource.getrlimit(resource.RLIMIT_NOFILE) == (target, hard)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, target), hard))
+
+
+async def test_a_peer_that_stops_reading_answers_cannot_hold_its_slot(
+    adapter: Adapter, tmp_path: Path
+) -> None:
+    options = {"max_connections": 2, "request_timeout": 600.0}
+    async with serving(adapter, tmp_path, Handlers(), **options) as target:
+        flood = await in_thread(target.tls)
+        # Reviews with ~90 KB answers pipelined by the thousand, the answers never read:
+        # the server's send blocks once the socket buffers are full.
+        ask = request("/fat", review_body())
+
+        def send() -> None:
+            with contextlib.suppress(OSError):  # ends when the server closes the connection
+                flood.sendall(ask * 2000)
+
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+        slots = target.server._connections._slots
+
+        def stuck() -> bool:  # on the server's clock: trio's own, or the monotonic one
+            now = trio.current_time() if adapter.name == "trio" else time.monotonic()
+            return any(s.state.name == "SENDING" and now - s.since > 1.5 for s in list(slots))
+
+        with trio.fail_after(60):
+            while not stuck():
+                await trio.sleep(0.1)
+        fresh = await in_thread(target.tls)  # the API server
+        newcomer = await in_thread(target.tls)  # the cap is reached again
+        try:
+            # The stuck sender made room, not the fresh connection: the server closed it,
+            # which ends the flood's blocked sendall.
+            await in_thread(sender.join, 10)
+            assert not sender.is_alive()
+            fresh.sendall(request("/validate", review_body()))
+            assert [s for s, _ in await in_thread(read_responses, fresh, 1)] == [200]
+            assert target.server.refused_connections == 0
+        finally:
+            for sock in (flood, fresh, newcomer):
+                sock.close()
