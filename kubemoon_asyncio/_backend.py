@@ -30,6 +30,8 @@ __all__ = [
     "PortStatus",
     "BodyReader",
     "ByteStream",
+    "CapacityLimiter",
+    "run_in_thread",
     "Event",
     "Lock",
     "TaskGroup",
@@ -487,21 +489,43 @@ async def serve_tls(
     context: Callable[[], ssl.SSLContext],
     *,
     handshake_timeout: float,
+    max_handshakes: int = 64,
     task_status: PortStatus = TASK_STATUS_IGNORED,
 ) -> None:
     """Accept TLS connections on ``host:port`` until cancelled, each in a task of its own.
 
     ``context()`` is asked for the SSL context of every new connection (so a reloaded
     certificate applies to the next handshake): the TCP connection is accepted, then
-    upgraded. A handshake must finish within ``handshake_timeout``; failed ones are dropped.
+    upgraded. A handshake must finish within ``handshake_timeout``, and at most
+    ``max_handshakes`` are under way at once (a new one abandons the oldest); failed ones
+    are dropped.
     """
+    pending: dict[asyncio.Task[Any], None] = {}  # handshakes under way, oldest first
+    abandoned: set[asyncio.Task[Any]] = set()
 
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        pending[task] = None
+        if len(pending) > max_handshakes:
+            oldest = next(iter(pending))
+            del pending[oldest]
+            abandoned.add(oldest)
+            oldest.cancel()  # it is waiting in start_tls: nothing else runs between
         try:
             await writer.start_tls(context(), ssl_handshake_timeout=handshake_timeout)
         except (OSError, ssl.SSLError, TimeoutError, ConnectionError):
             writer.transport.abort()
             return
+        except asyncio.CancelledError:
+            if task not in abandoned:
+                raise
+            task.uncancel()
+            writer.transport.abort()
+            return
+        finally:
+            pending.pop(task, None)
+            abandoned.discard(task)
         stream = ByteStream(reader, writer)
         try:
             await handler(stream)
@@ -540,3 +564,30 @@ def run_loop(fn: Callable[..., Awaitable[object]], **kwargs: object) -> None:
         await fn(**kwargs)
 
     asyncio.run(main())
+
+
+# -- worker threads -------------------------------------------------------------------------
+
+
+class CapacityLimiter:
+    """At most ``total`` calls of :func:`run_in_thread` at once."""
+
+    def __init__(self, total: int) -> None:
+        self.total_tokens = total
+        self._semaphore = asyncio.Semaphore(total)
+
+
+async def run_in_thread(fn: Callable[[], T], limiter: CapacityLimiter) -> T:
+    """Call ``fn()`` on a worker thread (the loop's default executor), at most
+    ``limiter.total_tokens`` at once, so CPU work on untrusted input never runs on the loop.
+
+    A cancelled caller still waits for the call to end before its slot is given back.
+    """
+    async with limiter._semaphore:
+        future = asyncio.get_running_loop().run_in_executor(None, fn)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait([future])
+            raise

@@ -241,6 +241,7 @@ from ._watch import (
 )
 from ._webhook import (
     DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_MAX_CONVERSION_BODY_SIZE,
     AsyncAdmissionHandler,
     PendingAdmission,
     WebhookApp,
@@ -331,6 +332,7 @@ __all__ = [
     "escape_pointer_token",
     "json_patch",
     "DEFAULT_MAX_BODY_SIZE",
+    "DEFAULT_MAX_CONVERSION_BODY_SIZE",
     "AsyncAdmissionHandler",
     "PendingAdmission",
     "WebhookApp",

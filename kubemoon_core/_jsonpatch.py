@@ -46,6 +46,30 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """JSON equality as RFC 6902 section 4.6 defines it for ``test``: numbers compare by
+    value (``1`` equals ``1.0``), but a boolean is never a number (``true`` is not ``1``)."""
+    if _number(a) and _number(b):
+        return bool(a == b)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+# An array whose element-wise diff needs more operations than this, and more than half
+# its length, is replaced as a whole: one insertion at the front would otherwise shift
+# every element into an operation of its own.
+_ARRAY_OPS_LIMIT = 16
+
+
 def _copy(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {k: _copy(v) for k, v in value.items()}
@@ -58,15 +82,19 @@ def json_patch(original: Any, modified: Any) -> list[Operation]:
     """The RFC 6902 operations that turn ``original`` into ``modified`` (``[]`` if equal).
 
     Objects are compared key by key and arrays index by index (extra elements are added
-    at the end or removed from the end), so a small change gives a small patch.
+    at the end or removed from the end), so a small change gives a small patch. An array
+    whose element-wise diff would take more than 16 operations and more than half its
+    length (an element inserted at the front of a long list) becomes one ``replace``.
     """
     ops: list[Operation] = []
-    _diff(_copy(original), _copy(modified), "", ops)
+    _diff(original, modified, "", ops)
     return ops
 
 
 def _diff(a: Any, b: Any, path: str, ops: list[Operation]) -> None:
-    if isinstance(a, dict) and isinstance(b, dict):
+    # Values go into operations as copies (_copy), so the patch shares nothing with the
+    # inputs; nothing else is copied.
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
         for key in a:
             if key not in b:
                 ops.append({"op": "remove", "path": f"{path}/{escape_pointer_token(key)}"})
@@ -75,18 +103,35 @@ def _diff(a: Any, b: Any, path: str, ops: list[Operation]) -> None:
             if key in a:
                 _diff(a[key], value, child, ops)
             else:
-                ops.append({"op": "add", "path": child, "value": value})
-    elif isinstance(a, list) and isinstance(b, list):
+                ops.append({"op": "add", "path": child, "value": _copy(value)})
+    elif isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        # Past this many operations the array is replaced whole: stop diffing it there.
+        limit = max(_ARRAY_OPS_LIMIT, max(len(a), len(b)) // 2)
         common = min(len(a), len(b))
+        elements: list[Operation] = []
         for index in range(common):
-            _diff(a[index], b[index], f"{path}/{index}", ops)
-        # Removed from the end backwards, so the indexes stay valid as we go.
-        for index in range(len(a) - 1, common - 1, -1):
-            ops.append({"op": "remove", "path": f"{path}/{index}"})
-        for index in range(common, len(b)):
-            ops.append({"op": "add", "path": f"{path}/{index}", "value": b[index]})
-    elif not _same(a, b):
-        ops.append({"op": "replace", "path": path, "value": b})
+            _diff(a[index], b[index], f"{path}/{index}", elements)
+            if len(elements) > limit:
+                break
+        else:
+            # Removed from the end backwards, so the indexes stay valid as we go.
+            for index in range(len(a) - 1, common - 1, -1):
+                elements.append({"op": "remove", "path": f"{path}/{index}"})
+            for index in range(common, len(b)):
+                elements.append({"op": "add", "path": f"{path}/{index}", "value": _copy(b[index])})
+        if len(elements) > limit:
+            ops.append({"op": "replace", "path": path, "value": _copy(b)})
+        else:
+            ops.extend(elements)
+    elif not _same(_plain(a), _plain(b)):
+        ops.append({"op": "replace", "path": path, "value": _copy(b)})
+
+
+def _plain(value: Any) -> Any:
+    """A Mapping as a dict and a tuple as a list (what _copy makes of them), else itself."""
+    if isinstance(value, Mapping | list | tuple) and not isinstance(value, dict | list):
+        return _copy(value)
+    return value
 
 
 def _parse_pointer(pointer: Any, where: str) -> list[str]:
@@ -202,7 +247,7 @@ def apply_json_patch(document: Any, patch: Sequence[Mapping[str, Any]] | Any) ->
                 value = _copy(_resolve(doc, source, where))
             doc = _add(doc, tokens, value, where)
         elif name == "test":
-            if not _same(_resolve(doc, tokens, where), op["value"]):
+            if not _equal(_resolve(doc, tokens, where), op["value"]):
                 raise JSONPatchError(f"{where}: test failed at {op['path']!r}")
         else:
             raise JSONPatchError(f"{where}: unknown op {name!r}")

@@ -3,9 +3,11 @@
 Rules: every decision a webhook server makes about a request lives here -- routing (404),
 method (405), content type (415), body size (413, decidable from ``Content-Length``
 before the body is read), malformed JSON or a wrong ``apiVersion``/``kind`` (400), and
-calling the handler. A handler that raises, or returns something that is not a verdict,
-is answered as a denied review (or a failed conversion) with code 500: the server never
-crashes and the API server always gets a review back. An adapter only moves bytes -- and,
+calling the handler. A handler that raises, returns something that is not a verdict, or
+a verdict that cannot be encoded, is answered with HTTP 500 and a ``Status`` (not a
+review): the API server counts that as a failed call and applies the webhook's
+``failurePolicy`` (``Ignore`` admits, ``Fail`` rejects). A converter that raises fails its
+ConversionReview. Each route has its own body limit. An adapter only moves bytes -- and,
 for a handler that returns an awaitable (an ``async def`` handler that needs I/O, such as
 a SubjectAccessReview), awaits it: :meth:`WebhookApp.dispatch` hands back a
 :class:`PendingAdmission` and the verdict goes back through :meth:`PendingAdmission.reply`.
@@ -17,7 +19,7 @@ import base64
 import enum
 import inspect
 from collections.abc import Awaitable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -36,6 +38,7 @@ from ._resources import GroupVersionResource
 
 __all__ = [
     "DEFAULT_MAX_BODY_SIZE",
+    "DEFAULT_MAX_CONVERSION_BODY_SIZE",
     "AsyncAdmissionHandler",
     "PendingAdmission",
     "WebhookApp",
@@ -44,9 +47,14 @@ __all__ = [
     "ca_bundle_patch",
 ]
 
-#: Largest accepted review body. Objects are at most ~3 MiB and an UPDATE review
-#: carries two of them, so 7 MiB admits every legitimate review.
-DEFAULT_MAX_BODY_SIZE = 7 * 1024 * 1024
+#: Largest accepted admission review body unless the app or the route says otherwise.
+#: Most objects are a few KiB; a route that admits big objects (an UPDATE review carries
+#: two copies of one, and the apiserver accepts objects up to ~3 MiB) raises its own limit.
+DEFAULT_MAX_BODY_SIZE = 1024 * 1024
+
+#: Largest accepted ConversionReview body unless the route says otherwise: a conversion
+#: review carries every object of a list the apiserver converts at once.
+DEFAULT_MAX_CONVERSION_BODY_SIZE = 7 * 1024 * 1024
 
 _JSON = "application/json"
 
@@ -66,7 +74,8 @@ class WebhookReply:
     ``webhook`` is the route's name (``""`` when no route matched), ``uid`` the review's
     uid when one was decoded, ``outcome`` a short word (``allowed``, ``denied``,
     ``patched``, ``converted``, ``failed``, ``error``, or the HTTP error's reason) and
-    ``message`` the denial, failure or error text.
+    ``message`` the denial, failure or error text. ``error`` is the exception a failed
+    handler raised (or the one that kept its verdict from being encoded), for the log.
     """
 
     status: int
@@ -76,6 +85,7 @@ class WebhookReply:
     uid: str = ""
     outcome: str = ""
     message: str = ""
+    error: BaseException | None = field(default=None, compare=False, repr=False)
 
 
 class AsyncAdmissionHandler(Protocol):
@@ -94,6 +104,7 @@ class _Route:
     kind: WebhookKind
     handler: AdmissionHandler | AsyncAdmissionHandler | None
     converter: Converter | None
+    max_body_size: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +118,7 @@ class PendingAdmission:
     verdict: Awaitable[Any]
 
     def reply(self, verdict: object) -> WebhookReply:
-        """The answer for the awaited ``verdict`` (anything but a verdict is a 500 denial)."""
+        """The answer for the awaited ``verdict`` (anything but a verdict is an HTTP 500)."""
         if inspect.isawaitable(verdict):
             # Handed back unawaited (by handle() or a blocking server): close a coroutine
             # so it does not warn "never awaited", and say what to do instead.
@@ -119,7 +130,7 @@ class PendingAdmission:
         return _verdict_reply(self.webhook, self.kind, self.request, verdict)
 
     def failed(self, error: Exception) -> WebhookReply:
-        """The answer when awaiting :attr:`verdict` raised ``error``: a 500 denial."""
+        """The answer when awaiting :attr:`verdict` raised ``error``: an HTTP 500."""
         return _verdict_reply(self.webhook, self.kind, self.request, None, error)
 
 
@@ -140,13 +151,14 @@ class WebhookApp:
     Register routes with :meth:`validating`, :meth:`mutating` and :meth:`conversion`.
     An adapter calls :meth:`precheck` once the request head has arrived (it may answer
     before reading the body), :meth:`too_large` when a body without ``Content-Length``
-    grows past :attr:`max_body_size`, and :meth:`handle` with the complete body.
+    grows past :meth:`body_limit`, and :meth:`handle` with the complete body.
+
+    ``max_body_size`` is the body limit of admission routes registered without one of
+    their own; conversion routes default to :data:`DEFAULT_MAX_CONVERSION_BODY_SIZE`.
     """
 
     def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE) -> None:
-        if max_body_size <= 0:
-            raise LocalProtocolError("max_body_size must be positive")
-        self.max_body_size = max_body_size
+        self.max_body_size = _positive(max_body_size)
         self._routes: dict[str, _Route] = {}
 
     def _add(self, path: str, route: _Route) -> None:
@@ -159,24 +171,47 @@ class WebhookApp:
         self._routes[path] = route
 
     def validating(
-        self, path: str, handler: AdmissionHandler | AsyncAdmissionHandler, *, name: str = ""
+        self,
+        path: str,
+        handler: AdmissionHandler | AsyncAdmissionHandler,
+        *,
+        name: str = "",
+        max_body_size: int | None = None,
     ) -> None:
         """Serve a validating admission webhook at ``path`` (its verdict may not patch).
 
         ``handler`` may be an ``async def`` (:class:`AsyncAdmissionHandler`) when it needs
-        I/O; an async webhook server awaits it.
+        I/O; an async webhook server awaits it. ``max_body_size`` is this route's body
+        limit (default: the app's :attr:`max_body_size`).
         """
-        self._add(path, _Route(name or path, WebhookKind.VALIDATING, handler, None))
+        limit = self.max_body_size if max_body_size is None else _positive(max_body_size)
+        self._add(path, _Route(name or path, WebhookKind.VALIDATING, handler, None, limit))
 
     def mutating(
-        self, path: str, handler: AdmissionHandler | AsyncAdmissionHandler, *, name: str = ""
+        self,
+        path: str,
+        handler: AdmissionHandler | AsyncAdmissionHandler,
+        *,
+        name: str = "",
+        max_body_size: int | None = None,
     ) -> None:
-        """Serve a mutating admission webhook at ``path`` (``handler`` may be async)."""
-        self._add(path, _Route(name or path, WebhookKind.MUTATING, handler, None))
+        """Serve a mutating admission webhook at ``path`` (``handler`` may be async;
+        ``max_body_size`` as for :meth:`validating`)."""
+        limit = self.max_body_size if max_body_size is None else _positive(max_body_size)
+        self._add(path, _Route(name or path, WebhookKind.MUTATING, handler, None, limit))
 
-    def conversion(self, path: str, converter: Converter, *, name: str = "") -> None:
-        """Serve a CRD conversion webhook at ``path`` with ``converter``."""
-        self._add(path, _Route(name or path, WebhookKind.CONVERSION, None, converter))
+    def conversion(
+        self,
+        path: str,
+        converter: Converter,
+        *,
+        name: str = "",
+        max_body_size: int = DEFAULT_MAX_CONVERSION_BODY_SIZE,
+    ) -> None:
+        """Serve a CRD conversion webhook at ``path`` with ``converter`` (bodies up to
+        ``max_body_size`` bytes)."""
+        limit = _positive(max_body_size)
+        self._add(path, _Route(name or path, WebhookKind.CONVERSION, None, converter, limit))
 
     @property
     def routes(self) -> Mapping[str, tuple[str, WebhookKind]]:
@@ -189,6 +224,11 @@ class WebhookApp:
         # The API server appends ``?timeout=10s``; only the path selects the webhook.
         return self._routes.get(urlsplit(target).path)
 
+    def body_limit(self, target: str) -> int:
+        """The largest body accepted at ``target`` (the app's default for an unknown path)."""
+        route = self._route(target)
+        return route.max_body_size if route else self.max_body_size
+
     def webhook_name(self, target: str) -> str:
         """The name of the webhook serving ``target`` (a path, maybe with a query), or ``""``."""
         route = self._route(target)
@@ -200,7 +240,7 @@ class WebhookApp:
         """Decide from the request head alone; ``None`` means: read the body, then handle.
 
         Answers 404 (unknown path), 405 (not POST), 415 (not JSON) and 413 (a declared
-        ``Content-Length`` above :attr:`max_body_size`).
+        ``Content-Length`` above the route's :meth:`body_limit`).
         """
         route = self._route(target)
         if route is None:
@@ -220,16 +260,17 @@ class WebhookApp:
                 415, "UnsupportedMediaType", "the body must be application/json", route.name
             )
         length = _header(headers, "content-length")
-        if length is not None and length.strip().isdigit() and int(length) > self.max_body_size:
+        digits = (length or "").strip()
+        if digits.isascii() and digits.isdigit() and int(digits[:20]) > route.max_body_size:
             return self.too_large(target)
         return None
 
     def too_large(self, target: str) -> WebhookReply:
-        """The 413 answer for a body longer than :attr:`max_body_size`."""
+        """The 413 answer for a body longer than the route's :meth:`body_limit`."""
         return _error(
             413,
             "RequestEntityTooLarge",
-            f"the body exceeds {self.max_body_size} bytes",
+            f"the body exceeds {self.body_limit(target)} bytes",
             self.webhook_name(target),
         )
 
@@ -246,7 +287,7 @@ class WebhookApp:
 
         The head checks of :meth:`precheck` come first, unless ``prechecked`` says the
         caller already ran them and got ``None``. An async handler cannot be awaited here:
-        its request is answered as a 500 denial (serve it with :meth:`dispatch`).
+        its request is answered with HTTP 500 (serve it with :meth:`dispatch`).
         """
         result = self.dispatch(method, target, headers, body, prechecked=prechecked)
         if isinstance(result, PendingAdmission):
@@ -269,9 +310,9 @@ class WebhookApp:
             early = self.precheck(method, target, headers)
             if early is not None:
                 return early
-        if len(body) > self.max_body_size:
-            return self.too_large(target)
         assert route is not None  # precheck answered 404 otherwise
+        if len(body) > route.max_body_size:
+            return self.too_large(target)
         try:
             document = _json.loads(body)
             if route.converter is not None:
@@ -282,7 +323,21 @@ class WebhookApp:
             return _error(400, "BadRequest", f"malformed review: {exc}", route.name)
 
 
-def _error(status: int, reason: str, message: str, webhook: str) -> WebhookReply:
+def _positive(limit: int) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+        raise LocalProtocolError(f"max_body_size must be a positive integer, not {limit!r}")
+    return limit
+
+
+def _error(
+    status: int,
+    reason: str,
+    message: str,
+    webhook: str,
+    *,
+    uid: str = "",
+    error: BaseException | None = None,
+) -> WebhookReply:
     body = _json.dumps(
         {
             "apiVersion": "v1",
@@ -293,7 +348,16 @@ def _error(status: int, reason: str, message: str, webhook: str) -> WebhookReply
             "message": message,
         }
     )
-    return WebhookReply(status, _json_headers(body), body, webhook, outcome=reason, message=message)
+    return WebhookReply(
+        status,
+        _json_headers(body),
+        body,
+        webhook,
+        uid,
+        outcome=reason,
+        message=message,
+        error=error,
+    )
 
 
 def _json_headers(body: bytes) -> tuple[tuple[str, str], ...]:
@@ -306,7 +370,7 @@ def _admit(
     request = decode_admission_review(document)
     try:
         verdict: object = handler(request)
-    except Exception as exc:  # a handler's bug is a denied review, never a crashed server
+    except Exception as exc:  # a handler's bug is a failed call, never a crashed server
         return _verdict_reply(route.name, route.kind, request, None, exc)
     if inspect.isawaitable(verdict):
         return PendingAdmission(route.name, route.kind, request, verdict)
@@ -327,27 +391,39 @@ def _verdict_reply(
             )
         elif verdict.patch and kind is WebhookKind.VALIDATING:
             error = TypeError("a validating webhook cannot patch the object")
-    if error is not None:
-        response = AdmissionResponse.deny(
-            f"webhook {name} failed: {type(error).__name__}: {error}",
-            code=500,
-            reason="InternalError",
-        )
-        outcome = "error"
-    else:
+    if error is None:
         assert isinstance(verdict, AdmissionResponse)
-        response = verdict
-        outcome = "patched" if verdict.patch else "allowed" if verdict.allowed else "denied"
-    body = encode_admission_review(request.uid, response)
-    return WebhookReply(
-        200, _json_headers(body), body, name, request.uid, outcome, response.message
+        try:
+            body = encode_admission_review(request.uid, verdict)
+        except Exception as exc:  # e.g. a datetime in a patch: still an answer
+            error = exc
+        else:
+            outcome = "patched" if verdict.patch else "allowed" if verdict.allowed else "denied"
+            return WebhookReply(
+                200, _json_headers(body), body, name, request.uid, outcome, verdict.message
+            )
+    return _failed(name, request.uid, error)
+
+
+def _failed(name: str, uid: str, error: BaseException) -> WebhookReply:
+    """HTTP 500: the apiserver treats the call as failed and applies the failurePolicy."""
+    return _error(
+        500,
+        "InternalError",
+        f"webhook {name} failed: {type(error).__name__}: {error}",
+        name,
+        uid=uid,
+        error=error,
     )
 
 
 def _convert(route: _Route, converter: Converter, document: Any) -> WebhookReply:
     request = decode_conversion_review(document)
     response = converter.review(request)
-    body = encode_conversion_review(request.uid, response)
+    try:
+        body = encode_conversion_review(request.uid, response)
+    except Exception as exc:  # a converted object that is not JSON: still an answer
+        return _failed(route.name, request.uid, exc)
     outcome = "converted" if response.succeeded else "failed"
     return WebhookReply(
         200,

@@ -22,6 +22,7 @@ from ._config import (
     load_kubeconfig,
 )
 from ._credentials import PLUGIN_OUTPUT_LIMIT, PLUGIN_TIMEOUT, CredentialProvider, PluginRun
+from ._limits import raise_open_file_limit
 from ._logging import JsonLogFormatter, object_context
 from ._metrics import MetricsSource, RuntimeCollector
 from ._network import ClosingNetworkBackend
@@ -64,6 +65,7 @@ __all__ = [
     "load_kubeconfig",
     "object_context",
     "proxy_settings",
+    "raise_open_file_limit",
     "require_cryptography",
     "ssl_context",
     "tracing_enabled",

@@ -409,9 +409,17 @@ class CertificateMaterial:
 
 
 class CertificateSource(Protocol):
-    """Where a webhook server gets the context of each handshake (files or memory)."""
+    """Where a webhook server gets the context of each handshake (files or memory).
 
-    reloads: int
+    ``context()`` is asked for every handshake; ``check()`` returns a generation number that
+    changes whenever the certificate did (kept-alive connections then end after their next
+    answer); ``reloads`` counts those changes.
+    """
+
+    @property
+    def reloads(self) -> int:
+        """How many times the certificate changed since start."""
+        ...
 
     def context(self) -> ssl.SSLContext:
         """The context for a new handshake."""

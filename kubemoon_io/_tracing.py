@@ -579,11 +579,20 @@ def review_span(method: str, target: str, headers: Sequence[tuple[str, str]]) ->
     return ReviewSpan(span, token)
 
 
-def note_review(body: bytes) -> None:
-    """Put an AdmissionReview's operation and object on the current review span."""
+def current_span() -> Any:
+    """The current span (None without the OpenTelemetry API), to hand to another thread."""
+    if not _AVAILABLE:
+        return None
+    return _otel_trace.get_current_span()
+
+
+def note_review(body: bytes, span: Any = None) -> None:
+    """Put an AdmissionReview's operation and object on ``span`` (by default the current
+    one). The body is parsed only when the span records."""
     if not _AVAILABLE:
         return
-    span = _otel_trace.get_current_span()
+    if span is None:
+        span = _otel_trace.get_current_span()
     if not span.is_recording():
         return
     try:

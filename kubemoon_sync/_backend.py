@@ -39,6 +39,8 @@ __all__ = [
     "PortStatus",
     "BodyReader",
     "ByteStream",
+    "CapacityLimiter",
+    "run_in_thread",
     "Cancelled",
     "Event",
     "Lock",
@@ -664,24 +666,46 @@ def serve_tls(
     context: Callable[[], ssl.SSLContext],
     *,
     handshake_timeout: float,
+    max_handshakes: int = 64,
     task_status: PortStatus = TASK_STATUS_IGNORED,
 ) -> None:
     """Accept TLS connections on ``host:port`` until cancelled, each on a thread of its own.
 
     ``context()`` is asked for the SSL context of every new connection (so a reloaded
     certificate applies to the next handshake). A handshake must finish within
-    ``handshake_timeout``; failed ones are dropped.
+    ``handshake_timeout``, and at most ``max_handshakes`` are under way at once (a new one
+    abandons the oldest); failed ones are dropped.
     """
     listener = socket.create_server((host, port))
     listener.settimeout(_POLL)
+    pending: dict[socket.socket, None] = {}  # handshakes under way, oldest first
+    lock = threading.Lock()
 
     def serve_one(sock: socket.socket) -> None:
         try:
             sock.settimeout(handshake_timeout)
-            tls = context().wrap_socket(sock, server_side=True)
+            tls = context().wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         except (OSError, ssl.SSLError):
             sock.close()
             return
+        with lock:
+            pending[tls] = None
+            oldest = next(iter(pending)) if len(pending) > max_handshakes else None
+            if oldest is not None:
+                del pending[oldest]
+        if oldest is not None:
+            with contextlib.suppress(OSError):
+                # The plain socket's shutdown: its handshake, on its own thread, sees the end
+                # of the stream (SSLSocket.shutdown would pull its SSL object from under it).
+                socket.socket.shutdown(oldest, socket.SHUT_RDWR)
+        try:
+            tls.do_handshake()
+        except (OSError, ssl.SSLError):
+            tls.close()
+            return
+        finally:
+            with lock:
+                pending.pop(tls, None)
         connection = ByteStream(tls)
         try:
             handler(connection)
@@ -725,3 +749,25 @@ def install_signal_handlers(
 def run_loop(fn: Callable[..., object], **kwargs: object) -> None:
     """Call ``fn(**kwargs)`` in this thread (the blocking twin of running a loop)."""
     fn(**kwargs)
+
+
+# -- worker threads -------------------------------------------------------------------------
+
+
+class CapacityLimiter:
+    """At most ``total`` calls of :func:`run_in_thread` at once."""
+
+    def __init__(self, total: int) -> None:
+        self.total_tokens = total
+        self._semaphore = threading.BoundedSemaphore(total)
+
+
+def run_in_thread(fn: Callable[[], T], limiter: CapacityLimiter) -> T:
+    """Call ``fn()`` on this thread (every connection has one already), at most
+    ``limiter.total_tokens`` at once across threads."""
+    while not limiter._semaphore.acquire(timeout=_POLL):
+        _check()
+    try:
+        return fn()
+    finally:
+        limiter._semaphore.release()

@@ -17,8 +17,10 @@ Rules:
   stuck in blocking code may still write, so the successor waits for the Lease to
   expire) and ``run`` returns without waiting for it (on the blocking adapter its thread
   is left behind, so the process can exit).
-- ``run`` closes the client when it ends (unless ``close_client=False``), however it ends,
-  except when a stuck reconcile's thread was left behind: it may still be using it.
+- ``run`` closes the client when it ends, however it ends, when the manager owns it: by
+  default unless the client is open in its creator's ``with`` block (then the
+  creator closes it and may use it after the manager); ``close_client`` says it
+  explicitly. Never while a stuck reconcile's thread was left behind: it may still use it.
 - Failures are loud: every LIST, WATCH and Lease failure goes through the core
   :class:`~kubemoon_core.FailureReporter`, which logs a distinct error once, then with
   backoff; current problems are the reasons ``/readyz`` gives.
@@ -106,8 +108,10 @@ class Manager:
 
     ``probe_address`` (host, port) serves ``/healthz``, ``/readyz`` and ``/metrics``
     (port 0: any free port, see :attr:`probe_port`). ``name`` is the Events'
-    reporting controller. The manager owns ``client``: :meth:`run` closes it when it
-    ends; pass ``close_client=False`` to keep using it afterwards.
+    reporting controller. :meth:`run` closes ``client`` when it ends if the manager owns
+    it: ``close_client=None`` (the default) means it does unless the client is open in an
+    ``with`` block of its creator (``Manager(Client.from_environment())`` is owned);
+    ``True`` or ``False`` says so explicitly.
     """
 
     def __init__(
@@ -121,7 +125,7 @@ class Manager:
         registry: CollectorRegistry | None = None,
         rng: random.Random | None = None,
         stall_margin: float = 30.0,
-        close_client: bool = True,
+        close_client: bool | None = None,
     ) -> None:
         self.client = client
         self.close_client = close_client
@@ -391,7 +395,10 @@ class Manager:
         finally:
             if restore is not None:
                 restore()
-            if self.close_client and not abandoned:
+            owned = self.close_client
+            if owned is None:
+                owned = not self.client.in_context
+            if owned and not abandoned:
                 self.client.close()
 
     def run_forever(self) -> None:

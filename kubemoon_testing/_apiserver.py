@@ -66,6 +66,8 @@ KUBERNETES_VERSION = "v1.37.2"
 CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 #: Token user (and client certificate CN) in group ``system:masters``: bypasses RBAC.
 ADMIN_USER = "kubemoon-admin"
+# The common name of the client certificate the apiserver presents to webhooks.
+_WEBHOOK_CLIENT_USER = "kube-apiserver-webhook-client"
 #: Token user with no RBAC grant at all: gets 403 for anything but public endpoints.
 NOBODY_USER = "nobody"
 #: Token user with no grant until :meth:`ApiServer.grant_namespace_access` binds a Role.
@@ -252,7 +254,13 @@ class _Child:
     def __init__(self, name: str, argv: Sequence[str], log_path: Path) -> None:
         self.name = name
         self.log_path = log_path
-        hook = _die_with_parent_hook()
+        # setpriv sets the death signal and execs the program, so no Python code runs
+        # between fork and exec: a preexec_fn makes CPython fork for real, which runs the
+        # fork handlers of libraries such as grpcio in the child (they may abort it).
+        setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+        hook = None if setpriv else _die_with_parent_hook()
+        if setpriv:
+            argv = [setpriv, "--pdeathsig", "KILL", "--", *argv]
 
         def start() -> subprocess.Popen[bytes]:
             # Append: a restarted apiserver keeps the previous run's log above.
@@ -263,8 +271,8 @@ class _Child:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
-                    # Safe here: forked from the spawner thread, and the hook only
-                    # makes syscalls through a function resolved before the fork.
+                    # Without setpriv: forked from the spawner thread, and the hook
+                    # only makes syscalls through a function resolved before the fork.
                     preexec_fn=hook,  # noqa: PLW1509
                     close_fds=True,
                 )
@@ -310,6 +318,8 @@ class _Pki:
     client_key: Path
     kcm_cert: Path
     kcm_key: Path
+    webhook_client_cert: Path
+    webhook_client_key: Path
     sa_key: Path
 
 
@@ -439,6 +449,11 @@ def _generate_pki(directory: Path) -> _Pki:
     kcm, kcm_key = leaf(
         name(CONTROLLER_MANAGER_USER, _ADMIN_GROUP), ExtendedKeyUsageOID.CLIENT_AUTH, []
     )
+    # What the apiserver presents when a webhook asks for a client certificate (mutual
+    # TLS); no group, so it is nobody in particular should it be used against the apiserver.
+    webhook_client, webhook_client_key = leaf(
+        name(_WEBHOOK_CLIENT_USER), ExtendedKeyUsageOID.CLIENT_AUTH, []
+    )
     # RSA because that is what a real cluster's service-account issuer uses; one key
     # file serves both the signing and the verifying flag.
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -453,6 +468,8 @@ def _generate_pki(directory: Path) -> _Pki:
         client_key=directory / "admin.key",
         kcm_cert=directory / "controller-manager.crt",
         kcm_key=directory / "controller-manager.key",
+        webhook_client_cert=directory / "webhook-client.crt",
+        webhook_client_key=directory / "webhook-client.key",
         sa_key=directory / "sa.key",
     )
     pki.ca_file.write_text(pki.ca_pem, encoding="ascii")
@@ -462,6 +479,8 @@ def _generate_pki(directory: Path) -> _Pki:
     write_key(pki.client_key, client_key)
     pki.kcm_cert.write_bytes(kcm.public_bytes(pem))
     write_key(pki.kcm_key, kcm_key)
+    pki.webhook_client_cert.write_bytes(webhook_client.public_bytes(pem))
+    write_key(pki.webhook_client_key, webhook_client_key)
     write_key(pki.sa_key, sa_key)
     return pki
 
@@ -583,6 +602,12 @@ class ApiServer:
         ``tokens[MONITORING_USER]``); for others it links to the caller's span.
     :param tracing_sampling_rate_per_million: the configuration's
         ``samplingRatePerMillion``; ``None`` leaves it unset (follow the caller's decision).
+    :param webhook_client_certificate: start kube-apiserver with an
+        ``--admission-control-config-file`` whose admission webhook kubeconfig gives every
+        webhook host (``*``) a client certificate signed by :attr:`ca_file`
+        (:attr:`webhook_client_cert_file`): a webhook server that demands client
+        certificates from that CA (mutual TLS) accepts the apiserver's calls. Servers that
+        ask for no certificate see no difference.
     """
 
     def __init__(
@@ -599,6 +624,7 @@ class ApiServer:
         crds: Sequence[CrdSource] = (),
         tracing_endpoint: str | None = None,
         tracing_sampling_rate_per_million: int | None = None,
+        webhook_client_certificate: bool = True,
     ) -> None:
         self._binary_dir = Path(binary_dir) if binary_dir is not None else default_binary_dir()
         if controller_manager is None:
@@ -614,6 +640,7 @@ class ApiServer:
         self._crd_names: tuple[str, ...] = ()
         self._tracing_endpoint = tracing_endpoint
         self._tracing_rate = tracing_sampling_rate_per_million
+        self._webhook_client_certificate = webhook_client_certificate
         self._kcm: _Child | None = None
         self._work_dir: Path | None = None
         self._pki: _Pki | None = None
@@ -807,6 +834,8 @@ class ApiServer:
             # Only tests compact etcd (ApiServer.compact), so 410s happen on purpose.
             "--etcd-compaction-interval=0",
         ]
+        if self._webhook_client_certificate:
+            args.append(f"--admission-control-config-file={self._write_admission_config()}")
         if not self._watch_cache:
             args.append("--watch-cache=false")
         if self._min_request_timeout is not None:
@@ -828,6 +857,38 @@ class ApiServer:
         path = self._work_dir / "tracing.yaml"
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         return path
+
+    def _write_admission_config(self) -> Path:
+        """The AdmissionConfiguration giving admission webhooks a client certificate."""
+        assert self._work_dir is not None
+        assert self._pki is not None
+        kubeconfig = self._work_dir / "webhook-client.kubeconfig"
+        kubeconfig.write_text(
+            "apiVersion: v1\n"
+            "kind: Config\n"
+            "users:\n"
+            '- name: "*"\n'
+            "  user:\n"
+            f"    client-certificate: {_yaml_str(str(self._pki.webhook_client_cert))}\n"
+            f"    client-key: {_yaml_str(str(self._pki.webhook_client_key))}\n",
+            encoding="utf-8",
+        )
+        plugin = (
+            "  configuration:\n"
+            "    apiVersion: apiserver.config.k8s.io/v1\n"
+            "    kind: WebhookAdmissionConfiguration\n"
+            f"    kubeConfigFile: {_yaml_str(str(kubeconfig))}\n"
+        )
+        config = self._work_dir / "admission-config.yaml"
+        config.write_text(
+            "apiVersion: apiserver.config.k8s.io/v1\n"
+            "kind: AdmissionConfiguration\n"
+            "plugins:\n"
+            f"- name: ValidatingAdmissionWebhook\n{plugin}"
+            f"- name: MutatingAdmissionWebhook\n{plugin}",
+            encoding="utf-8",
+        )
+        return config
 
     def _start_controller_manager(self) -> None:
         assert self._work_dir is not None
@@ -1049,6 +1110,18 @@ class ApiServer:
     def client_key_file(self) -> Path:
         """Private key of :attr:`client_cert_file`."""
         return self._started()[1].client_key
+
+    @property
+    def webhook_client_cert_file(self) -> Path:
+        """The client certificate (PEM) the apiserver presents to admission webhooks that
+        ask for one (with ``webhook_client_certificate``, the default); signed by
+        :attr:`ca_file`, common name ``kube-apiserver-webhook-client``."""
+        return self._started()[1].webhook_client_cert
+
+    @property
+    def webhook_client_key_file(self) -> Path:
+        """Private key of :attr:`webhook_client_cert_file`."""
+        return self._started()[1].webhook_client_key
 
     @property
     def admin_token(self) -> str:

@@ -18,7 +18,7 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import httpcore
 import trio
@@ -31,6 +31,8 @@ __all__ = [
     "PortStatus",
     "BodyReader",
     "ByteStream",
+    "CapacityLimiter",
+    "run_in_thread",
     "Event",
     "Lock",
     "TaskGroup",
@@ -51,6 +53,8 @@ __all__ = [
 ]
 
 LOOP_NAME = "trio"
+
+T = TypeVar("T")
 
 Lock = trio.Lock
 Event = trio.Event
@@ -424,25 +428,35 @@ async def serve_tls(
     context: Callable[[], ssl.SSLContext],
     *,
     handshake_timeout: float,
+    max_handshakes: int = 64,
     task_status: PortStatus = TASK_STATUS_IGNORED,
 ) -> None:
     """Accept TLS connections on ``host:port`` until cancelled, each in a task of its own.
 
     ``context()`` is asked for the SSL context of every new connection (so a reloaded
     certificate applies to the next handshake). The handshake must finish within
-    ``handshake_timeout`` seconds; failed handshakes are dropped silently. Reports the
+    ``handshake_timeout`` seconds, and at most ``max_handshakes`` are under way at once (a
+    new one abandons the oldest); failed handshakes are dropped silently. Reports the
     bound port through ``task_status``.
     """
     listeners = await trio.open_tcp_listeners(port, host=host)
+    pending: dict[trio.CancelScope, None] = {}  # handshakes under way, oldest first
 
     async def connection(tcp: trio.SocketStream) -> None:
         tls = trio.SSLStream(tcp, context(), server_side=True, https_compatible=True)
         with trio.move_on_after(handshake_timeout) as scope:
+            pending[scope] = None
+            if len(pending) > max_handshakes:
+                oldest = next(iter(pending))
+                del pending[oldest]
+                oldest.cancel()
             try:
                 await tls.do_handshake()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 await trio.aclose_forcefully(tcp)
                 return
+            finally:
+                pending.pop(scope, None)
         if scope.cancelled_caught:
             await trio.aclose_forcefully(tcp)
             return
@@ -456,3 +470,16 @@ async def serve_tls(
         bound: int = listeners[0].socket.getsockname()[1]
         task_status.started(bound)
         await trio.serve_listeners(connection, listeners, handler_nursery=nursery)
+
+
+# -- worker threads -------------------------------------------------------------------------
+
+
+CapacityLimiter = trio.CapacityLimiter
+"""At most ``total`` calls of :func:`run_in_thread` at once (``CapacityLimiter(total)``)."""
+
+
+async def run_in_thread(fn: Callable[[], T], limiter: trio.CapacityLimiter) -> T:
+    """Call ``fn()`` on a worker thread, at most ``limiter.total_tokens`` at once, so CPU
+    work on untrusted input never runs on the loop (cancellation waits for the call)."""
+    return await trio.to_thread.run_sync(fn, limiter=limiter)

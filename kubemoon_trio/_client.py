@@ -340,6 +340,8 @@ class Client:
         watch_idle_margin: float = WATCH_IDLE_MARGIN,
     ) -> None:
         self.config = config
+        # True inside ``async with client``: its creator closes it, not a Manager.
+        self.in_context = False
         self._timeout = _seconds("timeout", timeout)
         self._total_timeout = _seconds("total_timeout", total_timeout)
         exec_timeout = _seconds("exec_timeout", exec_timeout)
@@ -423,9 +425,11 @@ class Client:
         return len(self._pool.connections) + sum(1 for s in self._streams if not s.closed)
 
     async def __aenter__(self) -> Client:
+        self.in_context = True
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        self.in_context = False
         await self.aclose()
 
     async def aclose(self) -> None:

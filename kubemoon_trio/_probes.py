@@ -1,10 +1,13 @@
 """The probes and metrics HTTP server: ``/healthz``, ``/readyz`` and ``/metrics``.
 
 Rules: plain HTTP/1.1 on h11, GET (and HEAD) only. It is bounded: at most
-``max_connections`` connections at once (more are answered 503 and closed), a request head
-must arrive within ``header_timeout`` and an idle keep-alive connection is closed after
-``idle_timeout``, so idle clients cannot starve the process of file descriptors.
-``/readyz`` answers 503 with the reasons it is not ready, one per line.
+``max_connections`` connections at once -- a new connection beyond that closes the one
+idle longest (then the one slowest to send its request), so idle sockets can never turn a
+liveness probe into a failure; only when every connection is being answered is a new one
+answered 503 and closed. A request head must arrive within ``header_timeout`` and an idle
+keep-alive connection is closed after ``idle_timeout``, so idle clients cannot starve the
+process of file descriptors. ``/readyz`` answers 503 with the reasons it is not ready, one
+per line.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Callable, Sequence
 import h11
 
 from . import _backend
+from ._connections import Connections, ConnectionSlot, ConnectionState
 
 __all__ = ["ProbeServer"]
 
@@ -45,12 +49,34 @@ class ProbeServer:
     ) -> None:
         self._checks = {"/healthz": healthy, "/livez": healthy, "/readyz": ready}
         self._metrics = metrics
-        self.max_connections = max_connections
+        self._connections = Connections(max_connections)
         self.header_timeout = header_timeout
         self.idle_timeout = idle_timeout
-        self.open_connections = 0
-        self.refused_connections = 0
         self.port: int | None = None
+
+    @property
+    def max_connections(self) -> int:
+        """The most connections served at once."""
+        return self._connections.limit
+
+    @max_connections.setter
+    def max_connections(self, limit: int) -> None:
+        self._connections.limit = limit
+
+    @property
+    def open_connections(self) -> int:
+        """Connections being served now."""
+        return len(self._connections)
+
+    @property
+    def evicted_connections(self) -> int:
+        """Connections closed since start to make room for a new one."""
+        return self._connections.evicted
+
+    @property
+    def refused_connections(self) -> int:
+        """New connections answered 503 because every connection was being answered."""
+        return self._connections.refused
 
     async def serve(
         self,
@@ -84,35 +110,40 @@ class ProbeServer:
         return 200, "text/plain", b"ok\n"
 
     async def _connection(self, stream: _backend.ByteStream) -> None:
-        if self.open_connections >= self.max_connections:
-            self.refused_connections += 1
-            await stream.send_all(
-                b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
-                b"Connection: close\r\n\r\n"
-            )
-            return
-        self.open_connections += 1
-        try:
-            await self._serve_requests(stream)
-        except TimeoutError:
-            pass  # a slow or idle client: close the connection
-        except h11.ProtocolError as exc:
-            logger.debug("bad probe request: %s", exc)
-        finally:
-            self.open_connections -= 1
+        async with _backend.TaskGroup() as group:
+            slot = self._connections.admit(group)
+            if slot is None:
+                await stream.send_all(
+                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                    b"Connection: close\r\n\r\n",
+                    _backend.current_time() + 1.0,
+                )
+                return
+            try:
+                await self._serve_requests(stream, slot)
+            except TimeoutError:
+                pass  # a slow or idle client: close the connection
+            except h11.ProtocolError as exc:
+                logger.debug("bad probe request: %s", exc)
+            finally:
+                self._connections.release(slot)
 
-    async def _serve_requests(self, stream: _backend.ByteStream) -> None:
+    async def _serve_requests(self, stream: _backend.ByteStream, slot: ConnectionSlot) -> None:
         connection = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD)
         first = True
         while True:
             # The first request head must come quickly; later ones within the idle time.
             limit = self.header_timeout if first else self.idle_timeout
             deadline = _backend.current_time() + limit
+            slot.set(ConnectionState.IDLE)
             request = None
             while True:
                 event = connection.next_event()
                 if event is h11.NEED_DATA:
-                    connection.receive_data(await stream.receive_some(65536, deadline))
+                    data = await stream.receive_some(65536, deadline)
+                    if data and slot.state is ConnectionState.IDLE:
+                        slot.set(ConnectionState.READING)
+                    connection.receive_data(data)
                     continue
                 if isinstance(event, h11.Request):
                     request = event
@@ -123,6 +154,7 @@ class ProbeServer:
                     return
             if request is None:
                 return
+            slot.set(ConnectionState.BUSY)
             status, content_type, body = self.answer(
                 request.method.decode("ascii", "replace"), request.target.decode("ascii", "replace")
             )
@@ -134,7 +166,8 @@ class ProbeServer:
             if request.method != b"HEAD":
                 data += connection.send(h11.Data(data=body)) or b""
             data += connection.send(h11.EndOfMessage()) or b""
-            await stream.send_all(data)
+            slot.set(ConnectionState.SENDING)
+            await stream.send_all(data, _backend.current_time() + self.header_timeout)
             if connection.our_state is not h11.DONE or connection.their_state is not h11.DONE:
                 return
             connection.start_next_cycle()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+import socket
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,17 @@ class Hooks:
 
     def __init__(self) -> None:
         self.requests: list[AdmissionRequest] = []
+        self.crashes = 0
+
+    def explode(self, request: AdmissionRequest) -> AdmissionResponse:
+        self.crashes += 1
+        raise RuntimeError("handler bug")
+
+    def unencodable(self, request: AdmissionRequest) -> AdmissionResponse:
+        self.crashes += 1
+        assert request.object is not None
+        mutated = {**request.object, "when": object()}  # cannot be encoded as JSON
+        return AdmissionResponse.patched(request.object, mutated)
 
     def validate(self, request: AdmissionRequest) -> AdmissionResponse:
         self.requests.append(request)
@@ -97,10 +110,17 @@ def widget_converter(group: str) -> Converter:
 class Webhook:
     """A webhook server in the test's nursery that can be stopped and started again."""
 
-    def __init__(self, nursery: trio.Nursery, certs: WebhookCertificates, app: WebhookApp) -> None:
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        certs: WebhookCertificates,
+        app: WebhookApp,
+        **options: Any,
+    ) -> None:
         self.nursery = nursery
         self.certs = certs
         self.app = app
+        self.options = options
         self.port = 0
         self.server: WebhookServer | None = None
         self._scope: trio.CancelScope | None = None
@@ -114,6 +134,7 @@ class Webhook:
             port=self.port,  # the same port again after a stop
             registry=CollectorRegistry(),
             reload_interval=0.0,
+            **self.options,
         )
         scope = trio.CancelScope()
         stopped = trio.Event()
@@ -153,6 +174,8 @@ async def webhook(nursery: trio.Nursery, tmp_path: Path, hooks: Hooks) -> Webhoo
     app = WebhookApp()
     app.validating("/validate", hooks.validate)
     app.mutating("/mutate", hooks.mutate)
+    app.validating("/explode", hooks.explode)
+    app.mutating("/unencodable", hooks.unencodable)
     hook = Webhook(nursery, WebhookCertificates.create(tmp_path / "certs"), app)
     await hook.start()
     return hook
@@ -179,14 +202,21 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: f
 
 
 async def install_configuration(
-    client: Client, webhook: Webhook, namespace: str, *, mutating: bool = False
+    client: Client,
+    webhook: Webhook,
+    namespace: str,
+    *,
+    mutating: bool = False,
+    path: str | None = None,
+    failure_policy: str = "Fail",
 ) -> dict[str, Any]:
     """Create a webhook configuration without a CA bundle, then inject the bundle."""
-    resource, kind, path = (
+    resource, kind, default_path = (
         (MUTATING, "MutatingWebhookConfiguration", "/mutate")
         if mutating
         else (VALIDATING, "ValidatingWebhookConfiguration", "/validate")
     )
+    path = path or default_path
     name = f"kubemoon-{namespace}"
     created = await client.create(
         resource,
@@ -208,7 +238,7 @@ async def install_configuration(
                         }
                     ],
                     "namespaceSelector": {"matchLabels": {TEST_LABEL: namespace}},
-                    "failurePolicy": "Fail",
+                    "failurePolicy": failure_policy,
                     "sideEffects": "None",
                     "admissionReviewVersions": ["v1"],
                     "timeoutSeconds": 5,
@@ -362,6 +392,114 @@ async def test_failure_policy_fail_with_the_server_stopped(
     await webhook.start()
     created = await client.create(CM, configmap("while-up", ok="1"), namespace=ns)
     assert created["metadata"]["name"] == "while-up"
+
+
+@pytest.mark.parametrize(
+    ("path", "mutating"),
+    [("/explode", False), ("/unencodable", True)],
+    ids=["raises", "unencodable"],
+)
+async def test_a_failed_handler_follows_the_failure_policy(
+    client: Client,
+    webhook: Webhook,
+    hooks: Hooks,
+    labelled_namespace: str,
+    configurations: list[Any],
+    path: str,
+    mutating: bool,
+) -> None:
+    """A handler that raises, or whose verdict cannot be encoded, is a failed call (HTTP
+    500): ``Ignore`` admits the object, ``Fail`` rejects it -- never a plain denial."""
+    ns = labelled_namespace
+    resource = MUTATING if mutating else VALIDATING
+    name = f"kubemoon-{ns}"
+    configurations.append((resource, name))
+    await install_configuration(
+        client, webhook, ns, mutating=mutating, path=path, failure_policy="Ignore"
+    )
+
+    async def called_and_admitted() -> bool:
+        before = hooks.crashes
+        created = await client.create(
+            CM, configmap("ignored", ok="1"), namespace=ns, options=WriteOptions(dry_run=True)
+        )
+        return hooks.crashes > before and created["metadata"]["name"] == "ignored"
+
+    await eventually(called_and_admitted, "the webhook to be called under Ignore")
+    created = await client.create(CM, configmap("admitted", ok="1"), namespace=ns)
+    assert "kubemoon.dev/mutated" not in (created["metadata"].get("labels") or {})
+
+    current = await client.get(resource, name)
+    current["webhooks"][0]["failurePolicy"] = "Fail"
+    await client.replace(resource, current)
+
+    async def rejected() -> bool:
+        try:
+            await client.create(
+                CM, configmap("probe", ok="1"), namespace=ns, options=WriteOptions(dry_run=True)
+            )
+        except ApiError as exc:
+            return exc.code == 500
+        return False
+
+    await eventually(rejected, "the Fail policy to apply")
+    with pytest.raises(ApiError) as info:
+        await client.create(CM, configmap("refused", ok="1"), namespace=ns)
+    assert info.value.code == 500
+    message = str(info.value)
+    assert f'failed calling webhook "{path[1:]}.kubemoon.dev"' in message
+    assert "denied the request" not in message
+    with pytest.raises(NotFound):
+        await client.get(CM, "refused", namespace=ns)
+
+
+async def test_mutual_tls_admits_the_apiserver_and_refuses_strangers(
+    client: Client,
+    kube_apiserver: ApiServer,
+    nursery: trio.Nursery,
+    tmp_path: Path,
+    hooks: Hooks,
+    labelled_namespace: str,
+    configurations: list[Any],
+) -> None:
+    app = WebhookApp()
+    app.validating("/validate", hooks.validate)
+    webhook = Webhook(
+        nursery,
+        WebhookCertificates.create(tmp_path / "certs"),
+        app,
+        client_ca_file=kube_apiserver.ca_file,
+    )
+    await webhook.start()
+    ns = labelled_namespace
+    configurations.append((VALIDATING, f"kubemoon-{ns}"))
+    await install_configuration(client, webhook, ns)
+    # The apiserver presents its webhook client certificate: its calls are answered.
+    await wait_until_enforced(client, ns)
+    with pytest.raises(ApiError, match="is not allowed"):
+        await client.create(CM, configmap("bad", **{FORBIDDEN_KEY: "1"}), namespace=ns)
+    created = await client.create(CM, configmap("good", ok="1"), namespace=ns)
+    assert created["metadata"]["name"] == "good"
+    calls = len(hooks.requests)
+
+    def anonymous() -> str:
+        context = ssl.create_default_context(cadata=webhook.certs.ca_bundle.decode("ascii"))
+        try:
+            with (
+                socket.create_connection(("127.0.0.1", webhook.port), timeout=10) as raw,
+                context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+            ):
+                tls.sendall(
+                    b"POST /validate HTTP/1.1\r\nHost: x\r\n"
+                    b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+                )
+                return "answered" if tls.recv(4096) else "closed"
+        except (ssl.SSLError, ConnectionError) as exc:
+            return f"refused: {exc}"
+
+    outcome = await trio.to_thread.run_sync(anonymous)
+    assert outcome.startswith(("refused", "closed")), outcome
+    assert len(hooks.requests) == calls  # the stranger reached no handler
 
 
 async def test_certificate_rotation_causes_no_failed_admission(

@@ -257,19 +257,31 @@ async def test_errors_are_answered_and_the_server_keeps_serving(
         assert status == 404
         response = await pool.request("GET", f"{running.server.url}/validate")
         assert response.status == 405
-        status, body = await running.post(pool, "/explode", json.dumps(review("x")).encode())
-        assert status == 200
-        assert answer(body)["status"]["code"] == 500
-        assert "RuntimeError: handler bug" in answer(body)["status"]["message"]
+        for _ in range(3):
+            status, body = await running.post(pool, "/explode", json.dumps(review("x")).encode())
+            # A failed call, not a review: the apiserver applies the failurePolicy.
+            assert status == 500
+            assert json.loads(body)["kind"] == "Status"
+            assert "RuntimeError: handler bug" in json.loads(body)["message"]
         status, body = await running.post(
             pool, "/validate", json.dumps(review("ok", {"a": "b"})).encode()
         )
         assert status == 200
         assert answer(body) == {"uid": "ok", "allowed": True}
-    # Structured logs: HTTP errors at WARNING, answered reviews at DEBUG, with attributes.
+    # Structured logs: client errors at WARNING, answered reviews at DEBUG, with attributes;
+    # a crashed handler at ERROR with its traceback. Both rate-limited: the second 400 of
+    # the route and the 2nd and 3rd crash are held back.
     records = [r for r in caplog.records if r.name == "kubemoon.webhook" and hasattr(r, "status")]
     by_status = {r.status: r for r in records}  # type: ignore[attr-defined]
     assert by_status[404].levelno == logging.WARNING
+    assert by_status[400].levelno == logging.WARNING
+    assert len([r for r in records if r.status == 400]) == 1  # type: ignore[attr-defined]
+    crashes = [r for r in records if r.status == 500]  # type: ignore[attr-defined]
+    assert len(crashes) == 1
+    assert crashes[0].levelno == logging.ERROR
+    assert crashes[0].exc_info is not None
+    assert crashes[0].exc_info[0] is RuntimeError
+    assert "raise RuntimeError" in caplog.text  # the traceback names the handler's line
     assert by_status[415].webhook == "configmaps"  # type: ignore[attr-defined]
     answered = [r for r in records if getattr(r, "uid", "") == "ok"]
     assert len(answered) == 1

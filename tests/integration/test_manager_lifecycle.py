@@ -242,6 +242,31 @@ async def test_close_client_false_leaves_the_client_open(
     assert client.connection_count == 0
 
 
+async def test_a_client_open_in_its_creators_block_outlives_the_manager(
+    adapter: Adapter, kube_apiserver: ApiServer, kube_namespace: str, nursery: trio.Nursery
+) -> None:
+    km = adapter.module
+    client = km.Client.from_kubeconfig(str(kube_apiserver.kubeconfig_path))
+    # The creator's `with`/`async with` block: it closes the client, the manager does not.
+    entered = await adapter.call(client.__enter__ if adapter.name == "sync" else client.__aenter__)
+    assert entered is client and client.in_context
+    try:
+        manager = km.Manager(client)
+        manager.controller(
+            "shared", CONFIGMAPS, kind="ConfigMap", namespace=kube_namespace
+        ).complete(reconcile_for(adapter, lambda ctx: Reconciled()))
+        run = await start_background(adapter, nursery, manager.run)
+        await wait_for(lambda: manager.reconciling)
+        call_soon(adapter, manager.stop)
+        await run.wait()
+        # Still usable after the manager: the block's owner goes on with it.
+        listed = await adapter.collect(client.list(CONFIGMAPS, namespace=kube_namespace))
+        assert isinstance(listed, list)
+    finally:
+        await adapter.close(client)
+    assert client.connection_count == 0
+
+
 async def test_a_released_lease_is_logged_as_free_not_as_an_empty_leader(
     adapter: Adapter,
     kube_apiserver: ApiServer,

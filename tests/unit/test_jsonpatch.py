@@ -119,3 +119,64 @@ def test_apply_error_names_a_later_operation() -> None:
     patch = [{"op": "add", "path": "/a", "value": 1}, {"op": "remove", "path": "/b"}]
     with pytest.raises(JSONPatchError, match="operation 1"):
         apply_json_patch({}, patch)
+
+
+@pytest.mark.parametrize(
+    ("doc", "value"),
+    [
+        (1, 1.0),
+        (1.0, 1),
+        ({"a": [2, {"b": 3}]}, {"a": [2.0, {"b": 3.0}]}),
+        (0.0, -0.0),
+        (10**20, 1e20),
+    ],
+)
+def test_test_compares_numbers_by_value(doc: Any, value: Any) -> None:
+    # RFC 6902 section 4.6: numbers are equal when their values are numerically equal.
+    patch = [{"op": "test", "path": "/v", "value": value}]
+    assert apply_json_patch({"v": doc}, patch) == {"v": doc}
+
+
+@pytest.mark.parametrize(
+    ("doc", "value"),
+    [(True, 1), (1, True), (False, 0), (0.0, False), ([1], [True]), ({"a": 1}, {"a": "1"}), (1, 2)],
+)
+def test_test_keeps_booleans_and_numbers_apart(doc: Any, value: Any) -> None:
+    patch = [{"op": "test", "path": "/v", "value": value}]
+    with pytest.raises(JSONPatchError, match="test failed"):
+        apply_json_patch({"v": doc}, patch)
+
+
+def test_a_list_shifted_by_one_is_replaced_whole() -> None:
+    before = {"items": [{"n": i} for i in range(5000)]}
+    after = {"items": [{"n": -1}, *before["items"]]}
+    ops = json_patch(before, after)
+    assert ops == [{"op": "replace", "path": "/items", "value": after["items"]}]
+    assert apply_json_patch(before, ops) == after
+
+
+def test_a_few_changes_in_a_long_list_stay_element_wise() -> None:
+    before = {"items": list(range(1000))}
+    changed = list(range(1000))
+    changed[10] = -10
+    changed[500] = -500
+    ops = json_patch(before, {"items": changed})
+    assert ops == [
+        {"op": "replace", "path": "/items/10", "value": -10},
+        {"op": "replace", "path": "/items/500", "value": -500},
+    ]
+    # Past the limit but under half the length: still element-wise.
+    many = list(range(1000))
+    for index in range(0, 400, 20):
+        many[index] = -index - 1
+    assert len(json_patch(before, {"items": many})) == 20
+
+
+def test_mappings_and_tuples_diff_like_dicts_and_lists() -> None:
+    from types import MappingProxyType
+
+    assert json_patch({"a": (1, 2)}, {"a": [1, 2]}) == []
+    assert json_patch(MappingProxyType({"a": 1}), {"a": 1}) == []
+    assert json_patch({"a": (1,)}, {"a": "x"}) == [{"op": "replace", "path": "/a", "value": "x"}]
+    ops = json_patch({"a": 1}, {"a": (1, {"b": MappingProxyType({"c": 2})})})
+    assert ops == [{"op": "replace", "path": "/a", "value": [1, {"b": {"c": 2}}]}]

@@ -11,6 +11,7 @@ from test_admission import CONFIGMAP, review
 
 from kubemoon_core import (
     DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_MAX_CONVERSION_BODY_SIZE,
     AdmissionRequest,
     AdmissionResponse,
     Converter,
@@ -72,7 +73,8 @@ def response_of(reply: Any) -> dict[str, Any]:
 def test_routes() -> None:
     assert app().routes["/validate"] == ("configmaps", WebhookKind.VALIDATING)
     assert app().routes["/convert"] == ("/convert", WebhookKind.CONVERSION)
-    assert DEFAULT_MAX_BODY_SIZE == 7 * 1024 * 1024
+    assert DEFAULT_MAX_BODY_SIZE == 1024 * 1024
+    assert DEFAULT_MAX_CONVERSION_BODY_SIZE == 7 * 1024 * 1024
     assert WebhookApp().max_body_size == DEFAULT_MAX_BODY_SIZE
 
 
@@ -87,6 +89,9 @@ def test_route_registration_rules() -> None:
         a.validating("/v?x=1", validate)
     with pytest.raises(LocalProtocolError, match="positive"):
         WebhookApp(max_body_size=0)
+    for bad in (0, -1, True, 1.5, "10"):
+        with pytest.raises(LocalProtocolError, match="positive"):
+            a.validating("/w", validate, max_body_size=bad)  # type: ignore[arg-type]
 
 
 def test_validating_allows_and_denies() -> None:
@@ -124,14 +129,78 @@ def test_mutating_answers_a_patch() -> None:
         ("/sneaky-patch", "webhook /sneaky-patch failed: TypeError: a validating webhook cannot"),
     ],
 )
-def test_a_failing_handler_is_a_denied_review_with_code_500(path: str, message: str) -> None:
+def test_a_failing_handler_is_an_http_500_not_a_review(path: str, message: str) -> None:
+    # Not "allowed: false" (a denial under any failurePolicy): a failed call, so the
+    # apiserver applies the webhook's failurePolicy.
     reply = post(path, review())
-    answer = response_of(reply)
-    assert answer["allowed"] is False
-    assert answer["status"]["code"] == 500
-    assert answer["status"]["reason"] == "InternalError"
-    assert answer["status"]["message"].startswith(message)
-    assert reply.outcome == "error"
+    assert reply.status == 500
+    status = _status(reply)
+    assert "response" not in status
+    assert status["reason"] == "InternalError"
+    assert status["message"].startswith(message)
+    assert (reply.outcome, reply.uid) == ("InternalError", review()["request"]["uid"])
+    assert isinstance(reply.error, Exception)
+    assert reply.message == status["message"]
+
+
+def test_a_verdict_that_cannot_be_encoded_is_an_http_500() -> None:
+    import datetime
+
+    def stamp(request: AdmissionRequest) -> AdmissionResponse:
+        assert request.object is not None
+        mutated = json.loads(json.dumps(request.object))
+        mutated["metadata"]["when"] = datetime.datetime(2026, 1, 1)  # not JSON
+        return AdmissionResponse.patched(request.object, mutated)
+
+    a = WebhookApp()
+    a.mutating("/stamp", stamp)
+    reply = a.handle("POST", "/stamp", JSON_HEADERS, json.dumps(review()).encode())
+    assert reply.status == 500
+    assert "cannot be encoded" in _status(reply)["message"]
+    assert reply.error is not None
+
+
+def test_a_conversion_that_cannot_be_encoded_is_an_http_500() -> None:
+    import datetime
+
+    converter = Converter()
+    converter.register(
+        "example.com/v1", "example.com/v2", lambda obj: {**obj, "at": datetime.date(2026, 1, 1)}
+    )
+    a = WebhookApp()
+    a.conversion("/c", converter)
+    doc = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "request": {
+            "uid": "c-9",
+            "desiredAPIVersion": "example.com/v2",
+            "objects": [{"apiVersion": "example.com/v1", "kind": "W"}],
+        },
+    }
+    reply = a.handle("POST", "/c", JSON_HEADERS, json.dumps(doc).encode())
+    assert (reply.status, reply.uid) == (500, "c-9")
+    assert _status(reply)["reason"] == "InternalError"
+
+
+def test_body_limits_per_route() -> None:
+    a = WebhookApp(max_body_size=100)
+    a.validating("/small", validate)
+    a.validating("/big", validate, max_body_size=5000)
+    a.conversion("/convert", Converter())
+    a.conversion("/tiny-convert", Converter(), max_body_size=10)
+    assert a.body_limit("/small?timeout=10s") == 100
+    assert a.body_limit("/big") == 5000
+    assert a.body_limit("/convert") == DEFAULT_MAX_CONVERSION_BODY_SIZE
+    assert a.body_limit("/tiny-convert") == 10
+    assert a.body_limit("/unknown") == 100
+    body = json.dumps(review(object={**CONFIGMAP, "data": {"a": "b" * 300}})).encode()
+    assert a.handle("POST", "/small", JSON_HEADERS, body).status == 413
+    assert "100 bytes" in a.handle("POST", "/small", JSON_HEADERS, body).message
+    assert a.handle("POST", "/big", JSON_HEADERS, body).status == 200
+    for length, status in (("101", 413), ("100", None), ("9" * 5000, 413), ("\xb2", None)):
+        reply = a.precheck("POST", "/small", [*JSON_HEADERS, ("Content-Length", length)])
+        assert (reply.status if reply else None) == status
 
 
 def test_conversion_route() -> None:
@@ -333,3 +402,45 @@ def test_ca_bundle_patch_refuses_what_it_cannot_patch(obj: Any, message: str) ->
     ):
         with pytest.raises(LocalProtocolError, match="no webhook"):
             ca_bundle_patch(_configuration(obj["kind"]), b"PEM", webhooks=["zzz"])
+
+
+def test_the_network_policy_covers_exactly_the_operators_ports() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2] / "deploy"
+    (policy,) = yaml.safe_load_all((root / "networkpolicy.yaml").read_text())
+    deployment = next(
+        doc
+        for doc in yaml.safe_load_all((root / "deployment.yaml").read_text())
+        if doc["kind"] == "Deployment"
+    )
+    pod = deployment["spec"]["template"]
+    assert policy["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    assert policy["spec"]["podSelector"]["matchLabels"] == pod["metadata"]["labels"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (container,) = pod["spec"]["containers"]
+    served = {p["containerPort"] for p in container["ports"]}
+    allowed = [p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]]
+    assert sorted(allowed) == sorted(served)  # each port once, none left open to all
+    assert all(rule["from"] for rule in policy["spec"]["ingress"])
+
+
+def test_raise_open_file_limit_in_a_child_process() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import resource\n"
+        "from kubemoon_io import raise_open_file_limit\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))\n"
+        "first = raise_open_file_limit()\n"
+        "print(first, raise_open_file_limit(), *resource.getrlimit(resource.RLIMIT_NOFILE), hard)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    first, second, soft, hard_now, hard = (int(x) for x in out.stdout.split())
+    assert first == second == soft  # raised once, then left alone
+    assert hard_now == hard  # the hard limit is never touched
+    assert soft > 64
