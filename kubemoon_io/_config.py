@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 
 from kubemoon_core._kubeconfig import (
+    MAX_KUBECONFIG_BYTES,
     SERVICE_ACCOUNT_DIR,
     ClientConfig,
     ConfigError,
@@ -44,12 +45,39 @@ def kubeconfig_paths(env: Mapping[str, str] | None = None) -> list[str]:
 
 def _read_text(path: str) -> str | None:
     try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
+        with open(path, "rb") as handle:
+            # One byte more than the limit, so that a huge file is refused unread.
+            data = handle.read(MAX_KUBECONFIG_BYTES + 1)
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read the kubeconfig: {exc}", file=path) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read the kubeconfig: {exc.strerror}", file=path) from None
+    if len(data) > MAX_KUBECONFIG_BYTES:
+        raise ConfigError(f"the kubeconfig is larger than {MAX_KUBECONFIG_BYTES} bytes", file=path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"the kubeconfig is not UTF-8 (byte {exc.start})", file=path) from None
+
+
+def _check_files(config: ClientConfig) -> None:
+    """Open the files the selected entries name, as kubectl does before using them."""
+    named = [("certificate-authority", config.ca_file)]
+    if config.client_cert_file or config.client_cert_data:
+        named += [("client-certificate", config.client_cert_file)]
+        named += [("client-key", config.client_key_file)]
+    if config.scheme == "https" and not config.token:
+        named.append(("tokenFile", config.token_file))
+    for key, path in named:
+        if path is None:
+            continue
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read {path}: {exc.strerror}", file=config.source, key=key
+            ) from None
 
 
 def load_kubeconfig(
@@ -61,7 +89,10 @@ def load_kubeconfig(
     """Load a kubeconfig and return the configuration of ``context`` (or current-context).
 
     With ``path``, only that file is read and it must exist; otherwise the files of
-    ``KUBECONFIG`` are merged (missing ones skipped), or ``~/.kube/config`` is read.
+    ``KUBECONFIG`` are merged (missing ones skipped), or ``~/.kube/config`` is read. As
+    kubectl, every file must decode (an entry that is never used included), and the files
+    the selected entries name (CA, client certificate and key, a token file) must open.
+    A file larger than :data:`~kubemoon_core.MAX_KUBECONFIG_BYTES` is refused unread.
     """
     paths = [os.fspath(path)] if path is not None else kubeconfig_paths(env)
     sources: list[tuple[str, str | None]] = []
@@ -75,7 +106,9 @@ def load_kubeconfig(
         sources.append((absolute, text))
     if not sources:
         raise ConfigError("no kubeconfig file found", file=os.pathsep.join(paths))
-    return merge_kubeconfigs(sources).select(context)
+    config = merge_kubeconfigs(sources).select(context)
+    _check_files(config)
+    return config
 
 
 def load_in_cluster_config(

@@ -1,4 +1,5 @@
-"""``kubemoon-testenv``: build or locate the real kube-apiserver, etcd and controller manager.
+"""``kubemoon-testenv``: build or locate the real kube-apiserver, etcd, controller manager and
+the kubectl that differential tests compare against.
 
 Rules of this module:
 
@@ -66,6 +67,8 @@ _PROGRAMS = (
         "k8s.io/kubernetes/cmd/kube-controller-manager",
         ("controller-manager", "kcm"),
     ),
+    # The reference of the kubeconfig differential tests (tests/differential).
+    _Program("kubectl", "k8s.io/kubernetes/cmd/kubectl", ()),
 )
 # An import path printed by `go build -v`: no spaces, no colons.
 _PACKAGE_LINE = re.compile(r"^[A-Za-z0-9_.~/+-]+$")
@@ -325,7 +328,7 @@ def _run_build(names: str | None, *, force: bool) -> int:
         else:
             _say(
                 f"building {', '.join(p.name for p in todo)} {KUBERNETES_VERSION} into "
-                f"{directory} (cold, all three take about 15 minutes on 2 idle "
+                f"{directory} (cold, all four take about 20 minutes on 2 idle "
                 f"cores; progress every {_PROGRESS_EVERY:.0f} s)"
             )
             _build(directory, todo, go)
@@ -358,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="kubemoon-testenv",
         description=(
-            f"Build (once) or locate kube-apiserver, etcd and kube-controller-manager "
+            f"Build (once) or locate kube-apiserver, etcd, kube-controller-manager and kubectl "
             f"{KUBERNETES_VERSION} for kubemoon_testing's real test environment. Binaries "
             "are cached in $KUBEMOON_TESTENV_DIR/<version> (default "
             "${XDG_CACHE_HOME:-~/.cache}/kubemoon/testenv/<version>)."
@@ -369,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     build_cmd.add_argument(
         "--only",
         metavar="NAMES",
-        help="comma-separated subset: kube-apiserver, etcd, kube-controller-manager",
+        help="comma-separated subset: kube-apiserver, etcd, kube-controller-manager, kubectl",
     )
     build_cmd.add_argument("--force", action="store_true", help="rebuild even if cached")
     path_cmd = commands.add_parser("path", help="print the cache directory or one binary")

@@ -1,0 +1,298 @@
+"""Kubeconfig reading as kubectl 1.37 reads it: issue 22's ten differences, kubectl's YAML,
+and hostile files. Each case states what kubectl does (checked against kubectl v1.37.2 by
+tests/differential/test_kubeconfig_vs_kubectl.py)."""
+
+from __future__ import annotations
+
+import base64
+import textwrap
+from typing import Any
+
+import pytest
+
+from kubemoon_core import KubeMoonError
+from kubemoon_core._kubeconfig import (
+    MAX_KUBECONFIG_BYTES,
+    ClientConfig,
+    ConfigError,
+    merge_kubeconfigs,
+)
+from kubemoon_io._credentials import CredentialProvider
+
+V1BETA1 = "client.authentication.k8s.io/v1beta1"
+
+
+def _text(user: str, cluster: str = "{server: 'https://h:6443'}", extra: str = "") -> str:
+    return textwrap.dedent(
+        f"""\
+        apiVersion: v1
+        kind: Config
+        clusters:
+        - name: c
+          cluster: {cluster}
+        users:
+        - name: u
+          user: {user}
+        contexts:
+        - name: x
+          context: {{cluster: c, user: u}}
+        current-context: x
+        """
+    ) + textwrap.dedent(extra)
+
+
+def _select(
+    user: str, cluster: str = "{server: 'https://h:6443'}", extra: str = ""
+) -> ClientConfig:
+    return merge_kubeconfigs([("/home/me/.kube/config", _text(user, cluster, extra))]).select()
+
+
+def _refused(text: str, fragment: str) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        merge_kubeconfigs([("/k/config", text)]).select()
+    assert fragment in str(info.value)
+    assert isinstance(info.value, KubeMoonError)
+    return info.value
+
+
+# -- issue 22, items 1 to 10 -----------------------------------------------------------------
+
+
+def test_1_a_username_alone_is_basic_auth_with_an_empty_password() -> None:
+    config = _select("{username: me}")
+    assert (config.username, config.password) == ("me", None)
+    header, _ = CredentialProvider(config).header()
+    assert header == "Basic " + base64.b64encode(b"me:").decode()
+
+
+def test_1_a_password_alone_is_accepted_and_sends_nothing() -> None:
+    config = _select("{password: pw}")
+    assert CredentialProvider(config).header()[0] is None
+
+
+def test_2_a_client_key_without_a_certificate_is_ignored() -> None:
+    config = _select("{token: t, client-key: k}")
+    assert config.token == "t"
+    assert config.client_key_file is None and config.client_key_data is None
+    assert _select("{token: t, client-key-data: QUJD}").client_key_data is None
+
+
+def test_3_an_exec_env_entry_without_value_is_empty() -> None:
+    config = _select(f"{{exec: {{apiVersion: {V1BETA1}, command: kl, env: [{{name: A}}]}}}}")
+    assert config.exec is not None and config.exec.env == (("A", ""),)
+
+
+@pytest.mark.parametrize("name", ["''", "null", "~"])
+def test_4_an_exec_env_entry_without_a_name_is_refused(name: str) -> None:
+    text = _text(
+        f"{{exec: {{apiVersion: {V1BETA1}, command: kl, env: [{{name: {name}, value: x}}]}}}}"
+    )
+    error = _refused(text, "has no name")
+    assert error.key == "users[0].user.exec.env[0]"
+
+
+@pytest.mark.parametrize("word", ["n", "N", "y", "Y", "yes", "no", "on", "off", "On", "OFF"])
+def test_5_yaml_1_1_booleans_are_booleans_as_in_kubectl(word: str) -> None:
+    text = _text(
+        f"{{exec: {{apiVersion: {V1BETA1}, command: kl, env: [{{name: A, value: {word}}}]}}}}"
+    )
+    error = _refused(text, "must be a string")
+    assert error.key == "users[0].user.exec.env[0].value"
+    # Quoted, it is the string.
+    quoted = _select(
+        f"{{exec: {{apiVersion: {V1BETA1}, command: kl, env: [{{name: A, value: '{word}'}}]}}}}"
+    )
+    assert quoted.exec is not None and quoted.exec.env == (("A", word),)
+
+
+def test_6_a_backslash_is_no_path_separator_on_posix() -> None:
+    config = _select(f"{{exec: {{apiVersion: {V1BETA1}, command: 'bin\\kl'}}}}")
+    assert config.exec is not None and config.exec.command == "bin\\kl"
+    relative = _select(f"{{exec: {{apiVersion: {V1BETA1}, command: bin/kl}}}}")
+    assert relative.exec is not None and relative.exec.command == "/home/me/.kube/bin/kl"
+
+
+@pytest.mark.parametrize("proxy", ["http://p:3128/x", "http://p:3128/?a=b", "socks5://p/#f"])
+def test_7_a_proxy_url_may_carry_a_path_a_query_or_a_fragment(proxy: str) -> None:
+    assert _select("{}", f"{{server: 'https://h', proxy-url: '{proxy}'}}").proxy_url == proxy
+
+
+def test_8_wrapped_base64_is_accepted_as_go_decodes_it() -> None:
+    pem = b"-----BEGIN CERTIFICATE-----\n" + b"A" * 200 + b"\n-----END CERTIFICATE-----\n"
+    encoded = base64.b64encode(pem).decode()
+    wrapped = "\n".join(encoded[i : i + 76] for i in range(0, len(encoded), 76)) + "\n"
+    document = {
+        "clusters": [
+            {"name": "c", "cluster": {"server": "https://h", "certificate-authority-data": wrapped}}
+        ],
+        "contexts": [{"name": "x", "context": {"cluster": "c"}}],
+        "current-context": "x",
+    }
+    assert merge_kubeconfigs([("/k", document)]).select().ca_data == pem
+    crlf = dict(document)
+    crlf["clusters"] = [
+        {"name": "c", "cluster": {"server": "https://h", "certificate-authority-data": "QU\r\nJD"}}
+    ]
+    assert merge_kubeconfigs([("/k", crlf)]).select().ca_data == b"ABC"
+
+
+@pytest.mark.parametrize(
+    "value", ["QUJD IA==", "QUJ", "QUJD=", "QQ==QQ==", "QUJD\tRA==", "Q\u00e9JD"]
+)
+def test_8_base64_that_go_refuses_is_refused(value: str) -> None:
+    document = {"users": [{"name": "u", "user": {"client-certificate-data": value}}]}
+    with pytest.raises(ConfigError, match="not valid base64") as info:
+        merge_kubeconfigs([("/k", document)])
+    assert value not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("entry", "key"),
+    [
+        (
+            "users:\n- name: other\n  user: {client-key-data: '!!notbase64'}\n",
+            "users[0].user.client-key-data",
+        ),
+        ("users:\n- name: other\n  user: {token: 12345}\n", "users[0].user.token"),
+        (
+            "clusters:\n- name: o\n  cluster: {server: x, disable-compression: 'yes'}\n",
+            "clusters[0].cluster.disable-compression",
+        ),
+        ("contexts:\n- name: o\n  context: {cluster: [a]}\n", "contexts[0].context.cluster"),
+        ("users:\n- name: o\n  user: {exec: {args: [1]}}\n", "users[0].user.exec.args"),
+        ("users:\n- name: o\n  user: {as-user-extra: {a: b}}\n", "users[0].user.as-user-extra.a"),
+        ("preferences: {colors: 'true'}\n", "preferences.colors"),
+    ],
+)
+def test_9_a_malformed_entry_in_any_file_fails_the_whole_load(entry: str, key: str) -> None:
+    good = _text("{token: t}")
+    with pytest.raises(ConfigError) as info:
+        merge_kubeconfigs([("/a", good), ("/b", entry)])
+    assert (info.value.file, info.value.key) == ("/b", key)
+
+
+def test_9_a_shadowed_duplicate_is_still_decoded() -> None:
+    # The second file's "u" is never used (the first file wins), yet kubectl refuses it.
+    shadowed = "users:\n- name: u\n  user: {insecure: 1, token: [x]}\n"
+    with pytest.raises(ConfigError, match="must be a string"):
+        merge_kubeconfigs([("/a", _text("{token: t}")), ("/b", shadowed)])
+
+
+def test_10_tls_settings_of_an_http_server_are_ignored() -> None:
+    cluster = "{server: 'http://h:8080', insecure-skip-tls-verify: true, certificate-authority-data: QUJD}"
+    config = _select("{}", cluster)
+    assert config.scheme == "http"
+    with pytest.raises(ConfigError, match="cannot be combined"):
+        _select("{}", cluster.replace("http://", "https://"))
+
+
+# -- the rest of kubectl's reading -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("plain", "is_string"),
+    [
+        ("1:20", True),  # sexagesimal is a string in go-yaml v2 (PyYAML: 80)
+        ("2001-12-14", True),  # timestamps stay strings (PyYAML: a date)
+        ("=", True),  # PyYAML's "value" tag
+        ("1e3", False),  # a float for Go (PyYAML: the string "1e3")
+        ("0o17", False),
+        ("0x1F", False),
+        ("-0b101", False),
+        ("1_000", False),
+        ("08", False),  # not octal, but a float for Go
+        (".5", False),
+        (".inf", False),
+        ("0x1FFFFFFFFFFFFFFFFF", True),  # beyond 64 bits and no float: a string
+        ("+", True),
+        ("v1.2", True),
+    ],
+)
+def test_plain_scalars_resolve_as_go_yaml_v2(plain: str, is_string: bool) -> None:
+    text = _text(f"{{token: {plain}}}")
+    if is_string:
+        assert merge_kubeconfigs([("/k", text)]).select().token == plain
+    else:
+        _refused(text, "must be a string")
+
+
+@pytest.mark.parametrize(
+    ("header", "accepted"),
+    [
+        ("apiVersion: v1\nkind: Config\n", True),
+        ("kind: Config\n", True),
+        ("apiVersion: v1\n", True),
+        ("", True),
+        ("apiVersion: v2\nkind: Config\n", False),
+        ("apiVersion: v1\nkind: Pod\n", False),
+    ],
+)
+def test_only_a_v1_config_is_a_kubeconfig(header: str, accepted: bool) -> None:
+    text = header + "current-context: x\n"
+    if accepted:
+        assert merge_kubeconfigs([("/k", text)]).current_context == "x"
+    else:
+        with pytest.raises(ConfigError, match="not a kubeconfig"):
+            merge_kubeconfigs([("/k", text)])
+
+
+def test_nameless_entries_are_named_empty_and_reached_by_empty_references() -> None:
+    document: dict[str, Any] = {
+        "clusters": [{"cluster": {"server": "https://nameless"}}],
+        "users": [{"name": None, "user": {"token": "t"}}],
+        "contexts": [{"context": {"namespace": "ns"}}],
+    }
+    config = merge_kubeconfigs([("/k", document)]).select()
+    assert (config.server, config.token, config.namespace) == ("https://nameless", "t", "ns")
+
+
+# -- hostile files -------------------------------------------------------------------------
+
+
+def test_a_yaml_bomb_is_refused_as_excessive_aliasing() -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 9):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]")
+    lines.append("preferences: {extensions: [{name: e, extension: *a8}]}")
+    with pytest.raises(ConfigError, match="excessive aliasing"):
+        merge_kubeconfigs([("/bomb", "\n".join(lines))])
+
+
+def test_moderate_aliasing_is_accepted_as_go_yaml_accepts_it() -> None:
+    text = _text("&u {token: t}", extra="extensions: [{name: a, extension: [*u, *u, *u]}]\n")
+    assert merge_kubeconfigs([("/k", text)]).select().token == "t"
+
+
+@pytest.mark.parametrize("opener", ["[", "{a: "])
+def test_deep_nesting_is_refused_not_a_recursion_error(opener: str) -> None:
+    closer = "]" if opener == "[" else "}"
+    text = "preferences: " + opener * 5000 + closer * 5000
+    with pytest.raises(ConfigError, match="nested more than"):
+        merge_kubeconfigs([("/deep", text)])
+
+
+def test_a_huge_document_is_refused_before_parsing() -> None:
+    text = "a: " + "x" * MAX_KUBECONFIG_BYTES
+    with pytest.raises(ConfigError, match="larger than"):
+        merge_kubeconfigs([("/huge", text)])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: !!python/object/apply:os.system ['true']\n",
+        "a: !!bool maybe\n",
+        "a: !!int abc\n",
+        "a: !!float x\n",
+        "? [a, b]\n: c\n",
+        "a: b\n\tc: d\n",
+        "- [a\n",
+        "\x00",
+        "a: *missing\n",
+        "a: &x 1\na: &x 2\nb: *x\n---\nc: 1\n",
+    ],
+)
+def test_malformed_or_hostile_yaml_is_a_config_error(text: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        merge_kubeconfigs([("/bad", text)])
+    assert info.value.file == "/bad"
