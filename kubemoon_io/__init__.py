@@ -7,6 +7,7 @@ embeds the core in any other loop all use the same pieces.
 """
 
 from ._config import (
+    TOKEN_FILE_LIMIT,
     FileToken,
     kubeconfig_paths,
     load_config,
@@ -28,6 +29,7 @@ from ._transport import (
 __all__ = [
     "PLUGIN_OUTPUT_LIMIT",
     "PLUGIN_TIMEOUT",
+    "TOKEN_FILE_LIMIT",
     "CredentialProvider",
     "FileToken",
     "InsecureTLSWarning",

@@ -21,6 +21,7 @@ from kubemoon_core._kubeconfig import (
 )
 
 __all__ = [
+    "TOKEN_FILE_LIMIT",
     "FileToken",
     "kubeconfig_paths",
     "load_config",
@@ -72,8 +73,8 @@ def _check_files(config: ClientConfig) -> None:
         if path is None:
             continue
         try:
-            with open(path, "rb"):
-                pass
+            # Non-blocking: opening a FIFO must not hang the check.
+            os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
         except OSError as exc:
             raise ConfigError(
                 f"cannot read {path}: {exc.strerror}", file=config.source, key=key
@@ -148,6 +149,10 @@ def load_config(
     return load_kubeconfig(context=context, env=env)
 
 
+#: The largest token file read (a ServiceAccount token is about a kilobyte).
+TOKEN_FILE_LIMIT = 1 << 20
+
+
 class FileToken:
     """A bearer token kept in a file, re-read whenever the file changes (rotation).
 
@@ -168,8 +173,13 @@ class FileToken:
             info = os.stat(self.path)
             stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
             if force or stamp != self._stamp:
-                with open(self.path, encoding="utf-8") as handle:
-                    token = handle.read().strip()
+                with open(self.path, "rb") as handle:
+                    raw = handle.read(TOKEN_FILE_LIMIT + 1)  # /dev/zero must not eat memory
+                if len(raw) > TOKEN_FILE_LIMIT:
+                    raise ConfigError(
+                        f"the token file is larger than {TOKEN_FILE_LIMIT} bytes", file=self.path
+                    )
+                token = raw.decode("utf-8").strip()
                 if not token:
                     raise ConfigError("the token file is empty", file=self.path, key="token")
                 self._token, self._stamp = token, stamp
