@@ -616,8 +616,9 @@ def _exec_config(raw: Any, file: str, key: str) -> ExecConfig | None:
     if _PATHS.sep in command:
         command = _resolve(command, file)
     args = raw.get("args") or []
-    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+    if not isinstance(args, list) or not all(isinstance(a, str | None) for a in args):
         raise ConfigError("must be a list of strings", file=file, key=f"{key}.args")
+    args = [a or "" for a in args]  # a null argument is empty, as Go decodes it
     env: list[tuple[str, str]] = []
     raw_env = raw.get("env") or []
     if not isinstance(raw_env, list):
@@ -802,9 +803,10 @@ def _load_yaml(text: str | bytes, path: str) -> Any:
     loader: _GoYamlLoader | None = None
     try:
         loader = _GoYamlLoader(text)
-        node = loader.get_single_node()
-        if node is None:
+        # Only the first document counts, as with go-yaml: what follows is never parsed.
+        if not loader.check_node():
             return None
+        node = loader.get_node()
         _check_aliasing(node)
         return loader.construct_document(node)
     except _Refused as exc:
@@ -955,8 +957,9 @@ def _entries(doc: Mapping[str, Any], section: str, inner: str, path: str) -> lis
         raise ConfigError("must be a list", file=path, key=section)
     out = []
     names: set[str] = set()
-    for i, item in enumerate(raw):
+    for i, raw_item in enumerate(raw):
         key = f"{section}[{i}]"
+        item = {} if raw_item is None else raw_item  # null: an empty, nameless entry
         if not isinstance(item, Mapping):
             raise ConfigError("must be a mapping", file=path, key=key)
         # A missing name is the name "" (kubectl accepts it; only a context naming no

@@ -289,10 +289,30 @@ def test_a_huge_document_is_refused_before_parsing() -> None:
         "- [a\n",
         "\x00",
         "a: *missing\n",
-        "a: &x 1\na: &x 2\nb: *x\n---\nc: 1\n",
+        "--- [a\n---\nc: 1\n",
     ],
 )
 def test_malformed_or_hostile_yaml_is_a_config_error(text: str) -> None:
     with pytest.raises(ConfigError) as info:
         merge_kubeconfigs([("/bad", text)])
     assert info.value.file == "/bad"
+
+
+def test_only_the_first_yaml_document_is_read_as_by_kubectl() -> None:
+    text = _text("{token: t}") + "---\n- a list\n---\nbroken: [\n"
+    assert merge_kubeconfigs([("/k", text)]).select().token == "t"
+    assert merge_kubeconfigs([("/k", "---\n---\ncurrent-context: x\n")]).current_context == ""
+
+
+def test_duplicate_keys_keep_the_last_value_as_go_yaml_does() -> None:
+    text = _text("{token: first, token: second}")
+    assert merge_kubeconfigs([("/k", text)]).select().token == "second"
+
+
+def test_null_entries_and_null_arguments_decode_as_go_zero_values() -> None:
+    text = _text(f"{{exec: {{apiVersion: {V1BETA1}, command: kl, args: [null, a]}}}}")
+    text = text.replace("users:\n", "users:\n- null\n")
+    config = merge_kubeconfigs([("/k", text)]).select()
+    assert config.exec is not None and config.exec.args == ("", "a")
+    with pytest.raises(ConfigError, match="duplicate name"):
+        merge_kubeconfigs([("/k", "users: [null, {user: {}}]\n")])
