@@ -807,6 +807,8 @@ def _load_yaml(text: str | bytes, path: str) -> Any:
         if not loader.check_node():
             return None
         node = loader.get_node()
+        if node is None:
+            return None
         _check_aliasing(node)
         return loader.construct_document(node)
     except _Refused as exc:
