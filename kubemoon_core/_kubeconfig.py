@@ -807,8 +807,7 @@ def _load_yaml(text: str | bytes, path: str) -> Any:
         if not loader.check_node():
             return None
         node = loader.get_node()
-        if node is None:
-            return None
+        assert node is not None  # check_node() said a document follows
         _check_aliasing(node)
         return loader.construct_document(node)
     except _Refused as exc:
