@@ -437,9 +437,9 @@ class Kubeconfig:
         if ctx is None:
             key = "current-context" if context is None else "context"
             raise ConfigError(f"context {name!r} is not defined", file=where, key=key)
-        cluster_name = _string(ctx.body, "cluster", ctx.file, ctx.key)
-        user_name = _string(ctx.body, "user", ctx.file, ctx.key)
-        namespace = _string(ctx.body, "namespace", ctx.file, ctx.key) or "default"
+        cluster_name = _string(ctx.body, "cluster")
+        user_name = _string(ctx.body, "user")
+        namespace = _string(ctx.body, "namespace") or "default"
         # As kubectl: a name is looked up even when empty (an entry may be nameless).
         cluster = self.clusters.get(cluster_name)
         if cluster is None and not cluster_name:
@@ -469,31 +469,24 @@ def _join(key: str, name: str) -> str:
     return f"{key}.{name}" if key else name
 
 
-def _string(body: Mapping[str, Any], name: str, file: str, key: str) -> str:
+def _string(body: Mapping[str, Any], name: str) -> str:
+    """A string field ("" when unset); :func:`_check_type` has checked its type at load."""
     value = body.get(name)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise ConfigError("must be a string", file=file, key=_join(key, name))
-    return value
+    return value if isinstance(value, str) else ""
 
 
-def _bool(body: Mapping[str, Any], name: str, file: str, key: str) -> bool:
-    value = body.get(name)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise ConfigError("must be true or false", file=file, key=f"{key}.{name}")
-    return value
+def _bool(body: Mapping[str, Any], name: str) -> bool:
+    """A boolean field (False when unset); its type was checked at load."""
+    return body.get(name) is True
 
 
 def _data(body: Mapping[str, Any], name: str, file: str, key: str) -> bytes | None:
-    value = _string(body, name, file, key)
+    value = _string(body, name)
     return _go_base64(value, file, f"{key}.{name}") or None if value else None
 
 
 def _path(body: Mapping[str, Any], name: str, file: str, key: str) -> str | None:
-    value = _string(body, name, file, key)
+    value = _string(body, name)
     if not value:
         return None
     return _resolve(value, file)
@@ -532,10 +525,10 @@ _CLUSTER_KEYS = frozenset(
 
 def _cluster_settings(entry: _Entry) -> dict[str, Any]:
     body, file, key = entry.body, entry.file, entry.key
-    server = _string(body, "server", file, key)
+    server = _string(body, "server")
     if not server:
         raise ConfigError("the cluster has no server", file=file, key=f"{key}.server")
-    proxy = _string(body, "proxy-url", file, key) or None
+    proxy = _string(body, "proxy-url") or None
     if proxy is not None:
         _check_proxy(proxy, file, f"{key}.proxy-url")
     try:
@@ -547,8 +540,8 @@ def _cluster_settings(entry: _Entry) -> dict[str, Any]:
         "server": server,
         "ca_file": _path(body, "certificate-authority", file, key),
         "ca_data": _data(body, "certificate-authority-data", file, key),
-        "insecure_skip_tls_verify": _bool(body, "insecure-skip-tls-verify", file, key),
-        "tls_server_name": _string(body, "tls-server-name", file, key) or None,
+        "insecure_skip_tls_verify": _bool(body, "insecure-skip-tls-verify"),
+        "tls_server_name": _string(body, "tls-server-name") or None,
         "proxy_url": proxy,
     }
 
@@ -566,8 +559,8 @@ def _user_settings(entry: _Entry, cluster: _Entry) -> dict[str, Any]:
             raise ConfigError("is not supported", file=file, key=f"{key}.{unsupported}")
     # As client-go: a username alone is basic auth with an empty password; a password
     # alone authenticates nothing (but still counts as a method next to a token).
-    username = _string(body, "username", file, key) or None
-    password = _string(body, "password", file, key) or None
+    username = _string(body, "username") or None
+    password = _string(body, "password") or None
     if body.get("token") and (username is not None or password is not None):
         raise ConfigError(_TWO_METHODS, file=file, key=key)
     if username is not None and body.get("tokenFile"):
@@ -582,7 +575,7 @@ def _user_settings(entry: _Entry, cluster: _Entry) -> dict[str, Any]:
         # A key without a certificate is ignored, as client-go ignores it.
         "client_key_file": _path(body, "client-key", file, key) if has_cert else None,
         "client_key_data": _data(body, "client-key-data", file, key) if has_cert else None,
-        "token": _string(body, "token", file, key) or None,
+        "token": _string(body, "token") or None,
         "token_file": _path(body, "tokenFile", file, key),
         "username": username,
         "password": password,
@@ -596,9 +589,9 @@ def _user_settings(entry: _Entry, cluster: _Entry) -> dict[str, Any]:
 def _exec_config(raw: Any, file: str, key: str) -> ExecConfig | None:
     if raw is None:
         return None
-    if not isinstance(raw, Mapping):
-        raise ConfigError("must be a mapping", file=file, key=key)
-    api_version = _string(raw, "apiVersion", file, key)
+    # The types of every field were checked at load (_check_type); what is left is what
+    # client-go validates on the selected user.
+    api_version = _string(raw, "apiVersion")
     if not api_version:
         raise ConfigError("the exec plugin has no apiVersion", file=file, key=f"{key}.apiVersion")
     if api_version not in EXEC_API_VERSIONS:
@@ -607,7 +600,7 @@ def _exec_config(raw: Any, file: str, key: str) -> ExecConfig | None:
             file=file,
             key=f"{key}.apiVersion",
         )
-    command = _string(raw, "command", file, key)
+    command = _string(raw, "command")
     if not command:
         raise ConfigError("the exec plugin has no command", file=file, key=f"{key}.command")
     # A relative command with this platform's separator is relative to the kubeconfig
@@ -615,24 +608,18 @@ def _exec_config(raw: Any, file: str, key: str) -> ExecConfig | None:
     # name is a PATH lookup left to the adapter.
     if _PATHS.sep in command:
         command = _resolve(command, file)
-    args = raw.get("args") or []
-    if not isinstance(args, list) or not all(isinstance(a, str | None) for a in args):
-        raise ConfigError("must be a list of strings", file=file, key=f"{key}.args")
-    args = [a or "" for a in args]  # a null argument is empty, as Go decodes it
+    args = [a or "" for a in raw.get("args") or ()]  # a null argument is "", as in Go
     env: list[tuple[str, str]] = []
-    raw_env = raw.get("env") or []
-    if not isinstance(raw_env, list):
-        raise ConfigError("must be a list", file=file, key=f"{key}.env")
-    for i, item in enumerate(raw_env):
-        where = f"{key}.env[{i}]"
-        if not isinstance(item, Mapping):
-            raise ConfigError("must be a mapping", file=file, key=where)
-        # As client-go: the name is required, a missing value is empty.
-        name = _string(item, "name", file, where)
+    for i, item in enumerate(raw.get("env") or ()):
+        # As client-go: the name is required, a missing value (or a null entry) is empty.
+        entry = item or {}
+        name = _string(entry, "name")
         if not name:
-            raise ConfigError("the environment variable has no name", file=file, key=where)
-        env.append((name, _string(item, "value", file, where)))
-    mode = _string(raw, "interactiveMode", file, key)
+            raise ConfigError(
+                "the environment variable has no name", file=file, key=f"{key}.env[{i}]"
+            )
+        env.append((name, _string(entry, "value")))
+    mode = _string(raw, "interactiveMode")
     if not mode:
         if api_version.endswith("/v1"):
             raise ConfigError(
@@ -653,8 +640,8 @@ def _exec_config(raw: Any, file: str, key: str) -> ExecConfig | None:
         args=tuple(args),
         env=tuple(env),
         interactive_mode=mode,
-        provide_cluster_info=_bool(raw, "provideClusterInfo", file, key),
-        install_hint=_string(raw, "installHint", file, key),
+        provide_cluster_info=_bool(raw, "provideClusterInfo"),
+        install_hint=_string(raw, "installHint"),
         source=file,
     )
 
@@ -882,7 +869,12 @@ _CONFIG: _Schema = {
     "current-context": "string",
     "extensions": _EXTENSIONS,
 }
-_TYPE_NAMES = {"string": "a string", "bool": "true or false", "strings": "a list of strings"}
+_TYPE_NAMES = {
+    "string": "a string",
+    "bool": "true or false",
+    "bytes": "a base64 string",
+    "strings": "a list of strings",
+}
 
 
 def _check_type(value: Any, schema: _Schema, file: str, key: str) -> None:
@@ -951,18 +943,12 @@ def _document(path: str, document: Mapping[str, Any] | str | bytes | None) -> Ma
 
 
 def _entries(doc: Mapping[str, Any], section: str, inner: str, path: str) -> list[_Entry]:
-    raw = doc.get(section)
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise ConfigError("must be a list", file=path, key=section)
+    # Types were checked at load (_check_type): a list of mappings or nulls.
     out = []
     names: set[str] = set()
-    for i, raw_item in enumerate(raw):
+    for i, raw_item in enumerate(doc.get(section) or ()):
         key = f"{section}[{i}]"
-        item = {} if raw_item is None else raw_item  # null: an empty, nameless entry
-        if not isinstance(item, Mapping):
-            raise ConfigError("must be a mapping", file=path, key=key)
+        item = raw_item or {}  # null: an empty, nameless entry
         # A missing name is the name "" (kubectl accepts it; only a context naming no
         # cluster or user, or an empty current-context, reaches it).
         name = item.get("name") or ""
@@ -974,11 +960,7 @@ def _entries(doc: Mapping[str, Any], section: str, inner: str, path: str) -> lis
                 key=f"{key}.name",
             )
         names.add(name)
-        body = item.get(inner)
-        if body is None:
-            body = {}
-        if not isinstance(body, Mapping):
-            raise ConfigError("must be a mapping", file=path, key=f"{key}.{inner}")
+        body = item.get(inner) or {}
         out.append(_Entry(name, _Body(body), path, f"{key}.{inner}"))
     return out
 
@@ -1008,7 +990,7 @@ def merge_kubeconfigs(
             for entry in _entries(doc, section, inner, path):
                 target.setdefault(entry.name, entry)
         if not current:
-            current = _string(doc, "current-context", path, "")
+            current = _string(doc, "current-context")
     return Kubeconfig(clusters, users, contexts, current, tuple(path for path, _ in sources))
 
 

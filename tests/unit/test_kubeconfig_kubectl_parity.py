@@ -162,6 +162,10 @@ def test_8_base64_that_go_refuses_is_refused(value: str) -> None:
         ("users:\n- name: o\n  user: {exec: {args: [1]}}\n", "users[0].user.exec.args"),
         ("users:\n- name: o\n  user: {as-user-extra: {a: b}}\n", "users[0].user.as-user-extra.a"),
         ("preferences: {colors: 'true'}\n", "preferences.colors"),
+        (
+            "users:\n- name: o\n  user: {auth-provider: {config: [a]}}\n",
+            "users[0].user.auth-provider.config",
+        ),
     ],
 )
 def test_9_a_malformed_entry_in_any_file_fails_the_whole_load(entry: str, key: str) -> None:
@@ -200,6 +204,7 @@ def test_10_tls_settings_of_an_http_server_are_ignored() -> None:
         ("0x1F", False),
         ("-0b101", False),
         ("1_000", False),
+        ("0755", False),  # octal
         ("08", False),  # not octal, but a float for Go
         (".5", False),
         (".inf", False),
@@ -249,11 +254,12 @@ def test_nameless_entries_are_named_empty_and_reached_by_empty_references() -> N
 # -- hostile files -------------------------------------------------------------------------
 
 
-def test_a_yaml_bomb_is_refused_as_excessive_aliasing() -> None:
+@pytest.mark.parametrize("levels", [9, 6])  # 10**9 nodes; 10**6 (go-yaml's sliding ratio)
+def test_a_yaml_bomb_is_refused_as_excessive_aliasing(levels: int) -> None:
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
-    for i in range(1, 9):
+    for i in range(1, levels):
         lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]")
-    lines.append("preferences: {extensions: [{name: e, extension: *a8}]}")
+    lines.append(f"preferences: {{extensions: [{{name: e, extension: *a{levels - 1}}}]}}")
     with pytest.raises(ConfigError, match="excessive aliasing"):
         merge_kubeconfigs([("/bomb", "\n".join(lines))])
 
@@ -316,3 +322,16 @@ def test_null_entries_and_null_arguments_decode_as_go_zero_values() -> None:
     assert config.exec is not None and config.exec.args == ("", "a")
     with pytest.raises(ConfigError, match="duplicate name"):
         merge_kubeconfigs([("/k", "users: [null, {user: {}}]\n")])
+
+
+def test_an_exec_plugin_without_api_version_is_refused() -> None:
+    error = _refused(_text("{exec: {command: kl}}"), "no apiVersion")
+    assert error.key == "users[0].user.exec.apiVersion"
+
+
+@pytest.mark.parametrize("value", ["5", "true", "[QUJD]", "{a: b}"])
+def test_data_fields_must_be_base64_strings(value: str) -> None:
+    text = f"clusters: [{{name: o, cluster: {{certificate-authority-data: {value}}}}}]\n"
+    with pytest.raises(ConfigError, match="must be a base64 string") as info:
+        merge_kubeconfigs([("/k", text)])
+    assert info.value.key == "clusters[0].cluster.certificate-authority-data"
