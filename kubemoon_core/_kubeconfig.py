@@ -489,6 +489,8 @@ def _path(body: Mapping[str, Any], name: str, file: str, key: str) -> str | None
     value = _string(body, name)
     if not value:
         return None
+    if "\x00" in value:  # no file can have that name (kubectl: "invalid argument")
+        raise ConfigError("the path contains a NUL character", file=file, key=f"{key}.{name}")
     return _resolve(value, file)
 
 
@@ -619,6 +621,9 @@ def _exec_config(raw: Any, file: str, key: str) -> ExecConfig | None:
                 "the environment variable has no name", file=file, key=f"{key}.env[{i}]"
             )
         env.append((name, _string(entry, "value")))
+    # No process can be given a NUL character (kubectl fails when it runs the plugin).
+    if any("\x00" in text for text in (command, *args, *(n + v for n, v in env))):
+        raise ConfigError("the exec plugin contains a NUL character", file=file, key=key)
     mode = _string(raw, "interactiveMode")
     if not mode:
         if api_version.endswith("/v1"):

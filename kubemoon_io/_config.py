@@ -51,8 +51,10 @@ def _read_text(path: str) -> str | None:
             data = handle.read(MAX_KUBECONFIG_BYTES + 1)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        raise ConfigError(f"cannot read the kubeconfig: {exc.strerror}", file=path) from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        reason = getattr(exc, "strerror", None) or str(exc)
+        shown = path.replace("\x00", "\\x00")
+        raise ConfigError(f"cannot read the kubeconfig: {reason}", file=shown) from None
     if len(data) > MAX_KUBECONFIG_BYTES:
         raise ConfigError(f"the kubeconfig is larger than {MAX_KUBECONFIG_BYTES} bytes", file=path)
     try:
@@ -183,7 +185,7 @@ class FileToken:
                 if not token:
                     raise ConfigError("the token file is empty", file=self.path, key="token")
                 self._token, self._stamp = token, stamp
-        except (OSError, UnicodeDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a NUL in the path
             reason = getattr(exc, "strerror", None) or type(exc).__name__
             raise ConfigError(f"cannot read the token file: {reason}", file=self.path) from None
         return self._token

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import yaml
 from fault_support import PODS, Adapter
 
 from kubemoon_core import MAX_KUBECONFIG_BYTES
-from kubemoon_core._kubeconfig import ConfigError
+from kubemoon_core._kubeconfig import ConfigError, ExecConfig
 from kubemoon_io import (
     TOKEN_FILE_LIMIT,
     FileToken,
@@ -131,6 +132,10 @@ def test_loading_errors_name_the_file(tmp_path: Path) -> None:
         load_kubeconfig(env={"KUBECONFIG": str(tmp_path / "a")})
     with pytest.raises(ConfigError, match="cannot read the kubeconfig"):
         load_kubeconfig(tmp_path)  # a directory
+    with pytest.raises(ConfigError, match="cannot read the kubeconfig"):
+        load_kubeconfig(str(tmp_path / "a\x00b"))
+    with pytest.raises(ConfigError, match="cannot read the token file"):
+        FileToken(str(tmp_path / "t\x00")).read()
     bad = write(tmp_path / "bad", "clusters: [\n")
     with pytest.raises(ConfigError, match=f"{bad}: invalid YAML"):
         load_kubeconfig(bad)
@@ -204,6 +209,10 @@ def test_a_kubeconfig_that_is_not_utf8_or_not_a_file_is_a_config_error(tmp_path:
         load_kubeconfig(latin)
     with pytest.raises(ConfigError, match="cannot read the kubeconfig"):
         load_kubeconfig(tmp_path)  # a directory
+    with pytest.raises(ConfigError, match="cannot read the kubeconfig"):
+        load_kubeconfig(str(tmp_path / "a\x00b"))
+    with pytest.raises(ConfigError, match="cannot read the token file"):
+        FileToken(str(tmp_path / "t\x00")).read()
 
 
 @pytest.mark.parametrize(
@@ -264,3 +273,38 @@ def test_a_fifo_named_by_a_kubeconfig_does_not_hang_the_load(tmp_path: Path) -> 
     )
     # http: the CA is only opened (as kubectl opens it), never read, so this returns.
     assert load_kubeconfig(config).ca_file == str(fifo)
+
+
+_GARBAGE_PLUGINS = {
+    "binary": "import sys\nsys.stdout.buffer.write(bytes(range(256)))\n",
+    "not a credential": 'print(\'{"kind": "Pod"}\')\n',
+    "deep": "print('[' * 100000 + ']' * 100000)\n",
+    "header injection": (
+        "import json\nprint(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1',"
+        " 'kind': 'ExecCredential', 'status': {'token': 'a\\r\\nX-Evil: 1'}}))\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_GARBAGE_PLUGINS))
+async def test_an_exec_plugin_printing_garbage_is_a_config_error(
+    adapter: Adapter, tmp_path: Path, name: str
+) -> None:
+    script = tmp_path / "plugin.py"
+    script.write_text(_GARBAGE_PLUGINS[name])
+    exec_config = ExecConfig(
+        api_version="client.authentication.k8s.io/v1",
+        command=sys.executable,
+        args=(str(script),),
+        interactive_mode="Never",
+        source=str(tmp_path / "kubeconfig"),
+    )
+    async with ScriptedServer() as server:
+        client = adapter.client(server.client_config(exec=exec_config))
+        try:
+            with pytest.raises(ConfigError) as info:
+                await adapter.call(client.get, PODS, "a", namespace="ns")
+        finally:
+            await adapter.close(client)
+        assert "X-Evil" not in str(info.value)
+        assert server.requests == []

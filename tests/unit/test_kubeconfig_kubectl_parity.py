@@ -335,3 +335,41 @@ def test_data_fields_must_be_base64_strings(value: str) -> None:
     with pytest.raises(ConfigError, match="must be a base64 string") as info:
         merge_kubeconfigs([("/k", text)])
     assert info.value.key == "clusters[0].cluster.certificate-authority-data"
+
+
+@pytest.mark.parametrize(
+    ("user", "cluster", "key"),
+    [
+        (
+            "{}",
+            "{server: 'https://h', certificate-authority: \"a\\0b\"}",
+            "clusters[0].cluster.certificate-authority",
+        ),
+        (
+            '{client-certificate: "a\\0b", client-key: k}',
+            "{server: 'https://h'}",
+            "users[0].user.client-certificate",
+        ),
+        ('{tokenFile: "t\\0"}', "{server: 'https://h'}", "users[0].user.tokenFile"),
+        (
+            f'{{exec: {{apiVersion: {V1BETA1}, command: "k\\0l"}}}}',
+            "{server: 'https://h'}",
+            "users[0].user.exec",
+        ),
+        (
+            f'{{exec: {{apiVersion: {V1BETA1}, command: kl, args: ["\\0"]}}}}',
+            "{server: 'https://h'}",
+            "users[0].user.exec",
+        ),
+        (
+            f'{{exec: {{apiVersion: {V1BETA1}, command: kl, env: [{{name: A, value: "\\0"}}]}}}}',
+            "{server: 'https://h'}",
+            "users[0].user.exec",
+        ),
+    ],
+)
+def test_a_nul_character_in_a_path_or_an_exec_plugin_is_refused(
+    user: str, cluster: str, key: str
+) -> None:
+    error = _refused(_text(user, cluster), "NUL character")
+    assert error.key == key
