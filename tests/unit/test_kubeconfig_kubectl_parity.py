@@ -9,6 +9,8 @@ import textwrap
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kubemoon_core import KubeMoonError
 from kubemoon_core._kubeconfig import (
@@ -373,3 +375,52 @@ def test_a_nul_character_in_a_path_or_an_exec_plugin_is_refused(
 ) -> None:
     error = _refused(_text(user, cluster), "NUL character")
     assert error.key == key
+
+
+_ATOMS = [
+    "", "n", "y", "on", "1e3", "0x10", "~", "'s'", '"\\0"', "[a]", "{a: b}", "*x", "&x v",
+    "!!binary QUJD", "!!str 5", "!!int 3", "!!timestamp 2001-12-14", "!!set {a}",
+    "!!omap [a: 1]", "2001-12-14", ".inf", "=", "https://h", "http://h", V1BETA1, "Never",
+]  # fmt: skip
+_KEYS = [
+    "clusters", "users", "contexts", "current-context", "name", "cluster", "user", "context",
+    "server", "certificate-authority-data", "certificate-authority", "token", "tokenFile",
+    "exec", "command", "apiVersion", "args", "env", "value", "interactiveMode", "proxy-url",
+    "insecure-skip-tls-verify", "namespace", "kind", "username", "password", "client-key",
+    "client-certificate-data", "as-user-extra", "auth-provider", "config", "<<",
+]  # fmt: skip
+
+
+@st.composite
+def _yamlish(draw: st.DrawFn, depth: int = 0) -> str:
+    kind = draw(st.integers(0, 2)) if depth < 4 else 0
+    if kind == 0:
+        return draw(st.sampled_from(_ATOMS))
+    if kind == 1:
+        items = draw(st.lists(st.tuples(st.sampled_from(_KEYS), _yamlish(depth + 1)), max_size=4))
+        return "{" + ", ".join(f"{k}: {v}" for k, v in items) + "}"
+    return "[" + ", ".join(draw(st.lists(_yamlish(depth + 1), max_size=3))) + "]"
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(_KEYS), _yamlish()), min_size=1, max_size=5),
+    st.text(max_size=8),
+)
+def test_any_document_is_read_or_refused_with_a_config_error(
+    fields: list[tuple[str, str]], noise: str
+) -> None:
+    text = "\n".join(f"{k}: {v}" for k, v in fields) + noise
+    try:
+        merged = merge_kubeconfigs([("/k", text)])
+    except ConfigError:
+        return
+    for context in [None, *merged.contexts]:
+        try:
+            config = merged.select(context)
+        except ConfigError:
+            continue
+        repr(config)
+        try:
+            CredentialProvider(config).header()
+        except ConfigError:
+            pass
