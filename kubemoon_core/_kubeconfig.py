@@ -511,20 +511,6 @@ def _resolve(value: str, file: str) -> str:
     return joined
 
 
-_CLUSTER_KEYS = frozenset(
-    {
-        "server",
-        "certificate-authority",
-        "certificate-authority-data",
-        "insecure-skip-tls-verify",
-        "tls-server-name",
-        "proxy-url",
-        "disable-compression",
-        "extensions",
-    }
-)
-
-
 def _cluster_settings(entry: _Entry) -> dict[str, Any]:
     body, file, key = entry.body, entry.file, entry.key
     server = _string(body, "server")
