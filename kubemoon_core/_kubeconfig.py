@@ -18,6 +18,7 @@ import base64
 import binascii
 import datetime
 import functools
+import math
 import ntpath
 import posixpath
 import re
@@ -655,8 +656,11 @@ class _GoYamlLoader(yaml.SafeLoader):
     kubectl reads a kubeconfig with go-yaml v2 and then decodes JSON into typed fields,
     so: ``y``/``n``/``yes``/``no``/``on``/``off`` (any of their three spellings) and
     ``true``/``false`` are booleans; numbers follow Go's ``strconv`` (``1e3`` and ``0o17``
-    are numbers, ``1:20`` is a string); timestamps and ``=`` stay strings. Nesting deeper
-    than ``_MAX_DEPTH`` is refused (PyYAML composes recursively).
+    are numbers, ``1:20`` is a string); timestamps and ``=`` stay strings; an anchor may be
+    defined again (the later one counts); a local tag (``!foo``) is ignored, ``!!binary``
+    is a string, ``!!omap`` and ``!!pairs`` are lists of mappings; only ``%YAML 1.1`` may
+    be declared. Nesting deeper than ``_MAX_DEPTH`` is refused (PyYAML composes
+    recursively).
     """
 
     yaml_implicit_resolvers = {}  # noqa: RUF012 - PyYAML keeps its resolvers there
@@ -667,9 +671,18 @@ class _GoYamlLoader(yaml.SafeLoader):
         try:
             if self._depth > _MAX_DEPTH:
                 raise _Refused(f"nested more than {_MAX_DEPTH} levels deep")
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            if not isinstance(event, yaml.AliasEvent) and event.anchor is not None:
+                self.anchors.pop(event.anchor, None)  # go-yaml lets an anchor be redefined
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def process_directives(self) -> Any:
+        result = super().process_directives()  # type: ignore[no-untyped-call]
+        if self.yaml_version not in (None, (1, 1)):
+            raise _Refused("found incompatible YAML document (only %YAML 1.1)")
+        return result
 
 
 _GO_BOOLS = {
@@ -733,8 +746,57 @@ _GoYamlLoader.add_implicit_resolver(
 )
 _GoYamlLoader.add_implicit_resolver("tag:yaml.org,2002:merge", re.compile(r"^<<$"), ["<"])
 _GoYamlLoader.add_implicit_resolver(_GO_NUMBER_TAG, re.compile(r"^[-+.0-9]"), list("-+.0123456789"))
+
+
+def _construct_untagged(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    """A node with a local tag (``!foo``), read as if it had none, as go-yaml reads it."""
+    if node.tag.startswith("tag:yaml.org,2002:"):
+        raise _Refused(f"unknown tag {printable(node.tag, 60)!r}")
+    if isinstance(node, yaml.ScalarNode):
+        return str(loader.construct_scalar(node))
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node, deep=True)
+    return loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+
+
+def _construct_go_binary(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:
+    data = yaml.SafeLoader.construct_yaml_binary(loader, node)
+    return bytes(data).decode("utf-8", errors="replace")  # Go: a string of those bytes
+
+
+def _construct_go_pairs(loader: yaml.SafeLoader, node: yaml.Node) -> list[Any]:
+    if not isinstance(node, yaml.SequenceNode):
+        raise _Refused("!!omap and !!pairs must be sequences")
+    return loader.construct_sequence(node, deep=True)
+
+
 _GoYamlLoader.add_constructor(_GO_NUMBER_TAG, _construct_go_number)
 _GoYamlLoader.add_constructor("tag:yaml.org,2002:bool", _construct_go_bool)
+_GoYamlLoader.add_constructor("tag:yaml.org,2002:binary", _construct_go_binary)
+_GoYamlLoader.add_constructor("tag:yaml.org,2002:omap", _construct_go_pairs)
+_GoYamlLoader.add_constructor("tag:yaml.org,2002:pairs", _construct_go_pairs)
+_GoYamlLoader.add_constructor(None, _construct_untagged)
+
+
+def _check_jsonable(document: Any) -> None:
+    """Refuse what kubectl cannot turn into JSON: a null map key, NaN or an infinity,
+    anywhere in the document (unknown fields included). Shared (aliased) containers are
+    visited once."""
+    seen: set[int] = set()
+    stack = [document]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise _Refused("NaN and infinities cannot be read (kubectl converts YAML to JSON)")
+        if not isinstance(value, dict | list) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, dict):
+            if None in value:
+                raise _Refused("a mapping key is null")
+            stack.extend(value.values())
+        else:
+            stack.extend(value)
 
 
 def _check_aliasing(root: yaml.Node) -> None:
@@ -787,7 +849,9 @@ def _load_yaml(text: str | bytes, path: str) -> Any:
         node = loader.get_node()
         assert node is not None  # check_node() said a document follows
         _check_aliasing(node)
-        return loader.construct_document(node)
+        document = loader.construct_document(node)
+        _check_jsonable(document)
+        return document
     except _Refused as exc:
         raise ConfigError(f"invalid YAML: {exc}", file=path) from None
     except yaml.YAMLError as exc:

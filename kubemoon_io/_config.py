@@ -57,10 +57,14 @@ def _read_text(path: str) -> str | None:
         raise ConfigError(f"cannot read the kubeconfig: {reason}", file=shown) from None
     if len(data) > MAX_KUBECONFIG_BYTES:
         raise ConfigError(f"the kubeconfig is larger than {MAX_KUBECONFIG_BYTES} bytes", file=path)
+    # UTF-8, or UTF-16 with a byte order mark, as kubectl's YAML reader accepts.
+    encoding = "utf-16" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8"
     try:
-        return data.decode("utf-8")
+        return data.decode(encoding)
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"the kubeconfig is not UTF-8 (byte {exc.start})", file=path) from None
+        raise ConfigError(
+            f"the kubeconfig is not {encoding.upper()} (byte {exc.start})", file=path
+        ) from None
 
 
 def _check_files(config: ClientConfig) -> None:

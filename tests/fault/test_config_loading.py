@@ -308,3 +308,14 @@ async def test_an_exec_plugin_printing_garbage_is_a_config_error(
             await adapter.close(client)
         assert "X-Evil" not in str(info.value)
         assert server.requests == []
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-8-sig"])
+def test_a_kubeconfig_with_a_byte_order_mark_is_read(tmp_path: Path, encoding: str) -> None:
+    text = _MINIMAL + "users: [{name: u, user: {token: t\u00e9}}]\n"
+    data = text.encode(encoding)
+    if encoding == "utf-16-be":
+        data = b"\xfe\xff" + data
+    config = tmp_path / "config"
+    config.write_bytes(data)
+    assert load_kubeconfig(config).token == "t\u00e9"

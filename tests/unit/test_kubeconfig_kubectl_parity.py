@@ -209,7 +209,7 @@ def test_10_tls_settings_of_an_http_server_are_ignored() -> None:
         ("0755", False),  # octal
         ("08", False),  # not octal, but a float for Go
         (".5", False),
-        (".inf", False),
+        (".5e1", False),
         ("0x1FFFFFFFFFFFFFFFFF", True),  # beyond 64 bits and no float: a string
         ("+", True),
         ("v1.2", True),
@@ -424,3 +424,38 @@ def test_any_document_is_read_or_refused_with_a_config_error(
             CredentialProvider(config).header()
         except ConfigError:
             pass
+
+
+# Found by feeding the same small documents to kubectl v1.37.2 and KubeMoon.
+@pytest.mark.parametrize(
+    ("text", "token"),
+    [
+        ("a: &x 1\nb: &x 2\nusers: [{name: u, user: {token: t}}]\n", "t"),  # anchor redefined
+        ("users: [{name: u, user: {token: !local t}}]\n", "t"),  # a local tag is ignored
+        ("users: [{name: u, user: {token: !!binary QUJD}}]\n", "ABC"),  # binary: a string
+        (
+            "preferences: {extensions: !!omap [{name: e}]}\nusers: [{name: u, user: {token: t}}]\n",
+            "t",
+        ),
+        ("%YAML 1.1\n---\nusers: [{name: u, user: {token: t}}]\n", "t"),
+    ],
+)
+def test_yaml_that_go_yaml_reads_is_read(text: str, token: str) -> None:
+    merged = merge_kubeconfigs([("/k", text)])
+    assert merged.users["u"].body["token"] == token
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("%YAML 1.2\n---\na: 1\n", "only %YAML 1.1"),
+        ("~: 1\n", "key is null"),
+        ("unknown: {deep: [.nan]}\n", "NaN and infinities"),
+        ("preferences: {extensions: [{name: e, extension: -.inf}]}\n", "NaN and infinities"),
+        ("a: !!python/name:os.system x\n", "invalid YAML"),
+        ("a: !!omap {b: 1}\n", "must be sequences"),
+    ],
+)
+def test_yaml_that_kubectl_cannot_read_is_refused(text: str, fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        merge_kubeconfigs([("/k", text)])
