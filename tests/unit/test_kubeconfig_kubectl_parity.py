@@ -432,6 +432,7 @@ def test_any_document_is_read_or_refused_with_a_config_error(
     [
         ("a: &x 1\nb: &x 2\nusers: [{name: u, user: {token: t}}]\n", "t"),  # anchor redefined
         ("users: [{name: u, user: {token: !local t}}]\n", "t"),  # a local tag is ignored
+        ("users: !local [{name: u, user: !local {token: t}}]\n", "t"),
         ("users: [{name: u, user: {token: !!binary QUJD}}]\n", "ABC"),  # binary: a string
         (
             "preferences: {extensions: !!omap [{name: e}]}\nusers: [{name: u, user: {token: t}}]\n",
