@@ -517,3 +517,105 @@ def test_kubeconfig_sets_read_as_kubectl_reads_them(kubectl_binary: Path, tmp_pa
     )
     # Both outcomes occur often enough for the comparison to mean something.
     assert 0.2 * SETS < tally["kubectl accepts"] < 0.8 * SETS, tally
+
+
+# Small documents at the edges of YAML and of kubectl's typed decoding, each loaded (with a
+# valid file after it) by kubectl and by KubeMoon. Only YAML_DELIBERATE may differ.
+YAML_EDGES = {
+    "yaml12": "%YAML 1.2\n---\ncurrent-context: x\n",
+    "yaml11": "%YAML 1.1\n---\ncurrent-context: x\n",
+    "tagdir": "%TAG !e! tag:example.com,2000:\n---\ncurrent-context: x\n",
+    "tab-after-colon": "current-context:\tx\n",
+    "tab-indent": "preferences:\n\tcolors: true\n",
+    "python-tag": "preferences: !!python/name:os.system x\n",
+    "custom-tag": "current-context: !foo x\n",
+    "str-tag-num": "users: [{name: u, user: {token: !!str 5}}]\n",
+    "int-tag-str": "users: [{name: u, user: {token: !!int 5}}]\n",
+    "binary-token": "users: [{name: u, user: {token: !!binary QUJD}}]\n",
+    "set": "preferences: {extensions: !!set {a, b}}\n",
+    "omap": "preferences: {extensions: !!omap [{a: 1}]}\n",
+    "merge": "base: &b {token: t}\nusers: [{name: u, user: {<<: *b}}]\n",
+    "merge-list": "b1: &b1 {token: t}\nb2: &b2 {username: x}\nusers: [{name: u, user: {<<: [*b1, *b2]}}]\n",
+    "null-key": "~: 1\ncurrent-context: x\n",
+    "bool-key": "yes: 1\n",
+    "list-key": "? [a]\n: 1\n",
+    "map-key": "? {a: 1}\n: 1\n",
+    "float-key": "1.5: a\n",
+    "nan-unknown": "preferences: {extensions: [{name: e, extension: .nan}]}\n",
+    "inf-unknown": "foo: .inf\n",
+    "nan-top-unknown": "foo: .nan\n",
+    "huge-int-unknown": "foo: 99999999999999999999999999\n",
+    "cr-only": "current-context: x\rfoo: 1\r",
+    "crlf": "current-context: x\r\nfoo: 1\r\n",
+    "nel": "current-context: x\u0085foo: 1\n",
+    "unicode-esc": 'current-context: "\\u00e9"\n',
+    "surrogate-esc": 'current-context: "\\ud800"\n',
+    "nul-esc": 'current-context: "\\0"\n',
+    "control-char": "current-context: a\x01b\n",
+    "doc-end": "current-context: x\n...\n",
+    "anchor-only": "a: &x\n",
+    "empty-flow": "{}\n",
+    "scalar-doc": "just a string\n",
+    "list-doc": "- a\n",
+    "null-doc": "null\n",
+    "tilde-doc": "~\n",
+    "dup-anchor": "a: &x 1\nb: &x 2\nc: *x\n",
+    "long-key": "k" * 2000 + ": 1\n",
+    "colon-plain": "current-context: a:b\n",
+    "hash-plain": "current-context: a#b\n",
+    "ctx-int-name": "contexts: [{name: 1, context: {}}]\n",
+    "time-name": "contexts: [{name: 2001-12-14t21:59:43.10-05:00, context: {}}]\n",
+    "kind-num": "kind: 1\n",
+    "clusters-map": "clusters: {a: b}\n",
+    "clusters-str": "clusters: ''\n",
+    "clusters-empty-str-null": "clusters:\n",
+    "entry-str": "clusters: [a]\n",
+    "cluster-list": "clusters: [{name: a, cluster: []}]\n",
+    "cluster-empty-str": "clusters: [{name: a, cluster: ''}]\n",
+    "name-bool": "clusters: [{name: yes, cluster: {}}]\n",
+    "ext-anything": "extensions: [{name: e, extension: [1, {a: [b]}]}]\n",
+    "ext-str": "extensions: x\n",
+    "prefs-list": "preferences: []\n",
+    "octal-key-like": "0777: x\n",
+    "exec-env-str": "users: [{name: u, user: {exec: {env: [a]}}}]\n",
+    "exec-args-map": "users: [{name: u, user: {exec: {args: {a: b}}}}]\n",
+    "exec-str": "users: [{name: u, user: {exec: 'x'}}]\n",
+    "as-groups-int": "users: [{name: u, user: {as-groups: [1]}}]\n",
+    "as-user-extra-list": "users: [{name: u, user: {as-user-extra: {a: [1]}}}]\n",
+    "auth-config-int": "users: [{name: u, user: {auth-provider: {name: x, config: {a: 1}}}}]\n",
+    "case-key": "Clusters: [{name: a, cluster: {server: 5}}]\n",
+    "case-key2": "clusters: [{name: a, Cluster: {server: 5}}]\n",
+}
+YAML_DELIBERATE = {
+    "tab-after-colon": "go-yaml accepts a tab after a colon; PyYAML, KubeMoon's reader, refuses it",
+}
+_VALID = (
+    "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://h:6443'}}]\n"
+    "users: [{name: u, user: {username: me}}]\n"
+    "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+)
+
+
+def test_yaml_edge_documents_read_as_kubectl_reads_them(
+    kubectl_binary: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    valid = tmp_path / "valid"
+    valid.write_text(_VALID)
+    (tmp_path / "utf16").write_bytes(_VALID.encode("utf-16"))
+
+    def compare(name: str, path: Path) -> str | None:
+        paths = [str(path), str(valid)]
+        reference, ours = kubectl(kubectl_binary, paths, home), kubemoon(paths)
+        if reference.valid == ours.valid or name in YAML_DELIBERATE:
+            return None
+        return f"{name}: kubectl {reference.valid} {reference.detail!r}, kubemoon {ours.detail!r}"
+
+    documents = {"utf16": tmp_path / "utf16"}
+    for name, text in YAML_EDGES.items():
+        documents[name] = tmp_path / f"{name}.yaml"
+        documents[name].write_bytes(text.encode("utf-8"))
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        differences = [d for d in pool.map(compare, documents, documents.values()) if d]
+    assert not differences, "\n".join(differences)
