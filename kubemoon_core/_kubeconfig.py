@@ -121,7 +121,10 @@ class ClientConfig:
     too); on a ClientConfig built directly both may be set and the data wins, as with
     client-go's ``rest.Config``. A ``token_file`` is re-read by the adapters when it
     changes on disk and wins over ``token``; a token (or token file) together with basic
-    auth is refused, as client-go refuses it. ``proxy_url`` is the cluster's
+    auth is refused, as client-go refuses it. A ``username`` alone is basic auth with an
+    empty password (client-go's rule); a ``password`` alone sends nothing.
+    ``insecure_skip_tls_verify`` with a certificate authority is refused for an
+    ``https://`` server only: for ``http://`` no TLS setting is read (kubectl's rule). ``proxy_url`` is the cluster's
     ``proxy-url`` (``http``, ``https`` or ``socks5``, as client-go accepts), checked here
     and left to the adapters to use. A non-ASCII server host is encoded with IDNA
     (:attr:`host`, :attr:`origin`, :attr:`host_header` are ASCII). The ``repr`` shows no
