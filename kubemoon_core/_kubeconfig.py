@@ -79,7 +79,8 @@ class ExecConfig:
     """An exec credential plugin (``users[].user.exec``).
 
     ``command`` is already resolved against the kubeconfig's directory when it is a
-    relative path with a separator; a bare name is looked up on ``PATH`` when run.
+    relative path holding the platform's separator (``/`` on POSIX; a backslash is none
+    there); any other name is looked up on ``PATH`` when run.
     ``install_hint`` is kept sanitised as client-go does: control and format characters
     other than tab, newline and carriage return (a terminal escape, a bidi override) are
     written as ``U+XXXX``, so printing it cannot drive the terminal. The ``repr`` redacts
@@ -124,8 +125,9 @@ class ClientConfig:
     auth is refused, as client-go refuses it. A ``username`` alone is basic auth with an
     empty password (client-go's rule); a ``password`` alone sends nothing.
     ``insecure_skip_tls_verify`` with a certificate authority is refused for an
-    ``https://`` server only: for ``http://`` no TLS setting is read (kubectl's rule). ``proxy_url`` is the cluster's
-    ``proxy-url`` (``http``, ``https`` or ``socks5``, as client-go accepts), checked here
+    ``https://`` server only: for ``http://`` no TLS setting is read (kubectl's rule).
+    ``proxy_url`` is the cluster's ``proxy-url`` (``http``, ``https`` or ``socks5``, as
+    client-go accepts), checked here
     and left to the adapters to use. A non-ASCII server host is encoded with IDNA
     (:attr:`host`, :attr:`origin`, :attr:`host_header` are ASCII). The ``repr`` shows no
     credential: tokens, passwords, keys and certificates, exec arguments and environment,
