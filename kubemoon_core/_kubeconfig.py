@@ -127,9 +127,9 @@ class ClientConfig:
     ``insecure_skip_tls_verify`` with a certificate authority is refused for an
     ``https://`` server only: for ``http://`` no TLS setting is read (kubectl's rule).
     ``proxy_url`` is the cluster's ``proxy-url`` (``http``, ``https`` or ``socks5``, as
-    client-go accepts), checked here
-    and left to the adapters to use. A non-ASCII server host is encoded with IDNA
-    (:attr:`host`, :attr:`origin`, :attr:`host_header` are ASCII). The ``repr`` shows no
+    client-go accepts), checked here and left to the adapters to use. A non-ASCII server
+    host is encoded with IDNA (:attr:`host`, :attr:`origin`, :attr:`host_header` are
+    ASCII). The ``repr`` shows no
     credential: tokens, passwords, keys and certificates, exec arguments and environment,
     and the user information of the proxy URL are redacted.
     """
