@@ -115,6 +115,7 @@ from ._histogram import QUEUE_DURATION_BUCKETS, RECONCILE_TIME_BUCKETS, Histogra
 from ._json import json_backend, set_json_backend, use_fast_json, use_standard_json
 from ._jsonpatch import JSONPatchError, apply_json_patch, escape_pointer_token, json_patch
 from ._kubeconfig import (
+    MAX_KUBECONFIG_BYTES,
     SERVICE_ACCOUNT_DIR,
     ClientConfig,
     ConfigError,
@@ -437,6 +438,7 @@ __all__ = [
     "ResourcePath",
     "Response",
     "Rule",
+    "MAX_KUBECONFIG_BYTES",
     "SERVICE_ACCOUNT_DIR",
     "Scale",
     "SchemaError",

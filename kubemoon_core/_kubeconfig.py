@@ -18,6 +18,7 @@ import base64
 import binascii
 import datetime
 import functools
+import math
 import ntpath
 import posixpath
 import re
@@ -39,6 +40,7 @@ __all__ = [
     "ExecConfig",
     "ExecCredential",
     "Kubeconfig",
+    "MAX_KUBECONFIG_BYTES",
     "SERVICE_ACCOUNT_DIR",
     "exec_info",
     "in_cluster_config",
@@ -77,7 +79,8 @@ class ExecConfig:
     """An exec credential plugin (``users[].user.exec``).
 
     ``command`` is already resolved against the kubeconfig's directory when it is a
-    relative path with a separator; a bare name is looked up on ``PATH`` when run.
+    relative path holding the platform's separator (``/`` on POSIX; a backslash is none
+    there); any other name is looked up on ``PATH`` when run.
     ``install_hint`` is kept sanitised as client-go does: control and format characters
     other than tab, newline and carriage return (a terminal escape, a bidi override) are
     written as ``U+XXXX``, so printing it cannot drive the terminal. The ``repr`` redacts
@@ -119,10 +122,14 @@ class ClientConfig:
     too); on a ClientConfig built directly both may be set and the data wins, as with
     client-go's ``rest.Config``. A ``token_file`` is re-read by the adapters when it
     changes on disk and wins over ``token``; a token (or token file) together with basic
-    auth is refused, as client-go refuses it. ``proxy_url`` is the cluster's
-    ``proxy-url`` (``http``, ``https`` or ``socks5``, as client-go accepts), checked here
-    and left to the adapters to use. A non-ASCII server host is encoded with IDNA
-    (:attr:`host`, :attr:`origin`, :attr:`host_header` are ASCII). The ``repr`` shows no
+    auth is refused, as client-go refuses it. A ``username`` alone is basic auth with an
+    empty password (client-go's rule); a ``password`` alone sends nothing.
+    ``insecure_skip_tls_verify`` with a certificate authority is refused for an
+    ``https://`` server only: for ``http://`` no TLS setting is read (kubectl's rule).
+    ``proxy_url`` is the cluster's ``proxy-url`` (``http``, ``https`` or ``socks5``, as
+    client-go accepts), checked here and left to the adapters to use. A non-ASCII server
+    host is encoded with IDNA (:attr:`host`, :attr:`origin`, :attr:`host_header` are
+    ASCII). The ``repr`` shows no
     credential: tokens, passwords, keys and certificates, exec arguments and environment,
     and the user information of the proxy URL are redacted.
     """
@@ -158,11 +165,14 @@ class ClientConfig:
             self.client_cert_file or self.client_cert_data
         ):
             raise ConfigError("a client key needs a client certificate", file=self.source)
-        if (self.username is None) != (self.password is None):
-            raise ConfigError("basic auth needs both username and password", file=self.source)
         if (self.token or self.token_file) and self.username is not None:
             raise ConfigError(_TWO_METHODS, file=self.source)
-        if self.insecure_skip_tls_verify and (self.ca_file or self.ca_data):
+        # kubectl reads no TLS setting for an http:// server, so none can conflict.
+        if (
+            self.insecure_skip_tls_verify
+            and (self.ca_file or self.ca_data)
+            and _split_server(self.server, self.source)[0] == "https"
+        ):
             raise ConfigError(
                 "insecure-skip-tls-verify cannot be combined with a certificate authority",
                 file=self.source,
@@ -343,12 +353,7 @@ def _check_proxy(proxy: object, source: str, key: str) -> str:
     if not parts.hostname:
         raise ConfigError(f"proxy-url has no host: {_shown(proxy)}", file=source, key=key)
     _ascii_host(parts.hostname, "proxy-url", source)
-    if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise ConfigError(
-            f"proxy-url must not carry a path, a query or a fragment: {_shown(proxy)}",
-            file=source,
-            key=key,
-        )
+    # A path, a query or a fragment is accepted and ignored, as client-go does.
     return proxy
 
 
@@ -432,31 +437,30 @@ class Kubeconfig:
         """The configuration of ``context``, or of ``current-context`` when None."""
         where = ", ".join(self.files) or "kubeconfig"
         name = context if context is not None else self.current_context
-        if not name:
-            raise ConfigError("no context chosen and no current-context set", file=where)
         ctx = self.contexts.get(name)
+        if ctx is None and not name:
+            raise ConfigError("no context chosen and no current-context set", file=where)
         if ctx is None:
             key = "current-context" if context is None else "context"
             raise ConfigError(f"context {name!r} is not defined", file=where, key=key)
-        cluster_name = _string(ctx.body, "cluster", ctx.file, ctx.key)
-        user_name = _string(ctx.body, "user", ctx.file, ctx.key)
-        namespace = _string(ctx.body, "namespace", ctx.file, ctx.key) or "default"
-        if not cluster_name:
+        cluster_name = _string(ctx.body, "cluster")
+        user_name = _string(ctx.body, "user")
+        namespace = _string(ctx.body, "namespace") or "default"
+        # As kubectl: a name is looked up even when empty (an entry may be nameless).
+        cluster = self.clusters.get(cluster_name)
+        if cluster is None and not cluster_name:
             raise ConfigError(
                 "the context names no cluster", file=ctx.file, key=f"{ctx.key}.cluster"
             )
-        cluster = self.clusters.get(cluster_name)
         if cluster is None:
             raise ConfigError(
                 f"cluster {cluster_name!r} is not defined", file=ctx.file, key=f"{ctx.key}.cluster"
             )
-        user: _Entry | None = None
-        if user_name:
-            user = self.users.get(user_name)
-            if user is None:
-                raise ConfigError(
-                    f"user {user_name!r} is not defined", file=ctx.file, key=f"{ctx.key}.user"
-                )
+        user = self.users.get(user_name)
+        if user is None and user_name:
+            raise ConfigError(
+                f"user {user_name!r} is not defined", file=ctx.file, key=f"{ctx.key}.user"
+            )
         settings: dict[str, Any] = {"namespace": namespace, "context": name}
         settings.update(_cluster_settings(cluster))
         if user is not None:
@@ -471,39 +475,28 @@ def _join(key: str, name: str) -> str:
     return f"{key}.{name}" if key else name
 
 
-def _string(body: Mapping[str, Any], name: str, file: str, key: str) -> str:
+def _string(body: Mapping[str, Any], name: str) -> str:
+    """A string field ("" when unset); :func:`_check_type` has checked its type at load."""
     value = body.get(name)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise ConfigError("must be a string", file=file, key=_join(key, name))
-    return value
+    return value if isinstance(value, str) else ""
 
 
-def _bool(body: Mapping[str, Any], name: str, file: str, key: str) -> bool:
-    value = body.get(name)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise ConfigError("must be true or false", file=file, key=f"{key}.{name}")
-    return value
+def _bool(body: Mapping[str, Any], name: str) -> bool:
+    """A boolean field (False when unset); its type was checked at load."""
+    return body.get(name) is True
 
 
 def _data(body: Mapping[str, Any], name: str, file: str, key: str) -> bytes | None:
-    value = _string(body, name, file, key)
-    if not value:
-        return None
-    try:
-        return base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        # Never echo the value: it may be a private key.
-        raise ConfigError("is not valid base64", file=file, key=f"{key}.{name}") from None
+    value = _string(body, name)
+    return _go_base64(value, file, f"{key}.{name}") or None if value else None
 
 
 def _path(body: Mapping[str, Any], name: str, file: str, key: str) -> str | None:
-    value = _string(body, name, file, key)
+    value = _string(body, name)
     if not value:
         return None
+    if "\x00" in value:  # no file can have that name (kubectl: "invalid argument")
+        raise ConfigError("the path contains a NUL character", file=file, key=f"{key}.{name}")
     return _resolve(value, file)
 
 
@@ -524,26 +517,12 @@ def _resolve(value: str, file: str) -> str:
     return joined
 
 
-_CLUSTER_KEYS = frozenset(
-    {
-        "server",
-        "certificate-authority",
-        "certificate-authority-data",
-        "insecure-skip-tls-verify",
-        "tls-server-name",
-        "proxy-url",
-        "disable-compression",
-        "extensions",
-    }
-)
-
-
 def _cluster_settings(entry: _Entry) -> dict[str, Any]:
     body, file, key = entry.body, entry.file, entry.key
-    server = _string(body, "server", file, key)
+    server = _string(body, "server")
     if not server:
         raise ConfigError("the cluster has no server", file=file, key=f"{key}.server")
-    proxy = _string(body, "proxy-url", file, key) or None
+    proxy = _string(body, "proxy-url") or None
     if proxy is not None:
         _check_proxy(proxy, file, f"{key}.proxy-url")
     try:
@@ -555,8 +534,8 @@ def _cluster_settings(entry: _Entry) -> dict[str, Any]:
         "server": server,
         "ca_file": _path(body, "certificate-authority", file, key),
         "ca_data": _data(body, "certificate-authority-data", file, key),
-        "insecure_skip_tls_verify": _bool(body, "insecure-skip-tls-verify", file, key),
-        "tls_server_name": _string(body, "tls-server-name", file, key) or None,
+        "insecure_skip_tls_verify": _bool(body, "insecure-skip-tls-verify"),
+        "tls_server_name": _string(body, "tls-server-name") or None,
         "proxy_url": proxy,
     }
 
@@ -572,67 +551,72 @@ def _user_settings(entry: _Entry, cluster: _Entry) -> dict[str, Any]:
     for unsupported in ("auth-provider", "as", "as-groups", "as-uid", "as-user-extra"):
         if body.get(unsupported):
             raise ConfigError("is not supported", file=file, key=f"{key}.{unsupported}")
-    username = _string(body, "username", file, key) or None
-    password = _string(body, "password", file, key) or None
-    if (username is None) != (password is None):
-        raise ConfigError("basic auth needs both username and password", file=file, key=key)
-    if username is not None and (body.get("token") or body.get("tokenFile")):
+    # As client-go: a username alone is basic auth with an empty password; a password
+    # alone authenticates nothing (but still counts as a method next to a token).
+    username = _string(body, "username") or None
+    password = _string(body, "password") or None
+    if body.get("token") and (username is not None or password is not None):
         raise ConfigError(_TWO_METHODS, file=file, key=key)
-    _one_of(body, "client-certificate", file, key)
-    _one_of(body, "client-key", file, key)
+    if username is not None and body.get("tokenFile"):
+        raise ConfigError(_TWO_METHODS, file=file, key=key)
+    has_cert = bool(body.get("client-certificate") or body.get("client-certificate-data"))
+    if has_cert:
+        _one_of(body, "client-certificate", file, key)
+        _one_of(body, "client-key", file, key)
     settings: dict[str, Any] = {
         "client_cert_file": _path(body, "client-certificate", file, key),
         "client_cert_data": _data(body, "client-certificate-data", file, key),
-        "client_key_file": _path(body, "client-key", file, key),
-        "client_key_data": _data(body, "client-key-data", file, key),
-        "token": _string(body, "token", file, key) or None,
+        # A key without a certificate is ignored, as client-go ignores it.
+        "client_key_file": _path(body, "client-key", file, key) if has_cert else None,
+        "client_key_data": _data(body, "client-key-data", file, key) if has_cert else None,
+        "token": _string(body, "token") or None,
         "token_file": _path(body, "tokenFile", file, key),
         "username": username,
         "password": password,
         "exec": _exec_config(body.get("exec"), file, f"{key}.exec"),
     }
-    has_cert = settings["client_cert_file"] or settings["client_cert_data"]
-    has_key = settings["client_key_file"] or settings["client_key_data"]
-    if bool(has_cert) != bool(has_key):
-        raise ConfigError("a client certificate and key go together", file=file, key=key)
+    if has_cert and not (settings["client_key_file"] or settings["client_key_data"]):
+        raise ConfigError("a client certificate needs a client key", file=file, key=key)
     return settings
 
 
 def _exec_config(raw: Any, file: str, key: str) -> ExecConfig | None:
     if raw is None:
         return None
-    if not isinstance(raw, Mapping):
-        raise ConfigError("must be a mapping", file=file, key=key)
-    api_version = _string(raw, "apiVersion", file, key)
+    # The types of every field were checked at load (_check_type); what is left is what
+    # client-go validates on the selected user.
+    api_version = _string(raw, "apiVersion")
+    if not api_version:
+        raise ConfigError("the exec plugin has no apiVersion", file=file, key=f"{key}.apiVersion")
     if api_version not in EXEC_API_VERSIONS:
         raise ConfigError(
             f"unsupported exec apiVersion {api_version!r} (use one of {EXEC_API_VERSIONS})",
             file=file,
             key=f"{key}.apiVersion",
         )
-    command = _string(raw, "command", file, key)
+    command = _string(raw, "command")
     if not command:
         raise ConfigError("the exec plugin has no command", file=file, key=f"{key}.command")
-    # A relative command with a separator is relative to the kubeconfig; a bare name is a
-    # PATH lookup left to the adapter.
-    if "/" in command or "\\" in command:
+    # A relative command with this platform's separator is relative to the kubeconfig
+    # (client-go checks filepath.Separator only: "\\" is no separator on POSIX); a bare
+    # name is a PATH lookup left to the adapter.
+    if _PATHS.sep in command:
         command = _resolve(command, file)
-    args = raw.get("args") or []
-    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-        raise ConfigError("must be a list of strings", file=file, key=f"{key}.args")
+    args = [a or "" for a in raw.get("args") or ()]  # a null argument is "", as in Go
     env: list[tuple[str, str]] = []
-    raw_env = raw.get("env") or []
-    if not isinstance(raw_env, list):
-        raise ConfigError("must be a list", file=file, key=f"{key}.env")
-    for i, item in enumerate(raw_env):
-        if (
-            not isinstance(item, Mapping)
-            or not isinstance(item.get("name"), str)
-            or not isinstance(item.get("value"), str)
-        ):
-            raise ConfigError("must have string name and value", file=file, key=f"{key}.env[{i}]")
-        env.append((item["name"], item["value"]))
-    mode = _string(raw, "interactiveMode", file, key)
+    for i, item in enumerate(raw.get("env") or ()):
+        # As client-go: the name is required, a missing value (or a null entry) is empty.
+        entry = item or {}
+        name = _string(entry, "name")
+        if not name:
+            raise ConfigError(
+                "the environment variable has no name", file=file, key=f"{key}.env[{i}]"
+            )
+        env.append((name, _string(entry, "value")))
+    # No process can be given a NUL character (kubectl fails when it runs the plugin).
+    if any("\x00" in text for text in (command, *args, *(n + v for n, v in env))):
+        raise ConfigError("the exec plugin contains a NUL character", file=file, key=key)
+    mode = _string(raw, "interactiveMode")
     if not mode:
         if api_version.endswith("/v1"):
             raise ConfigError(
@@ -653,42 +637,381 @@ def _exec_config(raw: Any, file: str, key: str) -> ExecConfig | None:
         args=tuple(args),
         env=tuple(env),
         interactive_mode=mode,
-        provide_cluster_info=_bool(raw, "provideClusterInfo", file, key),
-        install_hint=_string(raw, "installHint", file, key),
+        provide_cluster_info=_bool(raw, "provideClusterInfo"),
+        install_hint=_string(raw, "installHint"),
         source=file,
     )
 
 
+#: The longest kubeconfig text read (a kubeconfig is a few kilobytes; a file with hundreds
+#: of clusters is well under a megabyte). With the deepest nesting and the most alias
+#: expansion accepted below, it bounds what a hostile file costs.
+MAX_KUBECONFIG_BYTES = 8 << 20
+_MAX_DEPTH = 100
+_GO_NUMBER_TAG = "tag:kubemoon.dev,2026:go-number"
+
+
+class _Refused(Exception):
+    """Raised inside the YAML loader; turned into a ConfigError by :func:`_load_yaml`."""
+
+
+class _GoYamlLoader(yaml.SafeLoader):
+    """PyYAML's safe loader resolving plain scalars as kubectl's YAML reader does.
+
+    kubectl reads a kubeconfig with go-yaml v2 and then decodes JSON into typed fields,
+    so: ``y``/``n``/``yes``/``no``/``on``/``off`` (any of their three spellings) and
+    ``true``/``false`` are booleans; numbers follow Go's ``strconv`` (``1e3`` and ``0o17``
+    are numbers, ``1:20`` is a string); timestamps and ``=`` stay strings; an anchor may be
+    defined again (the later one counts); a local tag (``!foo``) is ignored, ``!!binary``
+    is a string, ``!!omap`` and ``!!pairs`` are lists of mappings; only ``%YAML 1.1`` may
+    be declared. Nesting deeper than ``_MAX_DEPTH`` is refused (PyYAML composes
+    recursively).
+    """
+
+    yaml_implicit_resolvers = {}  # noqa: RUF012 - PyYAML keeps its resolvers there
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > _MAX_DEPTH:
+                raise _Refused(f"nested more than {_MAX_DEPTH} levels deep")
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            if not isinstance(event, yaml.AliasEvent) and event.anchor is not None:
+                self.anchors.pop(event.anchor, None)  # go-yaml lets an anchor be redefined
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def process_directives(self) -> Any:
+        result = super().process_directives()  # type: ignore[no-untyped-call]
+        if self.yaml_version not in (None, (1, 1)):
+            raise _Refused("found incompatible YAML document (only %YAML 1.1)")
+        return result
+
+
+_GO_BOOLS = {
+    **dict.fromkeys(("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE"), True),
+    **dict.fromkeys(("on", "On", "ON"), True),
+    **dict.fromkeys(("n", "N", "no", "No", "NO", "false", "False", "FALSE"), False),
+    **dict.fromkeys(("off", "Off", "OFF"), False),
+}
+_GO_SPECIAL_FLOATS = {
+    ".nan": float("nan"),
+    ".NaN": float("nan"),
+    ".NAN": float("nan"),
+    **dict.fromkeys((".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"), float("inf")),
+    **dict.fromkeys(("-.inf", "-.Inf", "-.INF"), float("-inf")),
+}
+_GO_INT = re.compile(r"([-+]?)(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)")
+_GO_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
+_GO_DOT_FLOAT = re.compile(r"\.[0-9]+(?:[eE][-+]?[0-9]+)?")
+
+
+def _go_number(text: str) -> int | float | str:
+    """A plain scalar starting with a digit, a sign or a dot, as go-yaml v2 resolves it."""
+    if text in _GO_SPECIAL_FLOATS:
+        return _GO_SPECIAL_FLOATS[text]
+    if text.startswith("."):
+        return float(text) if _GO_DOT_FLOAT.fullmatch(text) else text
+    plain = text.replace("_", "")
+    match = _GO_INT.fullmatch(plain)
+    if match is not None:
+        sign, digits = match.groups()
+        if digits[:2] in ("0b", "0B", "0o", "0O", "0x", "0X"):
+            value = int(digits[2:], {"b": 2, "o": 8, "x": 16}[digits[1].lower()])
+        elif len(digits) > 1 and digits[0] == "0":
+            value = int(digits, 8)
+        else:
+            value = int(digits)
+        value = -value if sign == "-" else value
+        if -(1 << 63) <= value < (1 << 64):
+            return value
+    if _GO_FLOAT.fullmatch(plain):
+        return float(plain)
+    return text
+
+
+def _construct_go_number(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int | float | str:
+    return _go_number(str(loader.construct_scalar(node)))
+
+
+def _construct_go_bool(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> bool:
+    value = str(loader.construct_scalar(node))
+    if value not in _GO_BOOLS:
+        raise _Refused(f"{printable(value, 40)!r} is not a boolean")
+    return _GO_BOOLS[value]
+
+
+_GoYamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile("^(?:" + "|".join(_GO_BOOLS) + ")$"), list("yYnNtTfFoO")
+)
+_GoYamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]
+)
+_GoYamlLoader.add_implicit_resolver("tag:yaml.org,2002:merge", re.compile(r"^<<$"), ["<"])
+_GoYamlLoader.add_implicit_resolver(_GO_NUMBER_TAG, re.compile(r"^[-+.0-9]"), list("-+.0123456789"))
+
+
+def _construct_untagged(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    """A node with a local tag (``!foo``), read as if it had none, as go-yaml reads it."""
+    if node.tag.startswith("tag:yaml.org,2002:"):
+        raise _Refused(f"unknown tag {printable(node.tag, 60)!r}")
+    if isinstance(node, yaml.ScalarNode):
+        return str(loader.construct_scalar(node))
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node, deep=True)
+    return loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+
+
+def _construct_go_binary(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:
+    data = yaml.SafeLoader.construct_yaml_binary(loader, node)
+    return bytes(data).decode("utf-8", errors="replace")  # Go: a string of those bytes
+
+
+def _construct_go_pairs(loader: yaml.SafeLoader, node: yaml.Node) -> list[Any]:
+    if not isinstance(node, yaml.SequenceNode):
+        raise _Refused("!!omap and !!pairs must be sequences")
+    return loader.construct_sequence(node, deep=True)
+
+
+_GoYamlLoader.add_constructor(_GO_NUMBER_TAG, _construct_go_number)
+_GoYamlLoader.add_constructor("tag:yaml.org,2002:bool", _construct_go_bool)
+_GoYamlLoader.add_constructor("tag:yaml.org,2002:binary", _construct_go_binary)
+_GoYamlLoader.add_constructor("tag:yaml.org,2002:omap", _construct_go_pairs)
+_GoYamlLoader.add_constructor("tag:yaml.org,2002:pairs", _construct_go_pairs)
+_GoYamlLoader.add_constructor(None, _construct_untagged)
+
+
+def _check_jsonable(document: Any) -> None:
+    """Refuse what kubectl cannot turn into JSON: a null map key, NaN or an infinity,
+    anywhere in the document (unknown fields included). Shared (aliased) containers are
+    visited once."""
+    seen: set[int] = set()
+    stack = [document]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise _Refused("NaN and infinities cannot be read (kubectl converts YAML to JSON)")
+        if not isinstance(value, dict | list) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, dict):
+            if None in value:
+                raise _Refused("a mapping key is null")
+            stack.extend(value.values())
+        else:
+            stack.extend(value)
+
+
+def _check_aliasing(root: yaml.Node) -> None:
+    """Refuse a document whose aliases expand it as go-yaml v2 refuses it (a YAML bomb).
+
+    go-yaml counts every node it decodes, expanding aliases; when more than 100 of them
+    come from aliases in a document of more than 1000, the share from aliases may be at
+    most 99 % up to 400 000 nodes, falling to 10 % at 4 000 000.
+    """
+    sizes: dict[int, int] = {}
+    unique = 0
+
+    def size(node: yaml.Node) -> int:
+        nonlocal unique
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        unique += 1
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(item) for item in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        sizes[id(node)] = total
+        return total
+
+    decoded = size(root)
+    aliased = decoded - unique
+    low, high = 400_000, 4_000_000
+    if decoded <= low:
+        allowed = 0.99
+    elif decoded >= high:
+        allowed = 0.10
+    else:
+        allowed = 0.99 - 0.89 * (decoded - low) / (high - low)
+    if aliased > 100 and decoded > 1000 and aliased / decoded > allowed:
+        raise _Refused("the document contains excessive aliasing")
+
+
+def _load_yaml(text: str | bytes, path: str) -> Any:
+    """Parse kubeconfig text as kubectl reads it; every failure is a ConfigError."""
+    if len(text) > MAX_KUBECONFIG_BYTES:
+        raise ConfigError(f"the kubeconfig is larger than {MAX_KUBECONFIG_BYTES} bytes", file=path)
+    loader: _GoYamlLoader | None = None
+    try:
+        loader = _GoYamlLoader(text)
+        # Only the first document counts, as with go-yaml: what follows is never parsed.
+        if not loader.check_node():
+            return None
+        node = loader.get_node()
+        assert node is not None  # check_node() said a document follows
+        _check_aliasing(node)
+        document = loader.construct_document(node)
+        _check_jsonable(document)
+        return document
+    except _Refused as exc:
+        raise ConfigError(f"invalid YAML: {exc}", file=path) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"invalid YAML{where}", file=path) from None
+    except (ValueError, TypeError, RecursionError):
+        raise ConfigError("invalid YAML", file=path) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+# What kubectl decodes a kubeconfig file into (client-go's clientcmd/api/v1 types, as JSON):
+# a wrong type anywhere, in any file, fails the load of the whole configuration, whether or
+# not the entry is ever used. "string", "bool", "bytes" (base64), "any", "strings" (a list of
+# strings); a dict is an object with those fields (others ignored); ("list", T) and
+# ("map", T) hold T.
+_Schema = Any
+_EXTENSIONS: _Schema = ("list", {"name": "string", "extension": "any"})
+_CLUSTER: _Schema = {
+    "server": "string",
+    "tls-server-name": "string",
+    "insecure-skip-tls-verify": "bool",
+    "certificate-authority": "string",
+    "certificate-authority-data": "bytes",
+    "proxy-url": "string",
+    "disable-compression": "bool",
+    "extensions": _EXTENSIONS,
+}
+_EXEC: _Schema = {
+    "command": "string",
+    "args": "strings",
+    "env": ("list", {"name": "string", "value": "string"}),
+    "apiVersion": "string",
+    "installHint": "string",
+    "provideClusterInfo": "bool",
+    "interactiveMode": "string",
+}
+_USER: _Schema = {
+    "client-certificate": "string",
+    "client-certificate-data": "bytes",
+    "client-key": "string",
+    "client-key-data": "bytes",
+    "token": "string",
+    "tokenFile": "string",
+    "as": "string",
+    "as-uid": "string",
+    "as-groups": "strings",
+    "as-user-extra": ("map", "strings"),
+    "username": "string",
+    "password": "string",
+    "auth-provider": {"name": "string", "config": ("map", "string")},
+    "exec": _EXEC,
+    "extensions": _EXTENSIONS,
+}
+_CONTEXT: _Schema = {
+    "cluster": "string",
+    "user": "string",
+    "namespace": "string",
+    "extensions": _EXTENSIONS,
+}
+_CONFIG: _Schema = {
+    "kind": "string",
+    "apiVersion": "string",
+    "preferences": {"colors": "bool", "extensions": _EXTENSIONS},
+    "clusters": ("list", {"name": "string", "cluster": _CLUSTER}),
+    "users": ("list", {"name": "string", "user": _USER}),
+    "contexts": ("list", {"name": "string", "context": _CONTEXT}),
+    "current-context": "string",
+    "extensions": _EXTENSIONS,
+}
+_TYPE_NAMES = {
+    "string": "a string",
+    "bool": "true or false",
+    "bytes": "a base64 string",
+    "strings": "a list of strings",
+}
+
+
+def _check_type(value: Any, schema: _Schema, file: str, key: str) -> None:
+    """Refuse ``value`` where kubectl's typed decoding of the file would fail."""
+    if value is None or schema == "any":
+        return  # JSON null decodes to the zero value of any type
+    if schema == "string":
+        ok = isinstance(value, str)
+    elif schema == "bool":
+        ok = isinstance(value, bool)
+    elif schema == "bytes":
+        if isinstance(value, str):
+            _go_base64(value, file, key)
+        ok = isinstance(value, str)
+    elif schema == "strings":
+        ok = isinstance(value, list) and all(isinstance(v, str | None) for v in value)
+    elif isinstance(schema, dict):
+        if not isinstance(value, Mapping):
+            raise ConfigError("must be a mapping", file=file, key=key)
+        for name, inner in schema.items():
+            _check_type(value.get(name), inner, file, _join(key, name))
+        return
+    elif schema[0] == "list":
+        if not isinstance(value, list):
+            raise ConfigError("must be a list", file=file, key=key)
+        for i, item in enumerate(value):
+            _check_type(item, schema[1], file, f"{key}[{i}]")
+        return
+    else:  # ("map", T)
+        if not isinstance(value, Mapping):
+            raise ConfigError("must be a mapping", file=file, key=key)
+        for name, item in value.items():
+            _check_type(item, schema[1], file, _join(key, str(name)))
+        return
+    if not ok:
+        raise ConfigError(f"must be {_TYPE_NAMES.get(schema, schema)}", file=file, key=key)
+
+
+# Go's base64.StdEncoding as encoding/json uses it for []byte: padding required, and the
+# line breaks of wrapped base64 (CR and LF, anywhere) ignored; nothing else.
+_GO_BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
+
+
+def _go_base64(value: str, file: str, key: str) -> bytes:
+    compact = value.replace("\r", "").replace("\n", "")
+    if not _GO_BASE64.fullmatch(compact):
+        # Never echo the value: it may be a private key.
+        raise ConfigError("is not valid base64", file=file, key=key)
+    return base64.b64decode(compact)
+
+
 def _document(path: str, document: Mapping[str, Any] | str | bytes | None) -> Mapping[str, Any]:
     if isinstance(document, str | bytes):
-        try:
-            document = yaml.safe_load(document)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark is not None else ""
-            raise ConfigError(f"invalid YAML{where}", file=path) from None
+        document = _load_yaml(document, path)
     if document is None:
         return {}
     if not isinstance(document, Mapping):
         raise ConfigError("a kubeconfig must be a mapping", file=path)
+    _check_type(document, _CONFIG, path, "")
+    kind = document.get("kind") or ""
+    version = document.get("apiVersion") or ""
+    if (kind, version) not in (("", ""), ("Config", ""), ("", "v1"), ("Config", "v1")):
+        shown = printable(f"{version}/{kind}", 100)
+        raise ConfigError(f"not a kubeconfig: {shown!r} (expected v1/Config)", file=path)
     return document
 
 
 def _entries(doc: Mapping[str, Any], section: str, inner: str, path: str) -> list[_Entry]:
-    raw = doc.get(section)
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise ConfigError("must be a list", file=path, key=section)
+    # Types were checked at load (_check_type): a list of mappings or nulls.
     out = []
     names: set[str] = set()
-    for i, item in enumerate(raw):
+    for i, raw_item in enumerate(doc.get(section) or ()):
         key = f"{section}[{i}]"
-        if not isinstance(item, Mapping):
-            raise ConfigError("must be a mapping", file=path, key=key)
-        name = item.get("name")
-        if not isinstance(name, str) or not name:
-            raise ConfigError("has no name", file=path, key=f"{key}.name")
+        item = raw_item or {}  # null: an empty, nameless entry
+        # A missing name is the name "" (kubectl accepts it; only a context naming no
+        # cluster or user, or an empty current-context, reaches it).
+        name = item.get("name") or ""
         if name in names:
             # client-go refuses the file rather than pick one of the two.
             raise ConfigError(
@@ -697,11 +1020,7 @@ def _entries(doc: Mapping[str, Any], section: str, inner: str, path: str) -> lis
                 key=f"{key}.name",
             )
         names.add(name)
-        body = item.get(inner)
-        if body is None:
-            body = {}
-        if not isinstance(body, Mapping):
-            raise ConfigError("must be a mapping", file=path, key=f"{key}.{inner}")
+        body = item.get(inner) or {}
         out.append(_Entry(name, _Body(body), path, f"{key}.{inner}"))
     return out
 
@@ -731,7 +1050,7 @@ def merge_kubeconfigs(
             for entry in _entries(doc, section, inner, path):
                 target.setdefault(entry.name, entry)
         if not current:
-            current = _string(doc, "current-context", path, "")
+            current = _string(doc, "current-context")
     return Kubeconfig(clusters, users, contexts, current, tuple(path for path, _ in sources))
 
 

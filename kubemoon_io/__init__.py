@@ -15,6 +15,7 @@ from ._certs import (
     require_cryptography,
 )
 from ._config import (
+    TOKEN_FILE_LIMIT,
     FileToken,
     kubeconfig_paths,
     load_config,
@@ -46,6 +47,7 @@ __all__ = [
     "PLUGIN_TIMEOUT",
     "TRACER_NAME",
     "ClosingNetworkBackend",
+    "TOKEN_FILE_LIMIT",
     "CredentialProvider",
     "FileToken",
     "InsecureTLSWarning",

@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 
 from kubemoon_core._kubeconfig import (
+    MAX_KUBECONFIG_BYTES,
     SERVICE_ACCOUNT_DIR,
     ClientConfig,
     ConfigError,
@@ -20,6 +21,7 @@ from kubemoon_core._kubeconfig import (
 )
 
 __all__ = [
+    "TOKEN_FILE_LIMIT",
     "FileToken",
     "kubeconfig_paths",
     "load_config",
@@ -44,12 +46,45 @@ def kubeconfig_paths(env: Mapping[str, str] | None = None) -> list[str]:
 
 def _read_text(path: str) -> str | None:
     try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
+        with open(path, "rb") as handle:
+            # One byte more than the limit, so that a huge file is refused unread.
+            data = handle.read(MAX_KUBECONFIG_BYTES + 1)
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read the kubeconfig: {exc}", file=path) from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        reason = getattr(exc, "strerror", None) or str(exc)
+        shown = path.replace("\x00", "\\x00")
+        raise ConfigError(f"cannot read the kubeconfig: {reason}", file=shown) from None
+    if len(data) > MAX_KUBECONFIG_BYTES:
+        raise ConfigError(f"the kubeconfig is larger than {MAX_KUBECONFIG_BYTES} bytes", file=path)
+    # UTF-8, or UTF-16 with a byte order mark, as kubectl's YAML reader accepts.
+    encoding = "utf-16" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8"
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"the kubeconfig is not {encoding.upper()} (byte {exc.start})", file=path
+        ) from None
+
+
+def _check_files(config: ClientConfig) -> None:
+    """Open the files the selected entries name, as kubectl does before using them."""
+    named = [("certificate-authority", config.ca_file)]
+    if config.client_cert_file or config.client_cert_data:
+        named += [("client-certificate", config.client_cert_file)]
+        named += [("client-key", config.client_key_file)]
+    if config.scheme == "https" and not config.token:
+        named.append(("tokenFile", config.token_file))
+    for key, path in named:
+        if path is None:
+            continue
+        try:
+            # Non-blocking: opening a FIFO must not hang the check.
+            os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read {path}: {exc.strerror}", file=config.source, key=key
+            ) from None
 
 
 def load_kubeconfig(
@@ -61,7 +96,10 @@ def load_kubeconfig(
     """Load a kubeconfig and return the configuration of ``context`` (or current-context).
 
     With ``path``, only that file is read and it must exist; otherwise the files of
-    ``KUBECONFIG`` are merged (missing ones skipped), or ``~/.kube/config`` is read.
+    ``KUBECONFIG`` are merged (missing ones skipped), or ``~/.kube/config`` is read. As
+    kubectl, every file must decode (an entry that is never used included), and the files
+    the selected entries name (CA, client certificate and key, a token file) must open.
+    A file larger than :data:`~kubemoon_core.MAX_KUBECONFIG_BYTES` is refused unread.
     """
     paths = [os.fspath(path)] if path is not None else kubeconfig_paths(env)
     sources: list[tuple[str, str | None]] = []
@@ -75,7 +113,9 @@ def load_kubeconfig(
         sources.append((absolute, text))
     if not sources:
         raise ConfigError("no kubeconfig file found", file=os.pathsep.join(paths))
-    return merge_kubeconfigs(sources).select(context)
+    config = merge_kubeconfigs(sources).select(context)
+    _check_files(config)
+    return config
 
 
 def load_in_cluster_config(
@@ -115,6 +155,10 @@ def load_config(
     return load_kubeconfig(context=context, env=env)
 
 
+#: The largest token file read (a ServiceAccount token is about a kilobyte).
+TOKEN_FILE_LIMIT = 1 << 20
+
+
 class FileToken:
     """A bearer token kept in a file, re-read whenever the file changes (rotation).
 
@@ -135,12 +179,17 @@ class FileToken:
             info = os.stat(self.path)
             stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
             if force or stamp != self._stamp:
-                with open(self.path, encoding="utf-8") as handle:
-                    token = handle.read().strip()
+                with open(self.path, "rb") as handle:
+                    raw = handle.read(TOKEN_FILE_LIMIT + 1)  # /dev/zero must not eat memory
+                if len(raw) > TOKEN_FILE_LIMIT:
+                    raise ConfigError(
+                        f"the token file is larger than {TOKEN_FILE_LIMIT} bytes", file=self.path
+                    )
+                token = raw.decode("utf-8").strip()
                 if not token:
                     raise ConfigError("the token file is empty", file=self.path, key="token")
                 self._token, self._stamp = token, stamp
-        except (OSError, UnicodeDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a NUL in the path
             reason = getattr(exc, "strerror", None) or type(exc).__name__
             raise ConfigError(f"cannot read the token file: {reason}", file=self.path) from None
         return self._token

@@ -165,8 +165,8 @@ class CredentialProvider:
             value = f"Bearer {self._token}"
         elif config.token:
             value = f"Bearer {config.token}"
-        elif config.username is not None and config.password is not None:
-            raw = f"{config.username}:{config.password}".encode()
+        elif config.username:  # a username alone is sent with an empty password (client-go)
+            raw = f"{config.username}:{config.password or ''}".encode()
             value = f"Basic {base64.b64encode(raw).decode()}"
         elif self._exec is not None and self._token:
             value = f"Bearer {self._token}"

@@ -1,4 +1,5 @@
-"""``kubemoon-testenv``: build or locate the real kube-apiserver, etcd and controller manager.
+"""``kubemoon-testenv``: build or locate the real kube-apiserver, etcd, controller manager and
+the kubectl that differential tests compare against.
 
 Rules of this module:
 
@@ -76,6 +77,8 @@ _PROGRAMS = (
         "k8s.io/kubernetes/cmd/kube-controller-manager",
         ("controller-manager", "kcm"),
     ),
+    # The reference of the kubeconfig differential tests (tests/differential).
+    _Program("kubectl", "k8s.io/kubernetes/cmd/kubectl", ()),
 )
 # An import path printed by `go build -v`: no spaces, no colons.
 _PACKAGE_LINE = re.compile(r"^[A-Za-z0-9_.~/+-]+$")
@@ -383,7 +386,7 @@ def _run_build(names: str | None, *, force: bool, source: _Prebuilt | None = Non
         else:
             _say(
                 f"building {', '.join(p.name for p in todo)} {KUBERNETES_VERSION} into "
-                f"{directory} (cold, all three take about 15 minutes on 2 idle "
+                f"{directory} (cold, all four take about 20 minutes on 2 idle "
                 f"cores; progress every {_PROGRESS_EVERY:.0f} s)"
             )
             _build(directory, todo, go)
@@ -416,7 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="kubemoon-testenv",
         description=(
-            f"Get (once) or locate kube-apiserver, etcd and kube-controller-manager "
+            f"Get (once) or locate kube-apiserver, etcd, kube-controller-manager and kubectl "
             f"{KUBERNETES_VERSION} for kubemoon_testing's real test environment: from "
             "controller-tools' envtest release archive where one fits (SHA-512 checked), "
             "else built with Go (kube-controller-manager always is). Binaries "
@@ -432,7 +435,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     build_cmd.add_argument(
         "--only",
         metavar="NAMES",
-        help="comma-separated subset: kube-apiserver, etcd, kube-controller-manager",
+        help="comma-separated subset: kube-apiserver, etcd, kube-controller-manager, kubectl",
     )
     build_cmd.add_argument("--force", action="store_true", help="rebuild even if cached")
     build_cmd.add_argument(

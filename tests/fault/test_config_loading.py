@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +11,10 @@ import pytest
 import yaml
 from fault_support import PODS, Adapter
 
-from kubemoon_core._kubeconfig import ConfigError
+from kubemoon_core import MAX_KUBECONFIG_BYTES
+from kubemoon_core._kubeconfig import ConfigError, ExecConfig
 from kubemoon_io import (
+    TOKEN_FILE_LIMIT,
     FileToken,
     kubeconfig_paths,
     load_config,
@@ -129,6 +132,10 @@ def test_loading_errors_name_the_file(tmp_path: Path) -> None:
         load_kubeconfig(env={"KUBECONFIG": str(tmp_path / "a")})
     with pytest.raises(ConfigError, match="cannot read the kubeconfig"):
         load_kubeconfig(tmp_path)  # a directory
+    with pytest.raises(ConfigError, match="cannot read the kubeconfig"):
+        load_kubeconfig(str(tmp_path / "a\x00b"))
+    with pytest.raises(ConfigError, match="cannot read the token file"):
+        FileToken(str(tmp_path / "t\x00")).read()
     bad = write(tmp_path / "bad", "clusters: [\n")
     with pytest.raises(ConfigError, match=f"{bad}: invalid YAML"):
         load_kubeconfig(bad)
@@ -175,3 +182,140 @@ def test_a_bad_ca_or_client_key_is_a_config_error(tmp_path: Path) -> None:
                 client_key_file=str(tmp_path / "k"),
             )
         )
+
+
+# -- hostile and broken files on disk (kubectl's load rules) ---------------------------------
+
+_MINIMAL = (
+    "clusters: [{name: c, cluster: {server: 'https://h'}}]\n"
+    "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+    "current-context: x\n"
+)
+
+
+def test_a_huge_kubeconfig_is_refused_unread(tmp_path: Path) -> None:
+    huge = tmp_path / "huge"
+    with open(huge, "wb") as handle:
+        handle.truncate(MAX_KUBECONFIG_BYTES + 10)  # sparse: nothing is really written
+    with pytest.raises(ConfigError, match="larger than") as info:
+        load_kubeconfig(huge)
+    assert info.value.file == str(huge)
+
+
+def test_a_kubeconfig_that_is_not_utf8_or_not_a_file_is_a_config_error(tmp_path: Path) -> None:
+    latin = write(tmp_path / "latin", "")
+    latin.write_bytes(b"current-context: caf\xe9\n")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_kubeconfig(latin)
+    with pytest.raises(ConfigError, match="cannot read the kubeconfig"):
+        load_kubeconfig(tmp_path)  # a directory
+    with pytest.raises(ConfigError, match="cannot read the kubeconfig"):
+        load_kubeconfig(str(tmp_path / "a\x00b"))
+    with pytest.raises(ConfigError, match="cannot read the token file"):
+        FileToken(str(tmp_path / "t\x00")).read()
+
+
+@pytest.mark.parametrize(
+    ("user", "key"),
+    [
+        ("{client-certificate: missing.crt, client-key: k}", "client-certificate"),
+        ("{tokenFile: missing-token}", "tokenFile"),
+    ],
+)
+def test_files_the_selected_entries_name_must_open(tmp_path: Path, user: str, key: str) -> None:
+    (tmp_path / "k").write_text("key")
+    config = write(tmp_path / "config", _MINIMAL + f"users: [{{name: u, user: {user}}}]\n")
+    with pytest.raises(ConfigError, match="cannot read") as info:
+        load_kubeconfig(config)
+    assert info.value.key == key
+    # A token next to a missing token file is kubectl's "token wins": accepted.
+    if key == "tokenFile":
+        write(config, _MINIMAL + "users: [{name: u, user: {token: t, tokenFile: missing}}]\n")
+        assert load_kubeconfig(config).token == "t"
+
+
+def test_a_missing_ca_file_is_refused_even_for_http(tmp_path: Path) -> None:
+    config = write(
+        tmp_path / "config",
+        "clusters: [{name: c, cluster: {server: 'http://h', certificate-authority: ca.pem}}]\n"
+        "contexts: [{name: x, context: {cluster: c}}]\ncurrent-context: x\n",
+    )
+    with pytest.raises(ConfigError, match="cannot read") as info:
+        load_kubeconfig(config)
+    assert info.value.key == "certificate-authority"
+
+
+def test_a_broken_file_later_in_kubeconfig_fails_the_load(tmp_path: Path) -> None:
+    good = write(tmp_path / "good", _MINIMAL)
+    broken = write(tmp_path / "broken", "users: [{name: z, user: {token: 5}}]\n")
+    with pytest.raises(ConfigError, match="must be a string") as info:
+        load_kubeconfig(env={"KUBECONFIG": os.pathsep.join([str(good), str(broken)])})
+    assert info.value.file == str(broken)
+
+
+def test_a_token_file_that_never_ends_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="larger than") as info:
+        FileToken("/dev/zero").read()
+    assert str(TOKEN_FILE_LIMIT) in str(info.value)
+    garbage = tmp_path / "token"
+    garbage.write_bytes(b"\xff\xfe")
+    with pytest.raises(ConfigError, match="cannot read the token file"):
+        FileToken(str(garbage)).read()
+
+
+def test_a_fifo_named_by_a_kubeconfig_does_not_hang_the_load(tmp_path: Path) -> None:
+    fifo = tmp_path / "ca.pem"
+    os.mkfifo(fifo)
+    config = write(
+        tmp_path / "config",
+        "clusters: [{name: c, cluster: {server: 'http://h', certificate-authority: ca.pem}}]\n"
+        "contexts: [{name: x, context: {cluster: c}}]\ncurrent-context: x\n",
+    )
+    # http: the CA is only opened (as kubectl opens it), never read, so this returns.
+    assert load_kubeconfig(config).ca_file == str(fifo)
+
+
+_GARBAGE_PLUGINS = {
+    "binary": "import sys\nsys.stdout.buffer.write(bytes(range(256)))\n",
+    "not a credential": 'print(\'{"kind": "Pod"}\')\n',
+    "deep": "print('[' * 100000 + ']' * 100000)\n",
+    "header injection": (
+        "import json\nprint(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1',"
+        " 'kind': 'ExecCredential', 'status': {'token': 'a\\r\\nX-Evil: 1'}}))\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_GARBAGE_PLUGINS))
+async def test_an_exec_plugin_printing_garbage_is_a_config_error(
+    adapter: Adapter, tmp_path: Path, name: str
+) -> None:
+    script = tmp_path / "plugin.py"
+    script.write_text(_GARBAGE_PLUGINS[name])
+    exec_config = ExecConfig(
+        api_version="client.authentication.k8s.io/v1",
+        command=sys.executable,
+        args=(str(script),),
+        interactive_mode="Never",
+        source=str(tmp_path / "kubeconfig"),
+    )
+    async with ScriptedServer() as server:
+        client = adapter.client(server.client_config(exec=exec_config))
+        try:
+            with pytest.raises(ConfigError) as info:
+                await adapter.call(client.get, PODS, "a", namespace="ns")
+        finally:
+            await adapter.close(client)
+        assert "X-Evil" not in str(info.value)
+        assert server.requests == []
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-8-sig"])
+def test_a_kubeconfig_with_a_byte_order_mark_is_read(tmp_path: Path, encoding: str) -> None:
+    text = _MINIMAL + "users: [{name: u, user: {token: t\u00e9}}]\n"
+    data = text.encode(encoding)
+    if encoding == "utf-16-be":
+        data = b"\xfe\xff" + data
+    config = tmp_path / "config"
+    config.write_bytes(data)
+    assert load_kubeconfig(config).token == "t\u00e9"

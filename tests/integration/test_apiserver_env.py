@@ -433,7 +433,7 @@ def test_build_reports_progress_and_a_summary(
     assert "packages compiled, now example.com/fake/pkg" in out
     assert "built etcd in 0s, 8 packages compiled" in out
     assert f"binaries in {directory}: kube-apiserver 6 B, etcd 6 B, " in out
-    assert "kube-controller-manager not built; total 12 B" in out
+    assert "kube-controller-manager not built, kubectl not built; total 12 B" in out
     assert "Go build cache " in out
     assert "2 KB (makes rebuilds fast" in out
     builds = [line.split() for line in fake_go.read_text().splitlines() if line.startswith("build")]
@@ -450,7 +450,7 @@ def test_build_reports_progress_and_a_summary(
     assert "building kube-controller-manager " in capsys.readouterr().out
     assert _testenv.main(["build"]) == 0
     assert "already built" in capsys.readouterr().out
-    assert len(fake_go.read_text().splitlines()) == 5  # 2 downloads, 3 builds
+    assert len(fake_go.read_text().splitlines()) == 6  # 2 downloads, 4 builds
 
 
 def test_path_prints_the_cache_dir_and_checks_a_binary(

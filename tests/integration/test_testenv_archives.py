@@ -201,7 +201,7 @@ def test_no_fitting_archive_falls_back_to_the_go_build(
     assert "building with Go instead" in captured.out
 
     # The controller manager is never in an archive; the message says what it is for.
-    members = {PREFIX + "kube-apiserver": b"a", PREFIX + "etcd": b"e"}
+    members = {PREFIX + "kube-apiserver": b"a", PREFIX + "etcd": b"e", PREFIX + "kubectl": b"k"}
     sha512 = make_archive(root / "a.tar.gz", members)
     write_index(root / "good.yaml", f"{base}/a.tar.gz", sha512)
     monkeypatch.setenv("KUBEMOON_TESTENV_INDEX", "none")
@@ -213,6 +213,7 @@ def test_no_fitting_archive_falls_back_to_the_go_build(
     assert "cannot build kube-controller-manager" in captured.err
     assert "without garbage collection" in captured.err
     assert (cache / "etcd").read_bytes() == b"e"
+    assert (cache / "kubectl").read_bytes() == b"k"
 
 
 def test_hostile_archives_write_nothing_outside_and_are_refused(

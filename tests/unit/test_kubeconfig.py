@@ -218,7 +218,8 @@ def test_secrets_never_appear_in_repr() -> None:
     [
         ({"clusters": "nope"}, "clusters", "must be a list"),
         ({"clusters": ["nope"]}, "clusters[0]", "must be a mapping"),
-        ({"clusters": [{"cluster": {}}]}, "clusters[0].name", "has no name"),
+        ({"clusters": [{"cluster": {}}, {"name": None}]}, "clusters[1].name", "duplicate name"),
+        ({"clusters": [{"name": 7}]}, "clusters[0].name", "must be a string"),
         ({"users": [{"name": "u", "user": "x"}]}, "users[0].user", "must be a mapping"),
         ({"current-context": 3}, "current-context", "must be a string"),
     ],
@@ -293,8 +294,18 @@ def _select(
             "users[0].user.client-key-data",
             "base64",
         ),
-        ({"server": "https://h"}, {"client-certificate": "c"}, "users[0].user", "go together"),
-        ({"server": "https://h"}, {"username": "a"}, "users[0].user", "both username"),
+        (
+            {"server": "https://h"},
+            {"client-certificate": "c"},
+            "users[0].user",
+            "needs a client key",
+        ),
+        (
+            {"server": "https://h"},
+            {"token": "t", "password": "p"},
+            "users[0].user",
+            "more than one",
+        ),
         (
             {"server": "https://h"},
             {"auth-provider": {"name": "gcp"}},
@@ -344,11 +355,11 @@ def _select(
                 "exec": {
                     "apiVersion": "client.authentication.k8s.io/v1beta1",
                     "command": "x",
-                    "env": [{"name": "A"}],
+                    "env": [{"name": "", "value": "x"}],
                 }
             },
             "users[0].user.exec.env[0]",
-            "string name and value",
+            "has no name",
         ),
         (
             {"server": "https://h"},
@@ -478,8 +489,8 @@ def test_client_config_validates_itself() -> None:
         ClientConfig(server="https://h", client_cert_data=b"c")
     with pytest.raises(ConfigError, match="needs a client certificate"):
         ClientConfig(server="https://h", client_key_file="/k")
-    with pytest.raises(ConfigError, match="both username and password"):
-        ClientConfig(server="https://h", password="p")
+    with pytest.raises(ConfigError, match="more than one authentication method"):
+        ClientConfig(server="https://h", token="t", username="u")
     with pytest.raises(ConfigError, match="cannot be combined"):
         ClientConfig(server="https://h", insecure_skip_tls_verify=True, ca_data=b"x")
     with pytest.raises(ConfigError, match="no server URL"):
