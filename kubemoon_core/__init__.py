@@ -60,6 +60,7 @@ from ._conversion import (
 from ._crd import ConversionWebhook, ServiceReference, crd_manifest, openapi_schema
 from ._declare import (
     Condition,
+    Declared,
     Description,
     Format,
     JsonName,
@@ -329,6 +330,7 @@ __all__ = [
     "ChangeType",
     "ClientConfig",
     "Condition",
+    "Declared",
     "ConfigError",
     "Conflict",
     "Controller",

@@ -28,13 +28,24 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import (
+    Annotated,
+    Any,
+    ClassVar,
+    Literal,
+    Protocol,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+)
 
 from ._errors import LocalProtocolError
 from ._resources import GroupVersionKind, GroupVersionResource, Scope
 
 __all__ = [
     "Condition",
+    "Declared",
     "Description",
     "Format",
     "JsonName",
@@ -58,6 +69,13 @@ T = TypeVar("T")
 
 class SchemaError(LocalProtocolError):
     """A declaration cannot become a structural CRD schema; the message names the field."""
+
+
+class Declared(Protocol):
+    """The type of a declared object: an instance of a dataclass (a kind of
+    :mod:`kubemoon_core.builtin`, a :func:`custom_resource` or one of their parts)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
 
 
 # -- markers ---------------------------------------------------------------------------------
