@@ -230,6 +230,7 @@ from ._store import (
     namespace_indexer,
 )
 from ._typed import TypedDecodeError, TypedView, decode, encode
+from ._typed_json import decode_json, use_msgspec
 from ._watch import (
     DEFAULT_MAX_LINE_LENGTH,
     GC_PAUSE_MIN,
@@ -444,6 +445,7 @@ __all__ = [
     "create_request",
     "custom_resource",
     "decode",
+    "decode_json",
     "decode_aggregated_discovery",
     "decode_api_group_list",
     "decode_api_resource_list",
@@ -475,6 +477,7 @@ __all__ = [
     "retry_delay",
     "set_json_backend",
     "use_fast_json",
+    "use_msgspec",
     "use_standard_json",
     "validate_name",
     "validate_namespace",
