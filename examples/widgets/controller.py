@@ -51,7 +51,7 @@ async def reconcile(ctx: ReconcileContext[Widget]) -> Outcome:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the operator until SIGTERM (exits non-zero if it loses its Lease)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--loop", choices=("trio", "asyncio"), default="trio")
     parser.add_argument("--leader-elect", metavar="NAMESPACE", help="elect a leader there")
     parser.add_argument("--probe-port", type=int, default=8080)

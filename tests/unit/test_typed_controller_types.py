@@ -3,11 +3,14 @@ deliberate mistakes is reported at each one (the context is ``ReconcileContext[W
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "widgets"
@@ -74,3 +77,28 @@ def test_mypy_passes_the_example_and_reports_each_mistake(tmp_path: Path) -> Non
     for _, _, message in MISTAKES:
         assert any(re.search(message, e) for e in errors), (message, errors)
     assert len(errors) == len(MISTAKES), errors
+
+
+PYRIGHT = Path(sys.executable).parent / "basedpyright"
+
+
+@pytest.mark.skipif(not PYRIGHT.exists(), reason="basedpyright is not installed (it is optional)")
+def test_pyright_reports_the_mistakes_too(tmp_path: Path) -> None:
+    source = (EXAMPLE / "controller.py").read_text(encoding="utf-8")
+    shutil.copy(EXAMPLE / "widget_api.py", tmp_path / "widget_api.py")
+    (tmp_path / "controller.py").write_text(source, encoding="utf-8")
+    right, wrong, _ = MISTAKES[0]
+    (tmp_path / "bad_controller.py").write_text(source.replace(right, wrong), encoding="utf-8")
+    config = {"extraPaths": [str(ROOT)], "pythonVersion": "3.11"}
+    (tmp_path / "pyrightconfig.json").write_text(json.dumps(config), encoding="utf-8")
+    result = subprocess.run(
+        [str(PYRIGHT), "--pythonpath", sys.executable, "--level", "error"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    errors = [line for line in result.stdout.splitlines() if " - error:" in line]
+    assert result.returncode == 1, result.stdout
+    assert len(errors) == 1, errors
+    assert "bad_controller.py" in errors[0] and '"replica"' in errors[0], errors

@@ -185,3 +185,31 @@ def test_builtin_kinds_decode_from_bytes(backend: str) -> None:
 def test_a_non_declaration_is_refused(backend: str) -> None:
     with pytest.raises(SchemaError, match="is not a dataclass"):
         decode_json(dict, b"{}")
+
+
+SPEC = b'"spec":{"source":"s","targetNamespaces":[]}'
+
+
+@pytest.mark.parametrize(
+    ("data", "outcome"),
+    [
+        (b'{"metadata":{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}," + SPEC + b"}", "deep"),
+        (b'{"kind":"ConfigMirror","kind":"Other",' + SPEC + b"}", ".kind"),
+        (b'{"metadata":{"a":"\\ud800"},' + SPEC + b"}", "ok"),
+        (("{" + SPEC.decode() + "}").encode("utf-16"), "ok"),
+        (b"\xef\xbb\xbf{" + SPEC + b"}", "ok"),
+        (b"{" + SPEC + b"}\x00", "Extra data"),
+    ],
+    ids=["deep nesting", "duplicate key", "lone surrogate", "utf-16", "bom", "trailing nul"],
+)
+def test_hostile_documents_get_the_same_answer(backend: str, data: bytes, outcome: str) -> None:
+    if outcome == "ok":
+        assert decode_json(ConfigMirror, data).spec.source == "s"
+    elif outcome.startswith("."):
+        with pytest.raises(TypedDecodeError) as typed:
+            decode_json(ConfigMirror, data)
+        assert typed.value.path == outcome
+    else:
+        words = "recursion" if outcome == "deep" else outcome
+        with pytest.raises(DecodeError, match=words):
+            decode_json(ConfigMirror, data)
