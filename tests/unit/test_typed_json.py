@@ -213,3 +213,37 @@ def test_hostile_documents_get_the_same_answer(backend: str, data: bytes, outcom
         words = "recursion" if outcome == "deep" else outcome
         with pytest.raises(DecodeError, match=words):
             decode_json(ConfigMirror, data)
+
+
+@dataclass(slots=True)
+class Part:
+    weight: float
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Catalog:
+    owner: str | None  # may be absent though it has no default
+    parts: dict[str, Part]
+    extra: Any = None
+    grid: list[list[Part]] | None = None
+
+
+def test_defaults_enums_and_maps_of_objects(backend: str) -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "widgets"))
+    from widget_api import Tier, Widget
+
+    widget = decode_json(Widget, b'{"metadata": {"name": "w"}, "spec": {"tier": "large"}}')
+    assert widget.spec.tier is Tier.LARGE and widget.spec.replicas == 1 and widget.spec.data == {}
+    assert decode_json(Widget, b"{}") == decode(Widget, {})
+    with pytest.raises(TypedDecodeError) as caught:
+        decode_json(Widget, b'{"spec": {"tier": "huge"}}')
+    assert caught.value.path == ".spec.tier"
+    raw = b'{"parts": {"a": {"weight": 1}, "b": {"weight": 2.5, "tags": ["x"]}}, "extra": [1, {}], "grid": [[{"weight": 0}]]}'
+    catalog = decode_json(Catalog, raw)
+    assert catalog == decode(Catalog, json.loads(raw))
+    assert catalog.parts["a"] == Part(1.0) and type(catalog.parts["a"].weight) is float
+    assert catalog.grid == [[Part(0.0)]] and catalog.owner is None
