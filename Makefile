@@ -36,6 +36,7 @@ lint: $(STAMP) $(BIN)/actionlint
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python scripts/unasync.py --check
+	$(BIN)/python scripts/gen_builtins.py --check
 	$(BIN)/kubemoon crd check deploy/crd.yaml $(CONFIGMIRROR_CRD)
 	$(BIN)/kubemoon crd check examples/widgets/crd.yaml examples/widgets/widget_api.py:Widget
 	$(BIN)/python scripts/version.py check

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kubemoon_core import EventOutcome, EventWrite, KubeMoonError
+from kubemoon_core import Declared, EventOutcome, EventWrite, KubeMoonError, encode
 from kubemoon_core import EventRecorder as EventMachine
 
 from . import _backend
@@ -58,7 +58,7 @@ class EventRecorder:
 
     def record(
         self,
-        regarding: Mapping[str, Any],
+        regarding: Mapping[str, Any] | Declared,
         type: str,
         reason: str,
         note: str,
@@ -66,7 +66,10 @@ class EventRecorder:
         action: str = "Reconcile",
         related: Mapping[str, Any] | None = None,
     ) -> None:
-        """Record that ``reason`` happened to ``regarding`` (``type`` Normal or Warning)."""
+        """Record that ``reason`` happened to ``regarding`` (``type`` Normal or Warning), a
+        mapping or a declared object."""
+        if not isinstance(regarding, Mapping):
+            regarding = encode(regarding)
         plan = self.machine.record(
             regarding,
             type,

@@ -36,6 +36,7 @@ import signal
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar, overload
 
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -70,6 +71,7 @@ from ._webhook_server import WebhookServer
 __all__ = ["LeaderElectionConfig", "Manager"]
 
 logger = logging.getLogger("kubemoon.manager")
+T = TypeVar("T")
 
 
 def _default_identity() -> str:
@@ -173,6 +175,7 @@ class Manager:
 
     # -- building ------------------------------------------------------------------------
 
+    @overload
     def controller(
         self,
         name: str,
@@ -182,8 +185,33 @@ class Manager:
         namespace: str | None = None,
         label_selector: str | None = None,
         predicate: Predicate | None = None,
-    ) -> ControllerBuilder:
-        """Start describing a controller of ``resource`` (its primary, ``For`` in Go)."""
+    ) -> ControllerBuilder: ...
+    @overload
+    def controller(
+        self,
+        name: str,
+        resource: type[T],
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        predicate: Predicate | None = None,
+    ) -> ControllerBuilder[T]: ...
+    def controller(
+        self,
+        name: str,
+        resource: GroupVersionResource | APIResource | type[Any],
+        *,
+        kind: str | None = None,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        predicate: Predicate | None = None,
+    ) -> ControllerBuilder[Any]:
+        """Start describing a controller of ``resource`` (its primary, ``For`` in Go).
+
+        ``resource`` may be a declared class (``Widget``, or a built-in kind such as
+        ``kubemoon_core.builtin.ConfigMap``): its resource, kind and scope come from the
+        declaration, and the reconcile is given a ``ReconcileContext[Widget]``.
+        """
         if any(c.name == name for c in self.controllers):
             raise LocalProtocolError(f"a controller is already named {name!r}")
         return ControllerBuilder(

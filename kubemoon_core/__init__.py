@@ -60,6 +60,7 @@ from ._conversion import (
 from ._crd import ConversionWebhook, ServiceReference, crd_manifest, openapi_schema
 from ._declare import (
     Condition,
+    Declared,
     Description,
     Format,
     JsonName,
@@ -232,6 +233,7 @@ from ._store import (
     namespace_indexer,
 )
 from ._typed import TypedDecodeError, TypedView, decode, encode
+from ._typed_json import decode_json, use_msgspec
 from ._watch import (
     DEFAULT_MAX_LINE_LENGTH,
     GC_PAUSE_MIN,
@@ -356,6 +358,7 @@ __all__ = [
     "ChangeType",
     "ClientConfig",
     "Condition",
+    "Declared",
     "ConfigError",
     "Conflict",
     "Controller",
@@ -471,6 +474,7 @@ __all__ = [
     "create_request",
     "custom_resource",
     "decode",
+    "decode_json",
     "decode_aggregated_discovery",
     "decode_api_group_list",
     "decode_api_resource_list",
@@ -503,6 +507,7 @@ __all__ = [
     "set_json_backend",
     "takeover_bound",
     "use_fast_json",
+    "use_msgspec",
     "use_standard_json",
     "validate_name",
     "validate_namespace",

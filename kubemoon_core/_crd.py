@@ -60,7 +60,20 @@ def openapi_schema(cls: type) -> dict[str, Any]:
     return _object_schema(class_info(cls), None)
 
 
+_OPEN: set[type] = set()  # the classes whose schema is being built (to refuse recursion)
+
+
 def _object_schema(info: ClassInfo, description: str | None) -> dict[str, Any]:
+    if info.cls in _OPEN:
+        raise SchemaError(f"{info.cls.__name__} contains itself: a CRD schema cannot be recursive")
+    _OPEN.add(info.cls)
+    try:
+        return _object_schema_of(info, description)
+    finally:
+        _OPEN.discard(info.cls)
+
+
+def _object_schema_of(info: ClassInfo, description: str | None) -> dict[str, Any]:
     schema: dict[str, Any] = {}
     description = description or info.description
     if description:
@@ -229,6 +242,9 @@ def crd_manifest(*classes: type, conversion: ConversionWebhook | None = None) ->
     if not classes:
         raise LocalProtocolError("crd_manifest needs at least one class")
     infos = [resource_info(cls) for cls in classes]
+    for info in infos:
+        if info.builtin:
+            raise SchemaError(f"{info.cls.__name__} is a built-in kind, not a custom resource")
     first = infos[0]
     seen: set[str] = set()
     for info in infos:

@@ -15,6 +15,7 @@ Rules:
 - Python field names are snake_case; JSON names are their camelCase form unless
   :class:`JsonName` says otherwise. A dataclass default is also the schema's default.
 - A declaration is analysed once, on first use, and the analysis is cached per class.
+  A class may contain itself (the codecs follow it); only a CRD schema refuses that.
 """
 
 from __future__ import annotations
@@ -27,13 +28,24 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import (
+    Annotated,
+    Any,
+    ClassVar,
+    Literal,
+    Protocol,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+)
 
 from ._errors import LocalProtocolError
 from ._resources import GroupVersionKind, GroupVersionResource, Scope
 
 __all__ = [
     "Condition",
+    "Declared",
     "Description",
     "Format",
     "JsonName",
@@ -57,6 +69,13 @@ T = TypeVar("T")
 
 class SchemaError(LocalProtocolError):
     """A declaration cannot become a structural CRD schema; the message names the field."""
+
+
+class Declared(Protocol):
+    """The type of a declared object: an instance of a dataclass (a kind of
+    :mod:`kubemoon_core.builtin`, a :func:`custom_resource` or one of their parts)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
 
 
 # -- markers ---------------------------------------------------------------------------------
@@ -253,8 +272,6 @@ def class_info(cls: type) -> ClassInfo:
         return info
     if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         raise SchemaError(f"{_type_name(cls)} is not a dataclass")
-    if cls in _IN_PROGRESS:
-        raise SchemaError(f"{cls.__name__} contains itself: a CRD schema cannot be recursive")
     _IN_PROGRESS.add(cls)
     try:
         info = _analyse_class(cls)
@@ -379,7 +396,8 @@ def _analyse_type(tp: Any, where: str) -> Node:
             raise SchemaError(f"{where}: dict keys must be str, not {_type_name(args[0])}")
         return Node(Kind.MAP, item=_item(args[1], where))
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        class_info(tp)  # refuse it now, naming its own field
+        if tp not in _IN_PROGRESS:  # a recursive reference is analysed by its outer use
+            class_info(tp)  # refuse it now, naming its own field
         return Node(Kind.OBJECT, cls=tp)
     raise SchemaError(f"{where}: unsupported type {_type_name(tp)}")
 
@@ -497,6 +515,8 @@ class ResourceInfo:
     scale: Scale | None
     served: bool
     storage: bool | None
+    builtin: bool = False
+    """True for a kind the API server serves itself (generated in :mod:`kubemoon_core.builtin`)."""
 
     @property
     def gvr(self) -> GroupVersionResource:
@@ -510,8 +530,8 @@ class ResourceInfo:
 
     @property
     def api_version(self) -> str:
-        """``group/version``."""
-        return f"{self.group}/{self.version}"
+        """``group/version`` (``version`` alone for the core group)."""
+        return f"{self.group}/{self.version}" if self.group else self.version
 
     @property
     def crd_name(self) -> str:
@@ -565,6 +585,36 @@ def custom_resource(
             storage=storage,
         )
         _check_names(info)
+        setattr(cls, "__kubemoon_resource__", info)  # noqa: B010 - mypy: not a declared attr
+        return cls
+
+    return decorate
+
+
+def builtin_resource(
+    group: str, version: str, kind: str, plural: str, scope: Scope
+) -> Callable[[type[T]], type[T]]:
+    """Class decorator of a generated built-in kind (``ConfigMap``...): it decodes and encodes
+    like a custom resource, but is no CRD (``crd_manifest`` refuses it)."""
+
+    def decorate(cls: type[T]) -> type[T]:
+        info = ResourceInfo(
+            cls=cls,
+            group=group,
+            version=version,
+            kind=kind,
+            plural=plural,
+            singular=kind.lower(),
+            scope=scope,
+            short_names=(),
+            categories=(),
+            printer_columns=(),
+            status_subresource=None,
+            scale=None,
+            served=True,
+            storage=None,
+            builtin=True,
+        )
         setattr(cls, "__kubemoon_resource__", info)  # noqa: B010 - mypy: not a declared attr
         return cls
 

@@ -124,6 +124,7 @@ class _Codec:
 
 
 _CODECS: dict[type, _Codec] = {}
+_BUILDING: set[type] = set()  # classes whose codec is being generated
 
 
 class _Gen:
@@ -147,6 +148,17 @@ class _Gen:
         name = f"_c{self.counter}"
         self.namespace[name] = value
         return name
+
+    def function(self, cls: type, which: str) -> str:
+        """The constant naming the decoder or encoder of ``cls``; late-bound while that
+        class's own codec is being generated (a class containing itself)."""
+        if cls in _BUILDING:
+
+            def late(value: Any) -> Any:
+                return getattr(_CODECS[cls], which)(value)
+
+            return self.const(late)
+        return self.const(getattr(codec(cls), which))
 
     def var(self) -> str:
         self.counter += 1
@@ -174,7 +186,7 @@ class _Gen:
         if kind is Kind.DATETIME:
             return [f"{indent}{dst} = _parse_datetime({src})"]
         if kind is Kind.OBJECT:
-            return [f"{indent}{dst} = {self.const(codec(node.cls).decode)}({src})"]
+            return [f"{indent}{dst} = {self.function(node.cls, 'decode')}({src})"]
         assert node.item is not None
         is_list = kind is Kind.LIST
         head = (
@@ -184,7 +196,7 @@ class _Gen:
         )
         if node.item.kind is Kind.OBJECT:
             # A comprehension: the index of a failing item is looked up only on failure.
-            fn = self.const(codec(node.item.cls).decode)
+            fn = self.function(node.item.cls, "decode")
             if is_list:
                 body, locate = f"[{fn}(x) for x in {src}]", "_locate_item"
             else:
@@ -253,7 +265,7 @@ class _Gen:
         if kind is Kind.DATETIME:
             return f"_format_datetime({src})"
         if kind is Kind.OBJECT:
-            return f"{self.const(codec(node.cls).encode)}({src})"
+            return f"{self.function(node.cls, 'encode')}({src})"
         assert node.item is not None
         x = self.var()
         inner = self.encode(node.item, x)
@@ -371,7 +383,11 @@ def codec(cls: type) -> _Codec:
         return found
     info = class_info(cls)
     gen = _Gen()
-    source = _class_source(gen, info)
+    _BUILDING.add(cls)
+    try:
+        source = _class_source(gen, info)
+    finally:
+        _BUILDING.discard(cls)
     exec(compile(source, f"<kubemoon codec of {cls.__qualname__}>", "exec"), gen.namespace)
     found = _Codec(gen.namespace["decode"], gen.namespace["encode"])
     _CODECS[cls] = found

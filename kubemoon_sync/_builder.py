@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
 
 from kubemoon_core import (
     APIResource,
@@ -34,21 +34,31 @@ from kubemoon_core import (
     Source,
     WorkItem,
     controller_of,
+    resource_info,
 )
 from kubemoon_io import _tracing
 
 from . import _backend
 from ._cache import CacheReader
-from ._context import CONTROLLER_UID_INDEX, ReconcileContext
+from ._context import CONTROLLER_UID_INDEX, ObjT, ReconcileContext
 from ._controller import ControllerRunner
 from ._informer import Informer
 
 if TYPE_CHECKING:
     from ._manager import Manager
 
+Resource = GroupVersionResource | APIResource | type[Any]
+"""What a builder follows: a resource, discovered or named, or a declared class (``ConfigMap``)."""
+
 __all__ = ["ControllerBuilder", "ReconcileFunction", "RuntimeController"]
 
 logger = logging.getLogger("kubemoon.controller")
+
+
+def _named(resource: Resource) -> GroupVersionResource | APIResource:
+    """The resource of a declared class; a resource as it is."""
+    return resource_info(resource).gvr if isinstance(resource, type) else resource
+
 
 ReconcileFunction = Callable[[ReconcileContext], Outcome]
 """A reconcile: given the context of one key, returns the core's outcome."""
@@ -68,14 +78,16 @@ class RuntimeController:
         manager: Manager,
         name: str,
         sources: list[tuple[Source, Informer]],
-        reconcile: ReconcileFunction,
+        reconcile: Callable[[ReconcileContext[Any]], Outcome],
         *,
         kind: GroupVersionKind | None,
         workers: int,
         rate_limiter: RateLimiter | None,
+        cls: type[Any] | None = None,
     ) -> None:
         self.name = name
         self._kind = kind
+        self._cls = cls
         self.manager = manager
         self.controller = Controller(
             [source for source, _ in sources], workers=workers, rate_limiter=rate_limiter
@@ -142,6 +154,7 @@ class RuntimeController:
             primary_kind=self._kind,
             caches=self._caches,
             events=self.manager.events,
+            cls=self._cls,
         )
         try:
             return self._reconcile(context)
@@ -151,17 +164,19 @@ class RuntimeController:
             return Requeue()
 
 
-class ControllerBuilder:
+class ControllerBuilder(Generic[ObjT]):
     """Describes a controller: its primary resource, what it owns and what it watches.
 
-    Get one from :meth:`Manager.controller`; finish with :meth:`complete`.
+    Get one from :meth:`Manager.controller`; finish with :meth:`complete`. A builder of a
+    declared class (``ControllerBuilder[Widget]``) gives its reconcile a
+    ``ReconcileContext[Widget]``.
     """
 
     def __init__(
         self,
         manager: Manager,
         name: str,
-        resource: GroupVersionResource | APIResource,
+        resource: Resource,
         *,
         kind: str | None = None,
         namespace: str | None = None,
@@ -170,6 +185,13 @@ class ControllerBuilder:
     ) -> None:
         self._manager = manager
         self._name = name
+        self._cls: type[Any] | None = None
+        if isinstance(resource, type):
+            info = resource_info(resource)
+            self._cls, kind, resource = resource, info.kind, info.gvr
+            self._declared_scope: Scope | None = info.scope
+        else:
+            self._declared_scope = None
         self._resource = resource
         gvr = resource.gvr if isinstance(resource, APIResource) else resource
         self._gvr = gvr
@@ -177,6 +199,8 @@ class ControllerBuilder:
             kind = resource.kind
         self._kind = kind
         self._scope = resource.scope if isinstance(resource, APIResource) else Scope.NAMESPACED
+        if self._declared_scope is not None:
+            self._scope = self._declared_scope
         self._namespace = namespace
         self._sources: list[tuple[Source, Informer]] = [
             (
@@ -203,12 +227,12 @@ class ControllerBuilder:
 
     def owns(
         self,
-        resource: GroupVersionResource | APIResource,
+        resource: Resource,
         *,
         namespace: str | None = None,
         predicate: Predicate | None = None,
         metadata_only: bool = False,
-    ) -> ControllerBuilder:
+    ) -> ControllerBuilder[ObjT]:
         """Also reconcile the primary that controls (``ownerReferences``) a changed object.
 
         With ``metadata_only`` the cache of ``resource`` holds metadata only (enough for
@@ -219,6 +243,7 @@ class ControllerBuilder:
                 f"{self._name}: owns() needs the primary's kind: pass the primary as an "
                 "APIResource or give kind="
             )
+        resource = _named(resource)
         gvr = resource.gvr if isinstance(resource, APIResource) else resource
         owner = GroupVersionKind(self._gvr.group, self._gvr.version, self._kind)
         source = Source.owned(
@@ -235,16 +260,17 @@ class ControllerBuilder:
 
     def watches(
         self,
-        resource: GroupVersionResource | APIResource,
+        resource: Resource,
         mapper: Callable[[Change], Iterable[ObjectKey]],
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
         predicate: Predicate | None = None,
         metadata_only: bool = False,
-    ) -> ControllerBuilder:
+    ) -> ControllerBuilder[ObjT]:
         """Also reconcile the keys ``mapper`` returns for each change of ``resource``
         (metadata only, if the mapper needs no more)."""
+        resource = _named(resource)
         gvr = resource.gvr if isinstance(resource, APIResource) else resource
         mapping: Mapper = mapper
         source = Source.mapped(self._source_name(gvr, "watches"), mapping, predicate=predicate)
@@ -257,17 +283,17 @@ class ControllerBuilder:
         self._sources.append((source, informer))
         return self
 
-    def with_workers(self, workers: int) -> ControllerBuilder:
+    def with_workers(self, workers: int) -> ControllerBuilder[ObjT]:
         """Run at most ``workers`` reconciles at once (never two for one key)."""
         self._workers = workers
         return self
 
-    def with_rate_limiter(self, rate_limiter: RateLimiter) -> ControllerBuilder:
+    def with_rate_limiter(self, rate_limiter: RateLimiter) -> ControllerBuilder[ObjT]:
         """Decide the delays of failed keys with ``rate_limiter``."""
         self._rate_limiter = rate_limiter
         return self
 
-    def complete(self, reconcile: ReconcileFunction) -> RuntimeController:
+    def complete(self, reconcile: Callable[[ReconcileContext[ObjT]], Outcome]) -> RuntimeController:
         """Build the controller with ``reconcile`` and register it with the manager."""
         if self._done:
             raise LocalProtocolError(f"{self._name}: complete() was already called")
@@ -282,6 +308,7 @@ class ControllerBuilder:
             else GroupVersionKind(self._gvr.group, self._gvr.version, self._kind),
             workers=self._workers,
             rate_limiter=self._rate_limiter,
+            cls=self._cls,
         )
         self._manager.add(controller)
         return controller

@@ -5,17 +5,22 @@
 Rules: a context lives for one reconcile. Reads go to the caches (read-only); writes go
 through :attr:`ReconcileContext.client`. The logger carries the controller's name, the key
 and the reconcile id on every record, and its lines read ``controller NAME: NS/NAME: ...``.
+A controller of a declared class (``manager.controller("widgets", Widget)``) gets a
+``ReconcileContext[Widget]``: ``obj`` is decoded into the class; the other methods take
+both mappings and declared objects.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 from collections.abc import Mapping, MutableMapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, overload
 
 from kubemoon_core import (
     ApiError,
+    Declared,
     GroupVersionKind,
     GroupVersionResource,
     LocalProtocolError,
@@ -24,8 +29,11 @@ from kubemoon_core import (
     Request,
     WorkItem,
     WriteAction,
+    decode,
+    encode,
     plan_status,
     plan_write,
+    resource_info,
     set_condition,
 )
 
@@ -34,7 +42,16 @@ from ._cache import CacheReader
 from ._client import Client
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
     from ._events import EventRecorder
+
+    ObjT = TypeVar("ObjT", default=Mapping[str, Any])
+else:
+    from typing import TypeVar
+
+    ObjT = TypeVar("ObjT")  # its default (a mapping) matters to type checkers only
+T = TypeVar("T")
 
 __all__ = ["CONTROLLER_UID_INDEX", "DEFAULT_WRITE_CONCURRENCY", "ReconcileContext"]
 
@@ -55,11 +72,16 @@ class _KeyLogger(logging.LoggerAdapter[logging.Logger]):
         return f"controller {extra['controller']}: {extra['key']}: {msg}", kwargs
 
 
-class ReconcileContext:
+def _resource_of(cls: type) -> GroupVersionResource:
+    return resource_info(cls).gvr
+
+
+class ReconcileContext(Generic[ObjT]):
     """One reconcile of one key.
 
-    :attr:`obj` is the primary object as cached (None once it is gone); :meth:`cache`
-    reads any resource the controller watches; :attr:`events` records Kubernetes Events.
+    :attr:`obj` is the primary object as cached (None once it is gone), decoded into the
+    controller's declared class if it has one; :meth:`cache` reads any resource the
+    controller watches; :attr:`events` records Kubernetes Events.
     """
 
     def __init__(
@@ -73,8 +95,11 @@ class ReconcileContext:
         primary_kind: GroupVersionKind | None,
         caches: Mapping[GroupVersionResource, CacheReader],
         events: EventRecorder,
+        cls: type[ObjT] | None = None,
     ) -> None:
         self.controller = controller
+        self._cls = cls
+        self._decoded: tuple[Mapping[str, Any], Any] | None = None
         self.primary_resource = primary_resource
         self._kind = primary_kind
         self.writes = 0
@@ -104,9 +129,24 @@ class ReconcileContext:
         return self.key.name
 
     @property
-    def obj(self) -> Mapping[str, Any] | None:
-        """The primary object from the cache, or None when it is gone."""
+    def raw(self) -> Mapping[str, Any] | None:
+        """The primary object from the cache as a read-only mapping, or None when it is gone."""
         return self.primary.get(self.key)
+
+    @property
+    def obj(self) -> ObjT | None:
+        """The primary object from the cache, or None when it is gone.
+
+        A typed controller's object is decoded into its class (once per cached version);
+        one that does not decode raises :class:`~kubemoon_core.TypedDecodeError`.
+        """
+        raw = self.primary.get(self.key)
+        if raw is None or self._cls is None:
+            return raw  # type: ignore[return-value]  # ObjT is the mapping here
+        if self._decoded is None or self._decoded[0] is not raw:
+            self._decoded = (raw, decode(self._cls, raw))
+        typed: ObjT = self._decoded[1]
+        return typed
 
     def cache(self, resource: GroupVersionResource) -> CacheReader:
         """The cache of a resource this controller watches (primary, owned or watched)."""
@@ -120,7 +160,7 @@ class ReconcileContext:
 
     def owner_reference(self) -> dict[str, Any]:
         """The ``ownerReferences`` entry making the primary the controller of an object."""
-        obj = self.obj
+        obj = self.raw
         if obj is None or self._kind is None:
             raise LocalProtocolError(f"{self.key}: no cached primary (or no kind) to own with")
         uid = (obj.get("metadata") or {}).get("uid")
@@ -133,22 +173,51 @@ class ReconcileContext:
             "blockOwnerDeletion": True,
         }
 
-    def owned(self, resource: GroupVersionResource) -> list[Mapping[str, Any]]:
-        """The cached objects of ``resource`` that the primary controls (via ``owns``)."""
-        obj = self.obj
+    @overload
+    def owned(self, resource: GroupVersionResource) -> list[Mapping[str, Any]]: ...
+    @overload
+    def owned(self, resource: type[T]) -> list[T]: ...
+    def owned(self, resource: GroupVersionResource | type[Any]) -> list[Any]:
+        """The cached objects of ``resource`` that the primary controls (via ``owns``).
+
+        Given a declared class (``ConfigMap``), they are decoded into it.
+        """
+        obj = self.raw
         uid = (obj.get("metadata") or {}).get("uid") if obj is not None else None
         if not isinstance(uid, str):
             return []
+        if isinstance(resource, type):
+            found = self.cache(_resource_of(resource)).by_index(CONTROLLER_UID_INDEX, uid)
+            return [decode(resource, o) for o in found]
         return self.cache(resource).by_index(CONTROLLER_UID_INDEX, uid)
 
+    @overload
     def ensure(
         self, resource: GroupVersionResource, desired: Mapping[str, Any], *, owned: bool = True
+    ) -> bool: ...
+    @overload
+    def ensure(self, resource: Declared, *, owned: bool = True) -> bool: ...
+    def ensure(
+        self,
+        resource: GroupVersionResource | Declared,
+        desired: Mapping[str, Any] | None = None,
+        *,
+        owned: bool = True,
     ) -> bool:
         """Create or patch an object so it looks as ``desired``; True if a write was made.
 
-        Compared with the cached object, so steady state makes no write. With ``owned``,
-        the primary becomes its controller and the namespace defaults to the key's.
+        ``ensure(CONFIGMAPS, {...})``, or with a declared object ``ensure(ConfigMap(...))``
+        (its class names the resource). Compared with the cached object, so steady state
+        makes no write. With ``owned``, the primary becomes its controller and the namespace
+        defaults to the key's.
         """
+        if not isinstance(resource, GroupVersionResource):
+            if desired is not None:
+                raise LocalProtocolError("ensure(obj) takes a declared object and no desired")
+            desired = encode(resource)
+            resource = _resource_of(type(resource))
+        elif desired is None:
+            raise LocalProtocolError(f"ensure({resource}) needs the desired object")
         wanted = dict(desired)
         metadata = dict(wanted.get("metadata") or {})
         if self.namespace:
@@ -168,8 +237,22 @@ class ReconcileContext:
         self.log.info("%s %s (%s)", plan.action.value, name, ", ".join(plan.changed))
         return True
 
-    def delete(self, resource: GroupVersionResource, obj: Mapping[str, Any]) -> bool:
-        """Delete a cached object (gone already is fine); True if this call deleted it."""
+    @overload
+    def delete(self, resource: GroupVersionResource, obj: Mapping[str, Any]) -> bool: ...
+    @overload
+    def delete(self, resource: Declared) -> bool: ...
+    def delete(
+        self, resource: GroupVersionResource | Declared, obj: Mapping[str, Any] | None = None
+    ) -> bool:
+        """Delete a cached object (gone already is fine); True if this call deleted it.
+
+        ``delete(CONFIGMAPS, child)``, or ``delete(child)`` with a declared object.
+        """
+        if not isinstance(resource, GroupVersionResource):
+            obj = {"metadata": getattr(resource, "metadata", None) or {}}
+            resource = _resource_of(type(resource))
+        elif obj is None:
+            raise LocalProtocolError(f"delete({resource}) needs the object")
         metadata = obj.get("metadata") or {}
         try:
             self.client.delete(
@@ -189,7 +272,7 @@ class ReconcileContext:
         ``lastTransitionTime`` changes only when the status flips; ``observedGeneration``
         is the primary's generation.
         """
-        obj = self.obj or {}
+        obj = self.raw or {}
         value = status if isinstance(status, str) else ("True" if status else "False")
         return set_condition(
             (obj.get("status") or {}).get("conditions"),
@@ -245,11 +328,18 @@ class ReconcileContext:
             )
         return results
 
-    def update_status(self, status: Mapping[str, Any]) -> bool:
-        """Patch the primary's status subresource if it differs; True if a write was made."""
-        obj = self.obj
+    def update_status(self, status: Mapping[str, Any] | Declared) -> bool:
+        """Patch the primary's status subresource if it differs; True if a write was made.
+
+        ``status`` is a mapping or a declared object (``WidgetStatus(...)``), encoded first.
+        """
+        obj = self.raw
         if obj is None:
             return False
+        if dataclasses.is_dataclass(status) and not isinstance(status, type):
+            status = encode(status)
+        elif not isinstance(status, Mapping):
+            raise LocalProtocolError(f"a status is a mapping or a declared object, not {status!r}")
         plan = plan_status(self.primary_resource, status, obj)
         if plan.action is WriteAction.NONE or plan.request is None:
             return False

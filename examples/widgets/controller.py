@@ -1,41 +1,49 @@
 """The Widget operator: each Widget keeps ``spec.replicas`` ConfigMaps ``<widget>-<i>``.
 
+A typed controller: the reconcile reads a :class:`Widget` (``widget_api.py``) and writes
+typed ``ConfigMap`` objects (generated built-in kinds); ``mypy --strict`` checks it.
+
 Usage: ``python examples/widgets/controller.py [--loop trio|asyncio] [--leader-elect NS]``
 """
+
+from __future__ import annotations
 
 import argparse
 import importlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
-from kubemoon_core import GroupVersionResource, Outcome, Reconciled, RequeueAfter
+from widget_api import Widget, WidgetStatus
 
-WIDGETS = GroupVersionResource("examples.kubemoon.dev", "v1", "widgets")
-CONFIGMAPS = GroupVersionResource("", "v1", "configmaps")
+from kubemoon_core import Condition, Outcome, Reconciled, RequeueAfter, decode
+from kubemoon_core.builtin import ConfigMap
+
+if TYPE_CHECKING:
+    from kubemoon_trio import ReconcileContext
 
 
-async def reconcile(ctx: Any) -> Outcome:
+async def reconcile(ctx: ReconcileContext[Widget]) -> Outcome:
     """Make the Widget's ConfigMaps match its spec, then report them in its status."""
     widget = ctx.obj
     if widget is None:
         return Reconciled()  # deleted: its ConfigMaps go by garbage collection
-    spec = widget.get("spec") or {}
-    data = spec.get("data") or {}
-    wanted = [f"{ctx.name}-{i}" for i in range(spec.get("replicas", 1))]
+    data = widget.spec.data
+    wanted = [f"{ctx.name}-{i}" for i in range(widget.spec.replicas)]
     for name in wanted:
-        await ctx.ensure(CONFIGMAPS, {"metadata": {"name": name}, "data": data})
-    for child in ctx.owned(CONFIGMAPS):
-        if child["metadata"]["name"] not in wanted:
-            await ctx.delete(CONFIGMAPS, child)
-    owned = ctx.owned(CONFIGMAPS)
-    ready = sum(1 for c in owned if c["metadata"]["name"] in wanted and c.get("data") == data)
+        await ctx.ensure(ConfigMap(metadata={"name": name}, data=data))
+    for child in ctx.owned(ConfigMap):
+        if child.metadata["name"] not in wanted:
+            await ctx.delete(child)
+    owned = ctx.owned(ConfigMap)
+    ready = sum(1 for c in owned if c.metadata["name"] in wanted and (c.data or {}) == data)
     done = ready == len(wanted)
-    status = {
-        "replicas": len(owned),
-        "readyReplicas": ready,
-        "observedGeneration": widget["metadata"].get("generation"),
-        "conditions": ctx.condition("Ready", done, "Scaled" if done else "Scaling"),
-    }
+    conditions = ctx.condition("Ready", done, "Scaled" if done else "Scaling")
+    status = WidgetStatus(
+        replicas=len(owned),
+        ready_replicas=ready,
+        observed_generation=widget.metadata.get("generation"),
+        conditions=[decode(Condition, c) for c in conditions],
+    )
     if await ctx.update_status(status) and done:
         ctx.events.record(widget, "Normal", "Scaled", f"{ready} ConfigMap(s) ready")
     return RequeueAfter(300.0)
@@ -43,7 +51,7 @@ async def reconcile(ctx: Any) -> Outcome:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the operator until SIGTERM (exits non-zero if it loses its Lease)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--loop", choices=("trio", "asyncio"), default="trio")
     parser.add_argument("--leader-elect", metavar="NAMESPACE", help="elect a leader there")
     parser.add_argument("--probe-port", type=int, default=8080)
@@ -57,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         leader_election=election,
         probe_address=("127.0.0.1", args.probe_port),
     )
-    manager.controller("widgets", WIDGETS, kind="Widget").owns(CONFIGMAPS).complete(reconcile)
+    manager.controller("widgets", Widget).owns(ConfigMap).complete(reconcile)
     manager.run_forever()
 
 

@@ -1,0 +1,105 @@
+"""A typed ReconcileContext without a server: ``obj`` decodes (once per cached version) and
+the helpers refuse what is not a declared object or a mapping, before any request."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from kubemoon_core import (
+    GroupVersionResource,
+    LocalProtocolError,
+    ObjectKey,
+    SchemaError,
+    TypedDecodeError,
+    WorkItem,
+)
+from kubemoon_core.builtin import CONFIGMAPS, ConfigMap, meta_v1
+from kubemoon_trio import ReconcileContext
+
+
+class Primary:
+    """The cache reader of the primary: one object, replaceable."""
+
+    def __init__(self, obj: Mapping[str, Any] | None) -> None:
+        self.obj = obj
+
+    def get(self, key: ObjectKey) -> Mapping[str, Any] | None:
+        return self.obj
+
+
+class NoClient:
+    async def request(self, request: Any) -> Any:
+        raise AssertionError(f"no request expected: {request}")
+
+
+def context(obj: Mapping[str, Any] | None, cls: type | None = ConfigMap) -> ReconcileContext[Any]:
+    return ReconcileContext(
+        controller="typed",
+        item=WorkItem(ObjectKey("ns", "a"), 1, 0.0, 0),
+        client=NoClient(),  # type: ignore[arg-type]
+        primary=Primary(obj),  # type: ignore[arg-type]
+        primary_resource=CONFIGMAPS,
+        primary_kind=None,
+        caches={},
+        events=None,  # type: ignore[arg-type]
+        cls=cls,
+    )
+
+
+CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}}
+
+
+def test_obj_is_decoded_once_per_cached_version() -> None:
+    ctx = context(CM)
+    first = ctx.obj
+    assert isinstance(first, ConfigMap) and first.data == {"k": "v"}
+    assert ctx.obj is first  # the same cached mapping: not decoded again
+    assert ctx.raw is CM
+    ctx.primary.obj = {**CM, "data": {"k": "w"}}  # type: ignore[attr-defined]
+    second = ctx.obj
+    assert second is not first and second is not None and second.data == {"k": "w"}
+    ctx.primary.obj = None  # type: ignore[attr-defined]
+    assert ctx.obj is None
+
+
+def test_an_untyped_context_gives_the_mapping() -> None:
+    assert context(CM, cls=None).obj is CM
+
+
+def test_a_cached_object_that_does_not_decode_names_the_path() -> None:
+    ctx = context({**CM, "data": {"k": 1}})
+    with pytest.raises(TypedDecodeError) as caught:
+        ctx.obj  # noqa: B018
+    assert caught.value.path == ".data.k"
+
+
+def test_owned_without_a_uid_is_empty() -> None:
+    assert context(CM).owned(ConfigMap) == []
+
+
+async def test_the_helpers_refuse_what_is_not_declared() -> None:
+    ctx = context(CM)
+    with pytest.raises(SchemaError, match="int is not a dataclass"):
+        await ctx.ensure(3)  # type: ignore[call-overload]
+    with pytest.raises(LocalProtocolError, match="needs the desired object"):
+        await ctx.ensure(CONFIGMAPS)  # type: ignore[call-overload]
+    with pytest.raises(LocalProtocolError, match="takes a declared object and no desired"):
+        await ctx.ensure(ConfigMap(metadata={"name": "b"}), {"data": {}})  # type: ignore[call-overload]
+    with pytest.raises(LocalProtocolError, match="needs the object"):
+        await ctx.delete(CONFIGMAPS)  # type: ignore[call-overload]
+    with pytest.raises(LocalProtocolError, match="a mapping or a declared object"):
+        await ctx.update_status("ready")  # type: ignore[arg-type]
+    with pytest.raises(SchemaError, match="LabelSelector is not declared"):
+        await ctx.ensure(meta_v1.LabelSelector())
+    with pytest.raises(SchemaError, match="LabelSelector is not declared"):
+        await ctx.delete(meta_v1.LabelSelector())
+    assert ctx.writes == 0
+
+
+def test_a_resource_constant_still_reads_the_dynamic_way() -> None:
+    ctx = context(CM)
+    with pytest.raises(LocalProtocolError, match="is not watched by typed"):
+        ctx.cache(GroupVersionResource("", "v1", "secrets"))

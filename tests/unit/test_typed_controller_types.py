@@ -1,0 +1,104 @@
+"""mypy --strict checks a typed controller: the Widget example passes, and a copy with
+deliberate mistakes is reported at each one (the context is ``ReconcileContext[Widget]``)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "widgets"
+
+# (the example's text, the mistake put in its place, what mypy says about it)
+MISTAKES = [
+    (
+        "range(widget.spec.replicas)",
+        "range(widget.spec.replica)",
+        r'"WidgetSpec" has no attribute "replica"',
+    ),
+    (
+        'ConfigMap(metadata={"name": name}, data=data)',
+        'ConfigMap(metadata={"name": name}, data=widget.spec.replicas)',
+        r'Argument "data" to "ConfigMap" has incompatible type "int"',
+    ),
+    (
+        'if child.metadata["name"] not in wanted:',
+        'if child["metadata"]["name"] not in wanted:',
+        r'Value of type "ConfigMap" is not indexable',
+    ),
+    (
+        "    widget = ctx.obj\n",
+        "    widget = ctx.obj\n    print(widget.spec)\n",
+        r'Item "None" of "Widget \| None" has no attribute "spec"',
+    ),
+    (
+        "await ctx.update_status(status)",
+        "await ctx.update_status(3)",
+        r'No overload variant|Argument 1 to "update_status" of "ReconcileContext" has incompatible type "int"',
+    ),
+]
+
+
+def test_mypy_passes_the_example_and_reports_each_mistake(tmp_path: Path) -> None:
+    source = (EXAMPLE / "controller.py").read_text(encoding="utf-8")
+    shutil.copy(EXAMPLE / "widget_api.py", tmp_path / "widget_api.py")
+    (tmp_path / "controller.py").write_text(source, encoding="utf-8")
+    bad = source
+    for right, wrong, _ in MISTAKES:
+        assert right in bad, right
+        bad = bad.replace(right, wrong, 1)
+    (tmp_path / "bad_controller.py").write_text(bad, encoding="utf-8")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--no-error-summary",
+            "--cache-dir",
+            str(ROOT / ".mypy_cache"),
+            str(tmp_path / "controller.py"),
+            str(tmp_path / "bad_controller.py"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    errors = [line for line in result.stdout.splitlines() if ": error:" in line]
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert not [e for e in errors if "bad_controller.py" not in e], errors
+    for _, _, message in MISTAKES:
+        assert any(re.search(message, e) for e in errors), (message, errors)
+    assert len(errors) == len(MISTAKES), errors
+
+
+PYRIGHT = Path(sys.executable).parent / "basedpyright"
+
+
+@pytest.mark.skipif(not PYRIGHT.exists(), reason="basedpyright is not installed (it is optional)")
+def test_pyright_reports_the_mistakes_too(tmp_path: Path) -> None:
+    source = (EXAMPLE / "controller.py").read_text(encoding="utf-8")
+    shutil.copy(EXAMPLE / "widget_api.py", tmp_path / "widget_api.py")
+    (tmp_path / "controller.py").write_text(source, encoding="utf-8")
+    right, wrong, _ = MISTAKES[0]
+    (tmp_path / "bad_controller.py").write_text(source.replace(right, wrong), encoding="utf-8")
+    config = {"extraPaths": [str(ROOT)], "pythonVersion": "3.11"}
+    (tmp_path / "pyrightconfig.json").write_text(json.dumps(config), encoding="utf-8")
+    result = subprocess.run(
+        [str(PYRIGHT), "--pythonpath", sys.executable, "--level", "error"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    errors = [line for line in result.stdout.splitlines() if " - error:" in line]
+    assert result.returncode == 1, result.stdout
+    assert len(errors) == 1, errors
+    assert "bad_controller.py" in errors[0] and '"replica"' in errors[0], errors
