@@ -182,6 +182,8 @@ from ._request import (
     list_request,
     patch_request,
     replace_request,
+    shard_probe_request,
+    sharding_enabled,
     watch_request,
 )
 from ._resources import (
@@ -198,6 +200,15 @@ from ._resources import (
 )
 from ._restmapper import NoMatchError, RefreshNeeded, RESTMapper
 from ._runtime_errors import CacheSyncTimeout, LeaderElectionTimeout, LeadershipLost
+from ._shard import (
+    HASH_SPACE,
+    ShardField,
+    ShardRange,
+    ShardSelector,
+    ShardSelectorError,
+    fnv1a_64,
+    shard_hash,
+)
 from ._status import (
     AlreadyExists,
     ApiError,
@@ -250,6 +261,15 @@ from ._webhook import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "HASH_SPACE",
+    "ShardField",
+    "ShardRange",
+    "ShardSelector",
+    "ShardSelectorError",
+    "fnv1a_64",
+    "shard_hash",
+    "shard_probe_request",
+    "sharding_enabled",
     "METADATA_ONLY_ACCEPT",
     "METADATA_ONLY_LIST_ACCEPT",
     "SERVER_SET_METADATA",

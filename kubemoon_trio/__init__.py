@@ -31,6 +31,7 @@ from ._informer import Informer
 from ._leader import LeaderElection
 from ._manager import LeaderElectionConfig, Manager
 from ._probes import ProbeServer
+from ._sharding import detect_sharded_list_and_watch
 from ._webhook_server import WebhookServer
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "TransportTimeout",
     "Watch",
     "WebhookServer",
+    "detect_sharded_list_and_watch",
     "load_config",
     "load_in_cluster_config",
     "load_kubeconfig",

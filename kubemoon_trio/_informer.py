@@ -14,7 +14,13 @@ import logging
 import random
 from collections.abc import Callable
 
-from kubemoon_core import APIResource, CacheSyncTimeout, GroupVersionResource, Request
+from kubemoon_core import (
+    APIResource,
+    CacheSyncTimeout,
+    GroupVersionResource,
+    Request,
+    ShardSelector,
+)
 from kubemoon_core._backoff import Backoff
 from kubemoon_core._changes import Change
 from kubemoon_core._reflector import MAX_WATCH_TIMEOUT, MIN_WATCH_TIMEOUT, Reflector
@@ -45,6 +51,8 @@ class Informer:
     cache holds each object's metadata only (``PartialObjectMetadata``). The reflector's options
     (``stall_margin``, ``watch_timeout``, ``backoff``,
     ``streaming_list``...) are passed through, or a configured ``reflector`` is given.
+    ``shard_selector`` watches one shard of the collection (server-side with the
+    ``ShardedListAndWatch`` gate, and always filtered client-side too).
     """
 
     def __init__(
@@ -66,6 +74,7 @@ class Informer:
         rng: random.Random | None = None,
         reflector: Reflector | None = None,
         metadata_only: bool = False,
+        shard_selector: ShardSelector | None = None,
     ) -> None:
         self._client = client
         gvr = resource.gvr if isinstance(resource, APIResource) else resource
@@ -88,6 +97,7 @@ class Informer:
                 stall_margin=stall_margin,
                 watch_timeout=watch_timeout,
                 metadata_only=metadata_only,
+                shard_selector=shard_selector,
             )
         self.reflector = reflector
         self._handlers: list[ChangeHandler] = [on_change] if on_change is not None else []

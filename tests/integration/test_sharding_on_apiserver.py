@@ -1,0 +1,277 @@
+"""Sharded list and watch on the real kube-apiserver (issue 25, item 1).
+
+A module-scoped apiserver runs with ``--feature-gates=ShardedListAndWatch=true``; the
+session one has the gate off. On both, the partition KubeMoon computes client-side (FNV-1a
+64 of each uid) must equal what each shard receives: from the server itself when the gate
+is on, from the client filter when it is off.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import trio
+
+from kubemoon_core import (
+    GroupVersionResource,
+    ListOptions,
+    ShardSelector,
+    ShardSelectorError,
+    shard_hash,
+)
+from kubemoon_testing import ApiServer
+from kubemoon_trio import Client, Informer, detect_sharded_list_and_watch
+
+pytestmark = pytest.mark.integration
+
+CM = GroupVersionResource("", "v1", "configmaps")
+SHARDS = [ShardSelector.equal_split(4, i) for i in range(4)]
+GATED_OBJECTS = 1500
+UNGATED_OBJECTS = 300
+
+
+@pytest.fixture(scope="module")
+def gated_apiserver() -> Iterator[ApiServer]:
+    """A kube-apiserver with the ShardedListAndWatch gate on (no controller manager)."""
+    with ApiServer(
+        extra_args=["--feature-gates=ShardedListAndWatch=true"], controller_manager=False
+    ) as server:
+        yield server
+
+
+async def _client(server: ApiServer) -> Client:
+    return Client.from_kubeconfig(str(server.kubeconfig_path), max_connections=24)
+
+
+async def _create_many(client: Client, namespace: str, count: int) -> dict[str, str]:
+    """Create ``count`` ConfigMaps concurrently; return name -> uid."""
+    created: dict[str, str] = {}
+    send, receive = trio.open_memory_channel[int](count)
+    for n in range(count):
+        send.send_nowait(n)
+    send.close()
+
+    async def worker() -> None:
+        async for n in receive:
+            obj = await client.create(
+                CM,
+                {"metadata": {"name": f"cm-{n:05d}"}, "data": {"n": str(n)}},
+                namespace=namespace,
+            )
+            created[obj["metadata"]["name"]] = obj["metadata"]["uid"]
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(20):
+            nursery.start_soon(worker)
+    return created
+
+
+def _partition(uids: dict[str, str]) -> list[set[str]]:
+    parts: list[set[str]] = [set() for _ in SHARDS]
+    for name, uid in uids.items():
+        (index,) = [i for i, s in enumerate(SHARDS) if s.contains({"metadata": {"uid": uid}})]
+        parts[index].add(name)
+    return parts
+
+
+@pytest.fixture(scope="module")
+def gated_namespace(gated_apiserver: ApiServer) -> str:
+    return gated_apiserver.create_namespace(prefix="sharded")
+
+
+@pytest.fixture(scope="module")
+def gated_objects(gated_apiserver: ApiServer, gated_namespace: str) -> dict[str, str]:
+    async def main() -> dict[str, str]:
+        async with await _client(gated_apiserver) as client:
+            return await _create_many(client, gated_namespace, GATED_OBJECTS)
+
+    return trio.run(main)
+
+
+@pytest.fixture
+async def gated_client(gated_apiserver: ApiServer) -> AsyncIterator[Client]:
+    async with await _client(gated_apiserver) as client:
+        yield client
+
+
+async def test_the_gate_is_detected_on_and_off(
+    gated_client: Client, kube_apiserver: ApiServer
+) -> None:
+    assert await detect_sharded_list_and_watch(gated_client) is True
+    async with await _client(kube_apiserver) as plain:
+        assert await detect_sharded_list_and_watch(plain) is False
+
+
+async def test_paged_lists_of_each_shard_equal_the_client_side_partition(
+    gated_client: Client, gated_namespace: str, gated_objects: dict[str, str]
+) -> None:
+    expected = _partition(gated_objects)
+    assert all(expected), "every shard should hold some of 1,500 objects"
+    for selector, names in zip(SHARDS, expected, strict=True):
+        items = gated_client.list(
+            CM, namespace=gated_namespace, options=ListOptions(limit=100, shard_selector=selector)
+        )
+        listed = {obj["metadata"]["name"]: obj["metadata"]["uid"] async for obj in items}
+        assert set(listed) == names
+        assert all(
+            selector.contains_hash(shard_hash({"metadata": {"uid": u}})) for u in listed.values()
+        )
+    # A union of two ranges (`||`) returns both shards.
+    union = ShardSelector(SHARDS[0].ranges + SHARDS[2].ranges)
+    items = gated_client.list(
+        CM, namespace=gated_namespace, options=ListOptions(limit=100, shard_selector=union)
+    )
+    assert {obj["metadata"]["name"] async for obj in items} == expected[0] | expected[2]
+
+
+async def test_built_in_lists_echo_the_shard_info(
+    gated_apiserver: ApiServer, gated_namespace: str, gated_objects: dict[str, str]
+) -> None:
+    from urllib.parse import quote
+
+    selector = SHARDS[1].render()
+    path = (
+        f"/api/v1/namespaces/{gated_namespace}/configmaps?limit=5&shardSelector={quote(selector)}"
+    )
+    answer = await trio.to_thread.run_sync(lambda: gated_apiserver.request("GET", path))
+    assert answer.status == 200
+    assert answer.json()["metadata"]["shardInfo"]["selector"] == selector
+
+
+async def _watch_shard(
+    client: Client, namespace: str, selector: ShardSelector, rv: str, want: set[str]
+) -> set[str]:
+    """Names of the MODIFIED events one shard's watch receives until it has ``want``."""
+    seen: set[str] = set()
+    options = ListOptions(resource_version=rv, timeout_seconds=60, shard_selector=selector)
+    async with client.watch(CM, namespace=namespace, options=options) as events:
+        async for event in events:
+            if event.type == "MODIFIED":
+                seen.add(event.object["metadata"]["name"])
+            if seen >= want:
+                break
+    return seen
+
+
+async def test_watches_of_each_shard_receive_exactly_the_client_side_partition(
+    gated_client: Client, gated_namespace: str, gated_objects: dict[str, str]
+) -> None:
+    updated = dict(sorted(gated_objects.items())[:400])
+    expected = _partition(updated)
+    listing = gated_client.list(CM, namespace=gated_namespace, options=ListOptions(limit=500))
+    async for _ in listing:
+        pass
+    rv = listing.resource_version
+    assert rv
+    results: list[set[str]] = [set() for _ in SHARDS]
+
+    async def watch(index: int) -> None:
+        results[index] = await _watch_shard(
+            gated_client, gated_namespace, SHARDS[index], rv, expected[index]
+        )
+
+    async def update(names: list[str]) -> None:
+        for name in names:
+            await gated_client.patch(
+                CM, name, {"data": {"touched": "1"}}, namespace=gated_namespace
+            )
+
+    with trio.fail_after(120):
+        async with trio.open_nursery() as nursery:
+            for index in range(len(SHARDS)):
+                nursery.start_soon(watch, index)
+            names = sorted(updated)
+            for chunk in range(8):
+                nursery.start_soon(update, names[chunk::8])
+    # Each watch ended as soon as it had its share, and nothing outside it came.
+    assert results == expected
+
+
+async def _run_informers(client: Client, namespace: str) -> list[Informer]:
+    informers = [
+        Informer(
+            client,
+            CM,
+            namespace=namespace,
+            page_size=100,
+            rng=random.Random(index),
+            shard_selector=selector,
+        )
+        for index, selector in enumerate(SHARDS)
+    ]
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            for informer in informers:
+                nursery.start_soon(informer.run)
+            for informer in informers:
+                await informer.wait_synced()
+            nursery.cancel_scope.cancel()
+    return informers
+
+
+def _names(informer: Informer) -> set[str]:
+    return {obj["metadata"]["name"] for obj in informer.store.objects()}
+
+
+async def test_sharded_informers_hold_exactly_their_share_with_the_gate_on(
+    gated_client: Client, gated_namespace: str, gated_objects: dict[str, str]
+) -> None:
+    expected = _partition(gated_objects)
+    informers = await _run_informers(gated_client, gated_namespace)
+    assert [_names(i) for i in informers] == expected
+    # The server filtered: nothing outside a shard reached any client.
+    assert sum(i.reflector.stats.out_of_shard for i in informers) == 0
+
+
+async def test_with_the_gate_off_the_selector_is_ignored_and_the_client_filters(
+    kube_apiserver: ApiServer, kube_namespace: str
+) -> None:
+    async with await _client(kube_apiserver) as client:
+        created = await _create_many(client, kube_namespace, UNGATED_OBJECTS)
+        expected = _partition(created)
+        # The server ignores the selector: every object comes back.
+        items = client.list(
+            CM, namespace=kube_namespace, options=ListOptions(limit=100, shard_selector=SHARDS[0])
+        )
+        assert {obj["metadata"]["name"] async for obj in items} == set(created)
+        informers = await _run_informers(client, kube_namespace)
+    assert [_names(i) for i in informers] == expected
+    assert sum(i.reflector.stats.out_of_shard for i in informers) == 3 * UNGATED_OBJECTS
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [
+        "shardRange(object.metadata.uid, '0x0', '0x8000000000000000')",
+        "shardRange(object.metadata.uid, '0x00000000000000AB', '0x8000000000000000')",
+        "shardRange(object.metadata.name, '0x0000000000000000', '0x8000000000000000')",
+        "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000') ||",
+        "nonsense",
+    ],
+)
+async def test_what_the_gated_server_refuses_the_client_refuses_first(
+    gated_apiserver: ApiServer, selector: str
+) -> None:
+    """Differential: a malformed selector is the server's HTTP 500, and never leaves us."""
+    from urllib.parse import quote
+
+    path = f"/api/v1/namespaces/default/configmaps?limit=1&shardSelector={quote(selector)}"
+    answer = await trio.to_thread.run_sync(lambda: gated_apiserver.request("GET", path))
+    assert answer.status >= 400, answer.body[:200]
+    with pytest.raises(ShardSelectorError):
+        ShardSelector.parse(selector)
+
+
+def test_well_formed_selectors_parse_and_the_server_accepts_them(
+    gated_apiserver: ApiServer,
+) -> None:
+    from urllib.parse import quote
+
+    for selector in (SHARDS[3], ShardSelector(SHARDS[0].ranges + SHARDS[1].ranges)):
+        text = selector.render()
+        assert ShardSelector.parse(text) == selector
+        path = f"/api/v1/namespaces/default/configmaps?limit=1&shardSelector={quote(text)}"
+        answer = gated_apiserver.request("GET", path)
+        assert answer.status == 200, answer.body[:200]
