@@ -137,6 +137,20 @@ from ._leader import (
     StartedLeading,
     StoppedLeading,
 )
+from ._membership import (
+    CLAIMS_ANNOTATION,
+    GROUP_LABEL,
+    LEAVING_ANNOTATION,
+    MemberRecord,
+    MemberState,
+    RangeInput,
+    RangeState,
+    ShardMember,
+    assign_ranges,
+    decode_claims,
+    encode_claims,
+    member_record_from_lease,
+)
 from ._ownership import (
     controller_of,
     enqueue_controller,
@@ -261,6 +275,18 @@ from ._webhook import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "CLAIMS_ANNOTATION",
+    "GROUP_LABEL",
+    "LEAVING_ANNOTATION",
+    "MemberRecord",
+    "MemberState",
+    "RangeInput",
+    "RangeState",
+    "ShardMember",
+    "assign_ranges",
+    "decode_claims",
+    "encode_claims",
+    "member_record_from_lease",
     "HASH_SPACE",
     "ShardField",
     "ShardRange",
