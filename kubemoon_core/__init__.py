@@ -18,7 +18,7 @@ from ._admission import (
 from ._backoff import (
     Backoff,
 )
-from ._changes import Change, ChangeType
+from ._changes import Change, ChangeType, initial_change
 from ._conditions import (
     find_condition,
     is_status_condition_false,
@@ -159,6 +159,8 @@ from ._ownership import (
     with_owner_reference,
 )
 from ._queue import (
+    LOW_PRIORITY,
+    NORMAL_PRIORITY,
     WorkQueue,
     WorkQueueMetrics,
 )
@@ -275,6 +277,9 @@ from ._webhook import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "initial_change",
+    "LOW_PRIORITY",
+    "NORMAL_PRIORITY",
     "CLAIMS_ANNOTATION",
     "GROUP_LABEL",
     "LEAVING_ANNOTATION",

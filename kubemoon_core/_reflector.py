@@ -44,6 +44,8 @@ Rules (client-go's reflector is the reference):
   it are dropped before they reach the store (a server without the gate, or several
   apiservers behind one balancer, send them anyway); a dropped event still moves the
   resume point. :attr:`ReflectorStats.out_of_shard` counts them.
+- The changes of the first complete list are marked ``initial`` (``Change.initial``);
+  those of later relists and watches are not.
 - Stalls: when no byte arrives on a watch for longer than its ``timeoutSeconds`` plus
   ``stall_margin``, :meth:`Reflector.poll` tells the adapter to abandon the connection.
 """
@@ -59,7 +61,7 @@ from typing import Any
 
 from . import _json
 from ._backoff import Backoff
-from ._changes import Change
+from ._changes import Change, initial_change
 from ._errors import DecodeError, KubeMoonError, LocalProtocolError
 from ._request import ListOptions, Request, Response, list_request, watch_request
 from ._resources import APIResource, GroupVersionResource
@@ -663,6 +665,8 @@ class Reflector:
 
     def _synced_at(self, rv: str, now: float) -> list[Change]:
         changes = self._store.commit_epoch()
+        if not self._synced:  # the first list: the whole cache, marked for low priority
+            changes = [initial_change(c) for c in changes]
         self._rv = rv
         self._synced = True
         self._syncs += 1
