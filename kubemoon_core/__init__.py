@@ -149,6 +149,7 @@ from ._membership import (
     assign_ranges,
     decode_claims,
     encode_claims,
+    member_lease,
     member_record_from_lease,
 )
 from ._ownership import (
@@ -291,6 +292,7 @@ __all__ = [
     "assign_ranges",
     "decode_claims",
     "encode_claims",
+    "member_lease",
     "member_record_from_lease",
     "HASH_SPACE",
     "ShardField",

@@ -15,6 +15,7 @@ Rules (time comes in as ``now``, local monotonic seconds; the machine reads no c
   claim was acknowledged, when in that read no other live record claims an overlapping
   range and the range is still assigned to this replica. The API server is linearizable,
   so of two replicas claiming overlapping ranges at least one sees the other's claim.
+- Records naming the same holder are merged (claims united), so a copy cannot hide one.
 - A record is live until its version has stayed unchanged for ``lease_duration`` local
   seconds since this replica first saw that version (leader election's rule); an expired
   or absent record claims nothing. A record marked leaving counts for claims but is no
@@ -33,6 +34,7 @@ Rules (time comes in as ``now``, local monotonic seconds; the machine reads no c
 
 from __future__ import annotations
 
+import datetime
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -54,6 +56,7 @@ __all__ = [
     "assign_ranges",
     "decode_claims",
     "encode_claims",
+    "member_lease",
     "member_record_from_lease",
 ]
 
@@ -159,6 +162,50 @@ class MemberRecord:
     version: str
     claims: tuple[ShardRange, ...] = ()
     leaving: bool = False
+
+
+def member_lease(
+    group: str,
+    identity: str,
+    claims: Iterable[ShardRange],
+    *,
+    namespace: str,
+    wall_time: datetime.datetime,
+    lease_duration: float = 15.0,
+    leaving: bool = False,
+    resource_version: str | None = None,
+) -> dict[str, Any]:
+    """The membership Lease of ``identity`` in ``group``, named ``<group>-<identity>``.
+
+    ``wall_time`` (timezone-aware) only becomes ``renewTime`` for humans; expiry is judged
+    on observers' monotonic clocks. ``resource_version`` makes the write conditional.
+    """
+    for name, value in (("group", group), ("identity", identity), ("namespace", namespace)):
+        if not isinstance(value, str) or not value:
+            raise LocalProtocolError(f"{name} must be a non-empty string, got {value!r}")
+    if not isinstance(wall_time, datetime.datetime) or wall_time.tzinfo is None:
+        raise LocalProtocolError("wall_time must be a timezone-aware datetime")
+    annotations = {CLAIMS_ANNOTATION: encode_claims(claims)}
+    if leaving:
+        annotations[LEAVING_ANNOTATION] = "true"
+    metadata: dict[str, Any] = {
+        "name": f"{group}-{identity}",
+        "namespace": namespace,
+        "labels": {GROUP_LABEL: group},
+        "annotations": annotations,
+    }
+    if resource_version is not None:
+        metadata["resourceVersion"] = resource_version
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": metadata,
+        "spec": {
+            "holderIdentity": identity,
+            "leaseDurationSeconds": max(1, round(lease_duration)),
+            "renewTime": wall_time.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        },
+    }
 
 
 def member_record_from_lease(lease: Mapping[str, Any]) -> MemberRecord:
@@ -283,6 +330,13 @@ class ShardMember:
     def leaving(self) -> bool:
         """True once :meth:`leave` was called (write it into the Lease)."""
         return self._leaving
+
+    @property
+    def valid_until(self) -> float | None:
+        """The local time the own lease stops being valid (its renew deadline), if it is."""
+        if self._state in (MemberState.MEMBER, MemberState.LEAVING):
+            return self._valid_until
+        return None
 
     def ranges(self) -> Mapping[ShardRange, RangeState]:
         """Every range of this replica and its state."""
@@ -417,8 +471,21 @@ class ShardMember:
         for record in records:
             if not isinstance(record, MemberRecord):
                 raise LocalProtocolError(f"observe() takes MemberRecord values, got {record!r}")
-            if record.identity != self.identity:
-                current[record.identity] = record
+            if record.identity == self.identity:
+                continue
+            # Two Leases naming one holder (a copy someone wrote) must not hide a claim:
+            # merge them, claims united, changed when either changes.
+            twin = current.get(record.identity)
+            current[record.identity] = (
+                record
+                if twin is None
+                else MemberRecord(
+                    record.identity,
+                    f"{twin.version},{record.version}",
+                    twin.claims + record.claims,
+                    twin.leaving and record.leaving,
+                )
+            )
         seen: dict[str, _Seen] = {}
         for identity, record in current.items():
             old = self._seen.get(identity)

@@ -33,7 +33,7 @@ from ._informer import Informer
 from ._leader import LeaderElection
 from ._manager import LeaderElectionConfig, Manager
 from ._probes import ProbeServer
-from ._sharding import detect_sharded_list_and_watch
+from ._sharding import ShardMembership, detect_sharded_list_and_watch
 from ._webhook_server import WebhookServer
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "ReconcileFunction",
     "ResponseTooLarge",
     "RuntimeController",
+    "ShardMembership",
     "SharedInformers",
     "StreamResponse",
     "TLSError",

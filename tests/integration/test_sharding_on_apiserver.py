@@ -8,8 +8,9 @@ is on, from the client filter when it is off.
 
 from __future__ import annotations
 
+import functools
 import random
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 import trio
@@ -17,12 +18,15 @@ import trio
 from kubemoon_core import (
     GroupVersionResource,
     ListOptions,
+    MemberState,
+    ReflectorState,
     ShardSelector,
     ShardSelectorError,
+    assign_ranges,
     shard_hash,
 )
 from kubemoon_testing import ApiServer
-from kubemoon_trio import Client, Informer, detect_sharded_list_and_watch
+from kubemoon_trio import Client, Informer, ShardMembership, detect_sharded_list_and_watch
 
 pytestmark = pytest.mark.integration
 
@@ -204,11 +208,34 @@ async def _run_informers(client: Client, namespace: str) -> list[Informer]:
     with trio.fail_after(60):
         async with trio.open_nursery() as nursery:
             for informer in informers:
-                nursery.start_soon(informer.run)
-            for informer in informers:
-                await informer.wait_synced()
-            nursery.cancel_scope.cancel()
+                # Each stops once synced, before its watch: cancelling a connection in its
+                # TLS handshake leaks the socket (httpcore's trio backend closes it only on
+                # an Exception, not on a cancellation).
+                nursery.start_soon(functools.partial(informer.run, until=_synced(informer)))
+    assert all(informer.has_synced for informer in informers)
     return informers
+
+
+def _synced(informer: Informer) -> Callable[[], bool]:
+    return lambda: informer.has_synced
+
+
+# States in which an informer has no connection being set up: safe to cancel.
+_QUIET = frozenset(
+    {
+        ReflectorState.SYNC_DUE,
+        ReflectorState.PAGE_DUE,
+        ReflectorState.WATCH_DUE,
+        ReflectorState.WATCHING,
+        ReflectorState.STREAMING,
+    }
+)
+
+
+async def _quiet(informer: Informer) -> None:
+    """Wait until ``informer`` sets up no connection (see ``_run_informers``)."""
+    while informer.reflector.state not in _QUIET:
+        await trio.sleep(0.01)
 
 
 def _names(informer: Informer) -> set[str]:
@@ -275,3 +302,121 @@ def test_well_formed_selectors_parse_and_the_server_accepts_them(
         path = f"/api/v1/namespaces/default/configmaps?limit=1&shardSelector={quote(text)}"
         answer = gated_apiserver.request("GET", path)
         assert answer.status == 200, answer.body[:200]
+
+
+# -- membership: two replicas split a collection, then one leaves ------------------------
+
+
+class ShardedReplica:
+    """What a sharded controller does: an informer on the replica's active ranges, restarted
+    when they change; the work of a stopping range stops before it is confirmed."""
+
+    def __init__(self, client: Client, membership: ShardMembership, namespace: str) -> None:
+        self.client = client
+        self.membership = membership
+        self.namespace = namespace
+        self.informer: Informer | None = None
+        self.selector: ShardSelector | None = None
+
+    async def run(self) -> None:
+        """Until the replica has left; then every task has ended (nothing is cancelled
+        while it sets up a connection)."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.membership.run)
+            scope: trio.CancelScope | None = None
+            while self.membership.member.state is not MemberState.LEFT:
+                active = self.membership.active()
+                wanted = ShardSelector(active) if active else None
+                if wanted != self.selector or self.membership.stopping():
+                    if scope is not None:
+                        assert self.informer is not None
+                        await _quiet(self.informer)
+                        scope.cancel()  # the informer stops: no work on the old ranges
+                        scope = None
+                    self.informer = None
+                    for shard in self.membership.stopping():
+                        self.membership.stopped(shard)
+                    self.selector = wanted
+                    if wanted is not None:
+                        self.informer = Informer(
+                            self.client,
+                            CM,
+                            namespace=self.namespace,
+                            page_size=500,
+                            rng=random.Random(1),
+                            shard_selector=wanted,
+                        )
+                        scope = trio.CancelScope()
+                        nursery.start_soon(self._inform, self.informer, scope)
+                with trio.move_on_after(0.5):
+                    await self.membership.wait_changed()
+            if scope is not None:
+                assert self.informer is not None
+                await _quiet(self.informer)
+                scope.cancel()
+
+    async def _inform(self, informer: Informer, scope: trio.CancelScope) -> None:
+        with scope:
+            await informer.run()
+
+    def names(self) -> set[str] | None:
+        if self.informer is None or not self.informer.has_synced:
+            return None
+        return _names(self.informer)
+
+
+async def test_two_replicas_split_a_collection_by_membership_leases_and_one_takes_over(
+    gated_apiserver: ApiServer, gated_namespace: str, gated_objects: dict[str, str]
+) -> None:
+    lease_ns = await trio.to_thread.run_sync(
+        lambda: gated_apiserver.create_namespace(prefix="members")
+    )
+    async with await _client(gated_apiserver) as ca, await _client(gated_apiserver) as cb:
+        replicas = [
+            ShardedReplica(
+                client,
+                ShardMembership(
+                    client,
+                    group="cms",
+                    identity=name,
+                    namespace=lease_ns,
+                    lease_duration=6.0,
+                    renew_deadline=4.0,
+                    retry_period=0.5,
+                ),
+                gated_namespace,
+            )
+            for client, name in ((ca, "replica-a"), (cb, "replica-b"))
+        ]
+        owners = assign_ranges(["replica-a", "replica-b"])
+        expected = [
+            {
+                n
+                for n, uid in gated_objects.items()
+                if owners[who].contains_hash(shard_hash({"metadata": {"uid": uid}}))
+            }
+            for who in ("replica-a", "replica-b")
+        ]
+        with trio.fail_after(90):
+            async with trio.open_nursery() as nursery:
+                for replica in replicas:
+                    nursery.start_soon(replica.run)
+                while [r.names() for r in replicas] != expected:
+                    # Never two replicas on one hash, whatever the moment.
+                    a, b = (set(r.membership.member.working(trio.current_time())) for r in replicas)
+                    assert not any(x.start < y.end and y.start < x.end for x in a for y in b)
+                    await trio.sleep(0.1)
+                assert (
+                    sum(r.informer.reflector.stats.out_of_shard for r in replicas if r.informer)
+                    == 0
+                )
+                # Replica b leaves: once it stopped, a takes over the whole collection.
+                replicas[1].membership.leave()
+                while replicas[0].names() != set(gated_objects):
+                    a, b = (set(r.membership.member.working(trio.current_time())) for r in replicas)
+                    assert not any(x.start < y.end and y.start < x.end for x in a for y in b)
+                    await trio.sleep(0.1)
+                while replicas[1].membership.member.state is not MemberState.LEFT:
+                    await trio.sleep(0.1)
+                replicas[0].membership.leave()  # both tasks end on their own
+    await trio.to_thread.run_sync(lambda: gated_apiserver.delete_namespace(lease_ns))

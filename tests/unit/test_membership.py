@@ -9,6 +9,7 @@ import pytest
 
 from kubemoon_core import (
     CLAIMS_ANNOTATION,
+    GROUP_LABEL,
     HASH_SPACE,
     LEAVING_ANNOTATION,
     DecodeError,
@@ -22,6 +23,7 @@ from kubemoon_core import (
     assign_ranges,
     decode_claims,
     encode_claims,
+    member_lease,
     member_record_from_lease,
 )
 
@@ -163,3 +165,36 @@ def test_a_failed_write_waits_a_retry_period_and_a_failed_read_is_retried() -> N
     assert m.write_due(3.0) is None
     assert m.next_deadline() == 4.0
     assert m.write_due(4.0) == (WHOLE,)
+
+
+def test_a_member_lease_round_trips_and_bad_names_are_refused() -> None:
+    import datetime
+
+    when = datetime.datetime(2026, 12, 1, 13, 0, tzinfo=datetime.UTC)
+    claims = (ShardRange(0, HASH_SPACE // 2),)
+    lease_doc = member_lease(
+        "g", "r1", claims, namespace="ns", wall_time=when, leaving=True, resource_version="9"
+    )
+    assert lease_doc["metadata"]["name"] == "g-r1"
+    assert lease_doc["metadata"]["labels"] == {GROUP_LABEL: "g"}
+    assert lease_doc["spec"]["renewTime"] == "2026-12-01T13:00:00.000000Z"
+    assert lease_doc["spec"]["leaseDurationSeconds"] == 15
+    assert member_record_from_lease(lease_doc) == MemberRecord("r1", "9", claims, leaving=True)
+    with pytest.raises(LocalProtocolError, match="group"):
+        member_lease("", "r1", (), namespace="ns", wall_time=when)
+    with pytest.raises(LocalProtocolError, match="timezone"):
+        member_lease("g", "r1", (), namespace="ns", wall_time=datetime.datetime(2026, 1, 1))
+
+
+def test_a_second_lease_naming_a_holder_cannot_hide_its_claim() -> None:
+    """An attacker's copy of member b's Lease, with no claims, listed after the real one."""
+    m = ShardMember("a")
+    real = MemberRecord("b", "5", (WHOLE,))
+    forged = MemberRecord("b", "6", ())
+    m.read_started(0.0)
+    m.observe([real, forged], 0.0)
+    m.write_due(0.0)
+    m.write_finished(0.1, True)
+    m.read_started(0.2)
+    m.observe([real, forged], 0.2)
+    assert m.active(0.2) == ()  # b's real claim still blocks
