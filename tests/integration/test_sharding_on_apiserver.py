@@ -16,13 +16,19 @@ import pytest
 import trio
 
 from kubemoon_core import (
+    CLAIMS_ANNOTATION,
+    HASH_SPACE,
+    LEAVING_ANNOTATION,
     GroupVersionResource,
     ListOptions,
+    LocalProtocolError,
     MemberState,
     ReflectorState,
+    ShardRange,
     ShardSelector,
     ShardSelectorError,
     assign_ranges,
+    delete_collection_request,
     shard_hash,
 )
 from kubemoon_testing import ApiServer
@@ -252,6 +258,48 @@ async def test_sharded_informers_hold_exactly_their_share_with_the_gate_on(
     assert sum(i.reflector.stats.out_of_shard for i in informers) == 0
 
 
+async def test_a_sharded_streaming_list_holds_exactly_its_share(
+    gated_client: Client, gated_namespace: str, gated_objects: dict[str, str]
+) -> None:
+    expected = _partition(gated_objects)[2]
+    informer = Informer(
+        gated_client,
+        CM,
+        namespace=gated_namespace,
+        streaming_list=True,
+        rng=random.Random(5),
+        shard_selector=SHARDS[2],
+    )
+    with trio.fail_after(60):
+        await informer.run(until=_synced(informer))
+    assert informer.reflector.streaming_list  # the server streamed; no LIST fallback
+    assert informer.reflector.stats.relists == 0
+    assert _names(informer) == expected
+    assert informer.reflector.stats.out_of_shard == 0
+
+
+async def test_delete_collection_takes_a_shard_only_when_asked(
+    gated_client: Client, gated_apiserver: ApiServer
+) -> None:
+    namespace = await trio.to_thread.run_sync(
+        lambda: gated_apiserver.create_namespace(prefix="shard-delete")
+    )
+    created = await _create_many(gated_client, namespace, 40)
+    doomed = _partition(created)[0]
+    options = ListOptions(shard_selector=SHARDS[0])
+    with pytest.raises(LocalProtocolError, match="allow_shard_selector"):
+        delete_collection_request(CM, namespace=namespace, list_options=options)
+    await gated_client.request(
+        delete_collection_request(
+            CM, namespace=namespace, list_options=options, allow_shard_selector=True
+        )
+    )
+    left = {obj["metadata"]["name"] async for obj in gated_client.list(CM, namespace=namespace)}
+    # The gated server honours the selector: exactly the shard is gone.
+    assert left == set(created) - doomed
+    await trio.to_thread.run_sync(lambda: gated_apiserver.delete_namespace(namespace))
+
+
 async def test_with_the_gate_off_the_selector_is_ignored_and_the_client_filters(
     kube_apiserver: ApiServer, kube_namespace: str
 ) -> None:
@@ -420,3 +468,45 @@ async def test_two_replicas_split_a_collection_by_membership_leases_and_one_take
                     await trio.sleep(0.1)
                 replicas[0].membership.leave()  # both tasks end on their own
     await trio.to_thread.run_sync(lambda: gated_apiserver.delete_namespace(lease_ns))
+
+
+def test_the_blocking_adapter_detects_the_gate_joins_and_leaves(
+    gated_apiserver: ApiServer,
+) -> None:
+    """The generated blocking twin: one replica claims the whole space, then leaves."""
+    from kubemoon_sync import Client as BlockingClient
+    from kubemoon_sync import ShardMembership as BlockingMembership
+    from kubemoon_sync import detect_sharded_list_and_watch as blocking_detect
+
+    namespace = gated_apiserver.create_namespace(prefix="blocking-members")
+    seen: list[tuple[ShardRange, ...]] = []
+
+    def on_change(membership: BlockingMembership) -> None:
+        for shard in membership.stopping():
+            membership.stopped(shard)
+        active = membership.active()
+        if active and not membership.member.leaving:
+            seen.append(active)
+            membership.leave()
+
+    with BlockingClient.from_kubeconfig(str(gated_apiserver.kubeconfig_path)) as client:
+        assert blocking_detect(client) is True
+        membership = BlockingMembership(
+            client,
+            group="solo",
+            identity="only",
+            namespace=namespace,
+            lease_duration=6.0,
+            renew_deadline=4.0,
+            retry_period=0.5,
+            on_change=on_change,
+        )
+        membership.run()  # returns once the replica has left
+    assert seen == [(ShardRange(0, HASH_SPACE),)]
+    assert membership.member.state is MemberState.LEFT
+    lease = gated_apiserver.request(
+        "GET", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/solo-only"
+    ).json()
+    assert lease["metadata"]["annotations"][CLAIMS_ANNOTATION] == ""
+    assert lease["metadata"]["annotations"][LEAVING_ANNOTATION] == "true"
+    gated_apiserver.delete_namespace(namespace)
