@@ -480,6 +480,23 @@ def test_the_blocking_adapter_detects_the_gate_joins_and_leaves(
 
     namespace = gated_apiserver.create_namespace(prefix="blocking-members")
     seen: list[tuple[ShardRange, ...]] = []
+    # Garbage in the group (a tenant's, say) claims nothing and joins nothing.
+    for name, holder, claims in (("bad-claims", "intruder", "not-a-range"), ("no-holder", "", "")):
+        answer = gated_apiserver.request(
+            "POST",
+            f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases",
+            body={
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {
+                    "name": name,
+                    "labels": {"shards.kubemoon.dev/group": "solo"},
+                    "annotations": {CLAIMS_ANNOTATION: claims},
+                },
+                "spec": {"holderIdentity": holder} if holder else {},
+            },
+        )
+        assert answer.status == 201, answer.body[:200]
 
     def on_change(membership: BlockingMembership) -> None:
         for shard in membership.stopping():
