@@ -424,6 +424,11 @@ class Reflector:
         return self._streaming
 
     @property
+    def out_of_shard(self) -> int:
+        """Objects received outside the shard selector and dropped (cheap; see stats)."""
+        return self._out_of_shard
+
+    @property
     def shard_selector(self) -> ShardSelector | None:
         """The shard this reflector lists and watches, or None for the whole collection."""
         return self._shard

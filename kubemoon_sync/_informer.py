@@ -54,7 +54,8 @@ class Informer:
     (``stall_margin``, ``watch_timeout``, ``backoff``,
     ``streaming_list``...) are passed through, or a configured ``reflector`` is given.
     ``shard_selector`` watches one shard of the collection (server-side with the
-    ``ShardedListAndWatch`` gate, and always filtered client-side too).
+    ``ShardedListAndWatch`` gate, and always filtered client-side too; the first object
+    the server sends outside the shard is logged once, as a warning).
     """
 
     def __init__(
@@ -105,6 +106,7 @@ class Informer:
         self._handlers: list[ChangeHandler] = [on_change] if on_change is not None else []
         self._on_failure = on_failure
         self._synced = _backend.Event()
+        self._filtering_reported = False
         self.handler_errors = 0
 
     def __repr__(self) -> str:
@@ -169,6 +171,14 @@ class Informer:
     def _publish(self, changes: list[Change]) -> None:
         if self.reflector.has_synced and not self._synced.is_set():
             self._synced.set()
+        if not self._filtering_reported and self.reflector.out_of_shard:
+            self._filtering_reported = True
+            logger.warning(
+                "%s: the server sent objects outside the shard selector (the "
+                "ShardedListAndWatch gate is off, or not on every apiserver); filtering "
+                "client-side: each replica still receives the whole collection",
+                self.name,
+            )
         for handler in self._handlers:
             for change in changes:
                 try:

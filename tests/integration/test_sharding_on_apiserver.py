@@ -23,6 +23,8 @@ from kubemoon_core import (
     ListOptions,
     LocalProtocolError,
     MemberState,
+    ObjectKey,
+    Reconciled,
     ReflectorState,
     ShardRange,
     ShardSelector,
@@ -32,7 +34,14 @@ from kubemoon_core import (
     shard_hash,
 )
 from kubemoon_testing import ApiServer
-from kubemoon_trio import Client, Informer, ShardMembership, detect_sharded_list_and_watch
+from kubemoon_trio import (
+    Client,
+    Informer,
+    Manager,
+    ReconcileContext,
+    ShardMembership,
+    detect_sharded_list_and_watch,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -249,13 +258,17 @@ def _names(informer: Informer) -> set[str]:
 
 
 async def test_sharded_informers_hold_exactly_their_share_with_the_gate_on(
-    gated_client: Client, gated_namespace: str, gated_objects: dict[str, str]
+    gated_client: Client,
+    gated_namespace: str,
+    gated_objects: dict[str, str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     expected = _partition(gated_objects)
     informers = await _run_informers(gated_client, gated_namespace)
     assert [_names(i) for i in informers] == expected
-    # The server filtered: nothing outside a shard reached any client.
+    # The server filtered: nothing outside a shard reached any client, nothing to report.
     assert sum(i.reflector.stats.out_of_shard for i in informers) == 0
+    assert not [r for r in caplog.records if "filtering client-side" in r.getMessage()]
 
 
 async def test_a_sharded_streaming_list_holds_exactly_its_share(
@@ -301,7 +314,7 @@ async def test_delete_collection_takes_a_shard_only_when_asked(
 
 
 async def test_with_the_gate_off_the_selector_is_ignored_and_the_client_filters(
-    kube_apiserver: ApiServer, kube_namespace: str
+    kube_apiserver: ApiServer, kube_namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with await _client(kube_apiserver) as client:
         created = await _create_many(client, kube_namespace, UNGATED_OBJECTS)
@@ -314,6 +327,11 @@ async def test_with_the_gate_off_the_selector_is_ignored_and_the_client_filters(
         informers = await _run_informers(client, kube_namespace)
     assert [_names(i) for i in informers] == expected
     assert sum(i.reflector.stats.out_of_shard for i in informers) == 3 * UNGATED_OBJECTS
+    # Each informer says once that it filters client-side.
+    warnings = [r for r in caplog.records if "filtering client-side" in r.getMessage()]
+    assert sorted(r.getMessage().split(":")[0] for r in warnings) == sorted(
+        i.name for i in informers
+    )
 
 
 @pytest.mark.parametrize(
@@ -527,3 +545,44 @@ def test_the_blocking_adapter_detects_the_gate_joins_and_leaves(
     assert lease["metadata"]["annotations"][CLAIMS_ANNOTATION] == ""
     assert lease["metadata"]["annotations"][LEAVING_ANNOTATION] == "true"
     gated_apiserver.delete_namespace(namespace)
+
+
+# -- the priority queue in the runtime ----------------------------------------------------
+
+
+async def test_after_a_start_with_a_full_cache_the_runtime_reconciles_a_new_object_next(
+    kube_apiserver: ApiServer, kube_namespace: str
+) -> None:
+    """300 cached ConfigMaps are queued at low priority (first list, enqueue_cached); one
+    created while the first reconcile runs is the very next reconciled."""
+    cached = 300
+    async with await _client(kube_apiserver) as client:
+        await _create_many(client, kube_namespace, cached)
+        order: list[str] = []
+        release = trio.Event()
+
+        async def reconcile(ctx: ReconcileContext) -> Reconciled:
+            order.append(ctx.key.name)
+            if len(order) == 1:
+                await release.wait()  # hold the only worker while the new object arrives
+            return Reconciled()
+
+        manager = Manager(client)
+        manager.controller("prio", CM, kind="ConfigMap", namespace=kube_namespace).complete(
+            reconcile
+        )
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(manager.run)
+                while not order:
+                    await trio.sleep(0.01)
+                await client.create(CM, {"metadata": {"name": "zz-new"}}, namespace=kube_namespace)
+                informer = manager.controllers[0].primary_informer
+                while ObjectKey(kube_namespace, "zz-new") not in informer.store:
+                    await trio.sleep(0.01)  # its change is queued when the cache has it
+                assert len(manager.controllers[0].controller.queue) == cached  # 299 + new
+                release.set()
+                while len(order) < 3:
+                    await trio.sleep(0.01)
+                nursery.cancel_scope.cancel()
+    assert order[1] == "zz-new", order[:5]
