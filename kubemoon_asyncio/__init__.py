@@ -33,6 +33,7 @@ from ._informer import Informer
 from ._leader import LeaderElection
 from ._manager import LeaderElectionConfig, Manager
 from ._probes import ProbeServer
+from ._sharding import ShardMembership, detect_sharded_list_and_watch
 from ._webhook_manager import WebhookManager
 from ._webhook_server import WebhookServer
 
@@ -53,6 +54,7 @@ __all__ = [
     "ReconcileFunction",
     "ResponseTooLarge",
     "RuntimeController",
+    "ShardMembership",
     "SharedInformers",
     "StreamResponse",
     "TLSError",
@@ -61,6 +63,7 @@ __all__ = [
     "Watch",
     "WebhookManager",
     "WebhookServer",
+    "detect_sharded_list_and_watch",
     "load_config",
     "load_in_cluster_config",
     "load_kubeconfig",

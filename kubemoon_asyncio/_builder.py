@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
 from kubemoon_core import (
+    LOW_PRIORITY,
     APIResource,
     Change,
     Conflict,
@@ -129,9 +130,10 @@ class RuntimeController:
         self.runner.wake()
 
     def enqueue_cached(self) -> None:
-        """Queue every primary object already cached: each is looked at once after a start."""
+        """Queue every primary object already cached: each is looked at once after a start,
+        at low priority (like a first list: later events go first)."""
         for key in list(self.primary_informer.store):
-            self.controller.enqueue(key, now=_backend.current_time())
+            self.controller.enqueue(key, now=_backend.current_time(), priority=LOW_PRIORITY)
         self.runner.wake()
 
     def stop(self) -> None:

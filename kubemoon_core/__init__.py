@@ -18,7 +18,7 @@ from ._admission import (
 from ._backoff import (
     Backoff,
 )
-from ._changes import Change, ChangeType
+from ._changes import Change, ChangeType, initial_change
 from ._conditions import (
     find_condition,
     is_status_condition_false,
@@ -140,6 +140,21 @@ from ._leader import (
     StoppedLeading,
     takeover_bound,
 )
+from ._membership import (
+    CLAIMS_ANNOTATION,
+    GROUP_LABEL,
+    LEAVING_ANNOTATION,
+    MemberRecord,
+    MemberState,
+    RangeInput,
+    RangeState,
+    ShardMember,
+    assign_ranges,
+    decode_claims,
+    encode_claims,
+    member_lease,
+    member_record_from_lease,
+)
 from ._ownership import (
     controller_of,
     enqueue_controller,
@@ -148,6 +163,8 @@ from ._ownership import (
     with_owner_reference,
 )
 from ._queue import (
+    LOW_PRIORITY,
+    NORMAL_PRIORITY,
     WorkQueue,
     WorkQueueMetrics,
 )
@@ -185,6 +202,8 @@ from ._request import (
     list_request,
     patch_request,
     replace_request,
+    shard_probe_request,
+    sharding_enabled,
     watch_request,
 )
 from ._resources import (
@@ -201,6 +220,15 @@ from ._resources import (
 )
 from ._restmapper import NoMatchError, RefreshNeeded, RESTMapper
 from ._runtime_errors import CacheSyncTimeout, LeaderElectionTimeout, LeadershipLost
+from ._shard import (
+    HASH_SPACE,
+    ShardField,
+    ShardRange,
+    ShardSelector,
+    ShardSelectorError,
+    fnv1a_64,
+    shard_hash,
+)
 from ._status import (
     AlreadyExists,
     ApiError,
@@ -278,6 +306,31 @@ __all__ = [
     "WebhookDeclaration",
     "WebhookDeclarations",
     "WebhookEndpoint",
+    "initial_change",
+    "LOW_PRIORITY",
+    "NORMAL_PRIORITY",
+    "CLAIMS_ANNOTATION",
+    "GROUP_LABEL",
+    "LEAVING_ANNOTATION",
+    "MemberRecord",
+    "MemberState",
+    "RangeInput",
+    "RangeState",
+    "ShardMember",
+    "assign_ranges",
+    "decode_claims",
+    "encode_claims",
+    "member_lease",
+    "member_record_from_lease",
+    "HASH_SPACE",
+    "ShardField",
+    "ShardRange",
+    "ShardSelector",
+    "ShardSelectorError",
+    "fnv1a_64",
+    "shard_hash",
+    "shard_probe_request",
+    "sharding_enabled",
     "METADATA_ONLY_ACCEPT",
     "METADATA_ONLY_LIST_ACCEPT",
     "SERVER_SET_METADATA",

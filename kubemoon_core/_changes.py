@@ -1,7 +1,9 @@
 """Object changes: what a cache reports and what a controller consumes.
 
 Rules: a change always names its key; ``old`` is None for additions, ``new`` is None for
-deletions. Changes are frozen values, safe to hand between machines.
+deletions; :attr:`Change.initial` marks the changes of a reflector's first complete list (a
+restart's whole cache), which controllers queue at low priority; it is a scheduling hint
+and takes no part in equality. Changes are frozen values, safe to hand between machines.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 from ._resources import ObjectKey
 
-__all__ = ["Change", "ChangeType"]
+__all__ = ["Change", "ChangeType", "initial_change"]
 
 
 class ChangeType(enum.Enum):
@@ -24,7 +26,7 @@ class ChangeType(enum.Enum):
     DELETED = "DELETED"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Change:
     """One change of one cached object."""
 
@@ -39,3 +41,33 @@ class Change:
         obj = self.new if self.new is not None else self.old
         assert obj is not None, "a Change always carries old or new"
         return obj
+
+    @property
+    def initial(self) -> bool:
+        """True for a change of a reflector's first complete list (:func:`initial_change`)."""
+        return False
+
+    def __eq__(self, other: Any) -> bool:  # "object" is the property above
+        if not isinstance(other, Change):
+            return NotImplemented
+        return (self.type, self.key, self.old, self.new) == (
+            other.type,
+            other.key,
+            other.old,
+            other.new,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.key, self.old, self.new))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _InitialChange(Change):
+    @property
+    def initial(self) -> bool:
+        return True
+
+
+def initial_change(change: Change) -> Change:
+    """The same change, marked as part of a first complete list (:attr:`Change.initial`)."""
+    return _InitialChange(change.type, change.key, change.old, change.new)

@@ -10,6 +10,11 @@ Rules:
   and deletion and judge only modifications.
 - Keys go through a :class:`WorkQueue`, so a key is never reconciled by two workers at once
   and a key that changes while it is reconciled is reconciled exactly once more.
+- Priorities (controller-runtime's default since v0.23): a change from an informer's first
+  list (``Change.initial``) or a resync (a modification whose resourceVersion did not
+  change) is queued at ``LOW_PRIORITY``, every other change at ``NORMAL_PRIORITY``, so after
+  a restart with a large cache a new event is reconciled among the first. A retry keeps the
+  priority its key was handed out at.
 - ``next_work(now)`` hands out at most ``workers`` items at a time, each with a reconcile
   id; the adapter runs the user's reconcile and calls ``report(item, outcome, now)``.
   ``Reconciled`` forgets the key's backoff; ``RequeueAfter`` forgets it and adds the key
@@ -36,7 +41,7 @@ from typing import Any, ClassVar, Protocol
 from ._changes import Change, ChangeType
 from ._errors import LocalProtocolError
 from ._histogram import RECONCILE_TIME_BUCKETS, Histogram, _Recorder
-from ._queue import WorkQueue, WorkQueueMetrics
+from ._queue import LOW_PRIORITY, NORMAL_PRIORITY, WorkQueue, WorkQueueMetrics
 from ._ratelimit import RateLimiter
 from ._resources import GroupVersion, GroupVersionKind, ObjectKey, OwnerReference, Scope
 
@@ -156,6 +161,16 @@ def negate(predicate: Predicate) -> Predicate:
 
 
 # --- sources ----------------------------------------------------------------------------
+
+
+def _background(change: Change) -> bool:
+    """Work that may wait: the first list's changes and resyncs (an unchanged version)."""
+    if change.initial:
+        return True
+    if change.type is not ChangeType.MODIFIED:
+        return False
+    old = _metadata(change.old).get("resourceVersion")
+    return old is not None and old == _metadata(change.new).get("resourceVersion")
 
 
 def _own_key(change: Change) -> tuple[ObjectKey, ...]:
@@ -435,17 +450,22 @@ class Controller:
             raise LocalProtocolError(f"no source named {source!r}") from None
         batch = (changes,) if isinstance(changes, Change) else changes
         added = 0
+        add = self._queue.add
         for change in batch:
             if spec.predicate is not None and not spec.predicate(change):
                 continue
+            priority = LOW_PRIORITY if _background(change) else NORMAL_PRIORITY
             for key in spec.map(change):
-                self._queue.add(key, now)
+                add(key, now, priority=priority)
                 added += 1
         return added
 
-    def enqueue(self, key: ObjectKey, now: float | None = None) -> None:
-        """Add ``key`` directly (a resync, an external trigger); ``now`` as for receive."""
-        self._queue.add(key, now)
+    def enqueue(
+        self, key: ObjectKey, now: float | None = None, *, priority: int = NORMAL_PRIORITY
+    ) -> None:
+        """Add ``key`` directly (an external trigger; a resync should pass
+        ``priority=LOW_PRIORITY``); ``now`` as for receive."""
+        self._queue.add(key, now, priority=priority)
 
     def next_work(self, now: float) -> WorkItem | None:
         """The next reconcile to run, or None (no free worker, nothing ready, shut down)."""
@@ -467,13 +487,16 @@ class Controller:
         if duration < 0:
             raise LocalProtocolError("a reconcile cannot finish before it started")
         key, queue = item.key, self._queue
+        priority = queue.priority_of(key)
+        if priority is None:  # pragma: no cover - a running item's key is processing
+            priority = NORMAL_PRIORITY
         if isinstance(outcome, Reconciled | FailedTerminally):
             queue.forget(key)
         elif isinstance(outcome, RequeueAfter):
             queue.forget(key)
-            queue.add_after(key, outcome.delay, now)
+            queue.add_after(key, outcome.delay, now, priority=priority)
         elif isinstance(outcome, Requeue | Failed):
-            queue.add_rate_limited(key, now)
+            queue.add_rate_limited(key, now, priority=priority)
         else:
             raise LocalProtocolError(f"not a reconcile outcome: {outcome!r}")
         del self._running[item.reconcile_id]

@@ -11,6 +11,14 @@ Rules (client-go's workqueue semantics, without threads or clocks):
   lazy deletion, compacted when stale entries outnumber live ones (bounded memory).
 - ``add_rate_limited`` delays by what the queue's :class:`RateLimiter` says; ``forget``
   and ``num_requeues`` reach that limiter.
+- Priorities: every add takes a ``priority`` (an int, higher first; default
+  :data:`NORMAL_PRIORITY`). ``get`` hands out the highest priority first and, within one
+  priority, in the order keys were queued. Adding a queued key again with a higher priority
+  raises it (its place is that of the new add); a lower one changes nothing. A key added
+  while processing, or waiting for a delay, keeps the highest priority it was given and is
+  queued with it. A controller adds the objects of an informer's first list and resyncs at
+  :data:`LOW_PRIORITY`, so changes that arrive later are worked on first (controller-runtime's
+  default since v0.23).
 - After ``shutdown`` every add is silently ignored (client-go does the same, so late events
   racing a shutdown are harmless) and delayed keys are dropped; keys already queued are
   still handed out, and ``is_drained`` tells when none is queued or processing.
@@ -21,7 +29,9 @@ Rules (client-go's workqueue semantics, without threads or clocks):
   from its deadline); ``get`` to a ``done`` given ``now`` is the work duration. Adds and
   dones without ``now`` are simply not timed.
 
-add, get and done are O(1) (a deque and two dicts); delayed adds are O(log n).
+add, get and done are O(1) (a deque per priority, a few dicts; priorities are few); raising
+a queued key's priority leaves a stale entry behind that ``get`` skips; delayed adds are
+O(log n).
 """
 
 from __future__ import annotations
@@ -38,7 +48,13 @@ from ._errors import LocalProtocolError
 from ._histogram import QUEUE_DURATION_BUCKETS, Histogram, _Recorder
 from ._ratelimit import RateLimiter, default_rate_limiter
 
-__all__ = ["WorkQueue", "WorkQueueMetrics"]
+__all__ = ["LOW_PRIORITY", "NORMAL_PRIORITY", "WorkQueue", "WorkQueueMetrics"]
+
+NORMAL_PRIORITY = 0
+"""The priority of an ordinary add: a watch event, a mapped change, a retry."""
+LOW_PRIORITY = -100
+"""The priority of work from an informer's first list or a resync (controller-runtime's
+``LowPriority``): served after every ordinary add."""
 
 K = TypeVar("K", bound=Hashable)
 
@@ -79,26 +95,37 @@ class WorkQueue(Generic[K]):
     __slots__ = (
         "_adds",
         "_dirty",
+        "_handed",
         "_heap",
         "_latency",
         "_latency_pending",
+        "_levels",
         "_limiter",
+        "_priority",
         "_processing",
-        "_queue",
+        "_queued",
+        "_queues",
         "_retries",
         "_sequence",
         "_shutting_down",
         "_waiting",
+        "_waiting_priority",
         "_work",
         "_work_pending",
     )
 
     def __init__(self, rate_limiter: RateLimiter | None = None) -> None:
         self._limiter = rate_limiter if rate_limiter is not None else default_rate_limiter()
-        self._queue: deque[K] = deque()
+        # One FIFO of (sequence, key) per priority; an entry is live when _queued says so.
+        self._queues: dict[int, deque[tuple[int, K]]] = {}
+        self._levels: list[int] = []  # the priorities of _queues, highest first
+        self._queued: dict[K, tuple[int, int]] = {}  # queued key -> (priority, sequence)
         self._dirty: dict[K, float | None] = {}  # dirty key -> when it was added, if known
+        self._priority: dict[K, int] = {}  # dirty key -> the highest priority it was added at
         self._processing: dict[K, float] = {}  # key -> when get handed it out
+        self._handed: dict[K, int] = {}  # processing key -> the priority it was handed out at
         self._waiting: dict[K, float] = {}  # key -> its one live deadline
+        self._waiting_priority: dict[K, int] = {}  # waiting key -> its highest priority
         self._heap: list[tuple[float, int, K]] = []  # (deadline, sequence, key); may be stale
         self._sequence = itertools.count()  # tie-breaker: keys are never compared
         self._shutting_down = False
@@ -114,36 +141,77 @@ class WorkQueue(Generic[K]):
         """The limiter behind :meth:`add_rate_limited`."""
         return self._limiter
 
-    def add(self, key: K, now: float | None = None) -> None:
+    def add(self, key: K, now: float | None = None, *, priority: int = NORMAL_PRIORITY) -> None:
         """Queue ``key`` unless it is already queued; mark it dirty if it is processing.
 
-        ``now`` (optional) starts the clock of the key's queue duration.
+        ``now`` (optional) starts the clock of the key's queue duration. A queued key added
+        again with a higher ``priority`` moves up to it.
         """
+        if priority.__class__ is not int:
+            raise LocalProtocolError(f"priority must be an int, got {priority!r}")
+        if self._shutting_down:
+            return
         dirty = self._dirty
-        if key in dirty or self._shutting_down:
+        if key in dirty:
+            if priority > self._priority[key]:
+                self._priority[key] = priority
+                if key in self._queued:
+                    self._enqueue(key, priority)
             return
         dirty[key] = now
+        self._priority[key] = priority
         self._adds += 1
         if key not in self._processing:
-            self._queue.append(key)
+            self._enqueue(key, priority)
+
+    def _enqueue(self, key: K, priority: int) -> None:
+        sequence = next(self._sequence)
+        self._queued[key] = (priority, sequence)
+        queue = self._queues.get(priority)
+        if queue is None:
+            queue = self._queues[priority] = deque()
+            self._levels.append(priority)
+            self._levels.sort(reverse=True)
+        queue.append((sequence, key))
+
+    def _pop(self) -> K | None:
+        queued = self._queued
+        if not queued:
+            return None
+        for level in self._levels:
+            queue = self._queues[level]
+            while queue:
+                sequence, key = queue.popleft()
+                if queued.get(key) == (level, sequence):
+                    del queued[key]
+                    return key
+        raise AssertionError("a queued key has no live entry")  # pragma: no cover
 
     def get(self, now: float) -> K | None:
-        """Hand out the next ready key (now processing), or None if none is ready."""
+        """Hand out the next ready key (now processing), or None if none is ready.
+
+        The highest priority goes first; within a priority, the first queued.
+        """
+        found = self.get_with_priority(now)
+        return None if found is None else found[0]
+
+    def get_with_priority(self, now: float) -> tuple[K, int] | None:
+        """As :meth:`get`, with the priority the key was handed out at."""
         heap = self._heap
         if heap and heap[0][0] <= now:
             self._promote(now)
-        try:
-            key = self._queue.popleft()
-        except IndexError:
+        key = self._pop()
+        if key is None:
             return None
         self._processing[key] = now
+        priority = self._handed[key] = self._priority.pop(key)
         added = self._dirty.pop(key)
         if added is not None:
             pending = self._latency_pending
             pending.append(now - added)
             if len(pending) >= _FOLD_AT:
                 self._latency.fold(pending)
-        return key
+        return key, priority
 
     def done(self, key: K, now: float | None = None) -> None:
         """Finish processing ``key``; re-queue it once if it was added meanwhile.
@@ -154,43 +222,57 @@ class WorkQueue(Generic[K]):
             started = self._processing.pop(key)
         except KeyError:
             raise LocalProtocolError(f"done({key!r}) for a key that is not processing") from None
+        del self._handed[key]
         if now is not None:
             pending = self._work_pending
             pending.append(now - started)
             if len(pending) >= _FOLD_AT:
                 self._work.fold(pending)
         if key in self._dirty:
-            self._queue.append(key)
+            self._enqueue(key, self._priority[key])
 
-    def add_after(self, key: K, delay: float, now: float) -> None:
-        """Add ``key`` once ``delay`` seconds after ``now``; the earliest deadline wins."""
+    def priority_of(self, key: K) -> int | None:
+        """The priority ``key`` was handed out at while it is processing, else None."""
+        return self._handed.get(key)
+
+    def add_after(
+        self, key: K, delay: float, now: float, *, priority: int = NORMAL_PRIORITY
+    ) -> None:
+        """Add ``key`` once ``delay`` seconds after ``now``; the earliest deadline wins, and
+        the highest priority given."""
         if not math.isfinite(delay):
             raise LocalProtocolError(f"delay must be a finite number, got {delay!r}")
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise LocalProtocolError(f"priority must be an int, got {priority!r}")
         if self._shutting_down:
             return
         heap = self._heap
         if heap and heap[0][0] <= now:
             self._promote(now)
         if delay <= 0:
-            self.add(key, now)
+            self.add(key, now, priority=priority)
             return
         deadline = now + delay
         current = self._waiting.get(key)
-        if current is not None and current <= deadline:
-            return
+        if current is not None:
+            self._waiting_priority[key] = max(self._waiting_priority[key], priority)
+            if current <= deadline:
+                return
+        else:
+            self._waiting_priority[key] = priority
         self._waiting[key] = deadline
         heapq.heappush(heap, (deadline, next(self._sequence), key))
         if len(heap) > 2 * len(self._waiting) + _COMPACT_SLACK:
             self._heap = [(d, next(self._sequence), k) for k, d in self._waiting.items()]
             heapq.heapify(self._heap)
 
-    def add_rate_limited(self, key: K, now: float) -> float:
+    def add_rate_limited(self, key: K, now: float, *, priority: int = NORMAL_PRIORITY) -> float:
         """Add ``key`` after the delay the rate limiter gives; return that delay."""
         if self._shutting_down:
             return 0.0
         delay = self._limiter.when(key, now)
         self._retries += 1
-        self.add_after(key, delay, now)
+        self.add_after(key, delay, now, priority=priority)
         return delay
 
     def forget(self, key: K) -> None:
@@ -212,6 +294,7 @@ class WorkQueue(Generic[K]):
         """Refuse further adds (silently) and drop delayed keys; queued keys remain."""
         self._shutting_down = True
         self._waiting.clear()
+        self._waiting_priority.clear()
         self._heap.clear()
 
     @property
@@ -222,11 +305,11 @@ class WorkQueue(Generic[K]):
     @property
     def is_drained(self) -> bool:
         """True when shut down and no key is queued or processing."""
-        return self._shutting_down and not self._queue and not self._processing
+        return self._shutting_down and not self._queued and not self._processing
 
     def __len__(self) -> int:
         """The number of keys ready to be handed out (the queue depth)."""
-        return len(self._queue)
+        return len(self._queued)
 
     @property
     def processing(self) -> int:
@@ -254,7 +337,7 @@ class WorkQueue(Generic[K]):
         self._latency.fold(self._latency_pending)
         self._work.fold(self._work_pending)
         return WorkQueueMetrics(
-            depth=len(self._queue),
+            depth=len(self._queued),
             adds=self._adds,
             retries=self._retries,
             waiting=len(self._waiting),
@@ -271,10 +354,11 @@ class WorkQueue(Generic[K]):
             deadline, _, key = heapq.heappop(heap)
             if waiting.get(key) == deadline:
                 del waiting[key]
-                self.add(key, deadline)  # it was due then, whenever the caller looked
+                priority = self._waiting_priority.pop(key)
+                self.add(key, deadline, priority=priority)  # due then, whenever looked at
 
     def __repr__(self) -> str:
         return (
-            f"<WorkQueue depth={len(self._queue)} processing={len(self._processing)} "
+            f"<WorkQueue depth={len(self._queued)} processing={len(self._processing)} "
             f"waiting={len(self._waiting)} shutdown={self._shutting_down}>"
         )

@@ -39,6 +39,13 @@ Rules (client-go's reflector is the reference):
   malformed, stalled) is followed by one LIST+WATCH sync, as client-go does; the sync after
   that tries streaming again. A 410 on a stream at a resourceVersion streams again from
   the newest state.
+- Shards: with a ``shard_selector`` every LIST page (the ``continue`` token does not carry
+  it), watch and streaming list asks the server for that shard only, and objects outside
+  it are dropped before they reach the store (a server without the gate, or several
+  apiservers behind one balancer, send them anyway); a dropped event still moves the
+  resume point. :attr:`ReflectorStats.out_of_shard` counts them.
+- The changes of the first complete list are marked ``initial`` (``Change.initial``);
+  those of later relists and watches are not.
 - Stalls: when no byte arrives on a watch for longer than its ``timeoutSeconds`` plus
   ``stall_margin``, :meth:`Reflector.poll` tells the adapter to abandon the connection.
 """
@@ -54,10 +61,11 @@ from typing import Any
 
 from . import _json
 from ._backoff import Backoff
-from ._changes import Change
+from ._changes import Change, initial_change
 from ._errors import DecodeError, KubeMoonError, LocalProtocolError
 from ._request import ListOptions, Request, Response, list_request, watch_request
 from ._resources import APIResource, GroupVersionResource
+from ._shard import ShardSelector
 from ._status import ApiError, Disposition, Gone, error_from_response
 from ._store import Store
 from ._watch import DEFAULT_MAX_LINE_LENGTH, WatchDecoder, WatchEvent
@@ -256,6 +264,7 @@ class ReflectorStats:
     failures: int = 0  # backoffs taken
     events: int = 0  # ADDED/MODIFIED/DELETED events received on watches
     bookmarks: int = 0
+    out_of_shard: int = 0  # objects listed or watched outside the shard selector, dropped
 
 
 def _expired(error: BaseException) -> bool:
@@ -309,6 +318,7 @@ class Reflector:
         max_line_length: int = DEFAULT_MAX_LINE_LENGTH,
         watch_timeout: tuple[int, int] = (MIN_WATCH_TIMEOUT, MAX_WATCH_TIMEOUT),
         metadata_only: bool = False,
+        shard_selector: ShardSelector | None = None,
     ) -> None:
         self._metadata_only = metadata_only
         if not isinstance(rng, random.Random):
@@ -325,13 +335,18 @@ class Reflector:
                 f"watch_timeout must be ints 0 <= low <= high, got {watch_timeout!r}"
             )
         # Build once so bad selectors fail here, and every request shares the validation.
-        ListOptions(label_selector=label_selector, field_selector=field_selector)
+        ListOptions(
+            label_selector=label_selector,
+            field_selector=field_selector,
+            shard_selector=shard_selector,
+        )
         list_request(resource, namespace=namespace)
         WatchDecoder(max_line_length=max_line_length)
         self._resource = resource
         self._namespace = namespace
         self._label_selector = label_selector
         self._field_selector = field_selector
+        self._shard = shard_selector
         self._rng = rng
         self._store = store if store is not None else Store()
         self._page_size = page_size
@@ -371,6 +386,7 @@ class Reflector:
         self._failures = 0
         self._events = 0
         self._bookmarks = 0
+        self._out_of_shard = 0
 
     def __repr__(self) -> str:
         resource = (
@@ -408,6 +424,16 @@ class Reflector:
         return self._streaming
 
     @property
+    def out_of_shard(self) -> int:
+        """Objects received outside the shard selector and dropped (cheap; see stats)."""
+        return self._out_of_shard
+
+    @property
+    def shard_selector(self) -> ShardSelector | None:
+        """The shard this reflector lists and watches, or None for the whole collection."""
+        return self._shard
+
+    @property
     def last_error(self) -> BaseException | None:
         """The last failure seen (ApiError, protocol error or transport error), if any."""
         return self._last_error
@@ -425,6 +451,7 @@ class Reflector:
             failures=self._failures,
             events=self._events,
             bookmarks=self._bookmarks,
+            out_of_shard=self._out_of_shard,
         )
 
     @staticmethod
@@ -495,6 +522,7 @@ class Reflector:
             options = ListOptions(
                 label_selector=self._label_selector,
                 field_selector=self._field_selector,
+                shard_selector=self._shard,
                 limit=self._page_size,
                 continue_token=self._continue,
             )
@@ -502,6 +530,7 @@ class Reflector:
             options = ListOptions(
                 label_selector=self._label_selector,
                 field_selector=self._field_selector,
+                shard_selector=self._shard,
                 limit=self._page_size,
                 resource_version=self._page_rv,
                 resource_version_match=None if self._page_rv is None else "NotOlderThan",
@@ -518,6 +547,7 @@ class Reflector:
         return ListOptions(
             label_selector=self._label_selector,
             field_selector=self._field_selector,
+            shard_selector=self._shard,
             timeout_seconds=self._timeout,
             allow_watch_bookmarks=True,
             **kwargs,
@@ -544,7 +574,11 @@ class Reflector:
         try:
             items, rv, token = self._page(response.body)
             stage = self._store.stage
+            shard = self._shard
             for item in items:
+                if shard is not None and not shard.contains(item):
+                    self._out_of_shard += 1
+                    continue
                 stage(item)
         except KubeMoonError as exc:
             self._list_failed(exc, now)
@@ -636,6 +670,8 @@ class Reflector:
 
     def _synced_at(self, rv: str, now: float) -> list[Change]:
         changes = self._store.commit_epoch()
+        if not self._synced:  # the first list: the whole cache, marked for low priority
+            changes = [initial_change(c) for c in changes]
         self._rv = rv
         self._synced = True
         self._syncs += 1
@@ -714,6 +750,9 @@ class Reflector:
         self._received += 1
         if kind == "BOOKMARK":
             self._bookmarks += 1
+        elif self._shard is not None and not self._shard.contains(obj):
+            self._events += 1
+            self._out_of_shard += 1
         else:
             self._events += 1
             change = self._store.delete(obj) if kind == "DELETED" else self._store.upsert(obj)
@@ -735,7 +774,9 @@ class Reflector:
                 changes.extend(self._synced_at(rv, now))
             return
         self._events += 1
-        if kind == "DELETED":
+        if self._shard is not None and not self._shard.contains(event.object):
+            self._out_of_shard += 1
+        elif kind == "DELETED":
             self._store.unstage(event.object)
         else:
             self._store.stage(event.object)

@@ -14,13 +14,14 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from . import _json
-from ._errors import LocalProtocolError
+from ._errors import DecodeError, LocalProtocolError
 from ._resources import (
     APIResource,
     GroupVersionResource,
     ResourcePath,
     Scope,
 )
+from ._shard import ShardSelector
 from ._status import error_from_response
 
 __all__ = [
@@ -41,6 +42,8 @@ __all__ = [
     "list_request",
     "patch_request",
     "replace_request",
+    "shard_probe_request",
+    "sharding_enabled",
     "watch_request",
     "USER_AGENT",
 ]
@@ -132,7 +135,13 @@ _RV_MATCH = ("", "Exact", "NotOlderThan")
 
 @dataclass(frozen=True, slots=True)
 class ListOptions:
-    """Query options for list, watch and deletecollection."""
+    """Query options for list, watch and deletecollection.
+
+    ``shard_selector`` (a :class:`ShardSelector`) asks a server with the
+    ``ShardedListAndWatch`` gate for one shard only; keep it on every page (the
+    ``continue`` token does not carry it). :func:`delete_collection_request` refuses it
+    unless asked explicitly: a server without the gate would ignore it and delete all.
+    """
 
     label_selector: str | None = None
     field_selector: str | None = None
@@ -143,8 +152,14 @@ class ListOptions:
     timeout_seconds: int | None = None
     allow_watch_bookmarks: bool | None = None
     send_initial_events: bool | None = None
+    shard_selector: ShardSelector | None = None
 
     def __post_init__(self) -> None:
+        if self.shard_selector is not None and not isinstance(self.shard_selector, ShardSelector):
+            raise LocalProtocolError(
+                f"shard_selector must be a ShardSelector (see ShardSelector.parse), "
+                f"got {type(self.shard_selector).__name__}"
+            )
         for name in ("label_selector", "field_selector", "continue_token", "resource_version"):
             _text(name, getattr(self, name))
         _non_negative("limit", self.limit)
@@ -183,6 +198,8 @@ class ListOptions:
             q.append(("allowWatchBookmarks", _bool(self.allow_watch_bookmarks)))
         if self.send_initial_events is not None:
             q.append(("sendInitialEvents", _bool(self.send_initial_events)))
+        if self.shard_selector is not None:
+            q.append(("shardSelector", self.shard_selector.render()))
         return q
 
 
@@ -518,9 +535,21 @@ def delete_collection_request(
     namespace: str | None = None,
     list_options: ListOptions | None = None,
     options: DeleteOptions | None = None,
+    allow_shard_selector: bool = False,
 ) -> Request:
-    """DELETE every object of a collection that matches the selectors."""
+    """DELETE every object of a collection that matches the selectors.
+
+    ``list_options`` carrying a ``shard_selector`` (an informer's options reused, say) is
+    refused unless ``allow_shard_selector=True``: a server without the
+    ``ShardedListAndWatch`` gate ignores the selector and deletes the whole collection.
+    """
     lopts = list_options or ListOptions()
+    if lopts.shard_selector is not None and not allow_shard_selector:
+        raise LocalProtocolError(
+            "delete_collection_request got list_options with a shard_selector; pass "
+            "allow_shard_selector=True if deleting one shard is meant (a server without the "
+            "ShardedListAndWatch gate ignores it and deletes every match)"
+        )
     dopts = options or DeleteOptions()
     body = dopts.body()
     return Request(
@@ -545,3 +574,41 @@ def decode_response(response: Response, request: Request | None = None) -> Any:
             path=request.path if request is not None else "",
         )
     return _json.loads(response.body)
+
+
+# A range of one hash in 2**64: no namespace of a real cluster falls in it.
+_PROBE_SELECTOR = ShardSelector.of_range(0, 1)
+
+
+def shard_probe_request() -> Request:
+    """The LIST telling whether the server applies shard selectors (gate on or off).
+
+    Namespaces with ``limit=1`` and a one-hash uid range: a server with the
+    ``ShardedListAndWatch`` gate answers no item (built-in lists also echo
+    ``metadata.shardInfo``); one without it ignores the selector and answers a namespace.
+    Give the decoded answer to :func:`sharding_enabled`.
+    """
+    return list_request(
+        GroupVersionResource("", "v1", "namespaces"),
+        options=ListOptions(limit=1, shard_selector=_PROBE_SELECTOR),
+    )
+
+
+def sharding_enabled(document: Any) -> bool:
+    """Whether the decoded answer to :func:`shard_probe_request` shows the gate on.
+
+    On: ``metadata.shardInfo`` is echoed, or every item returned lies in the probe's range
+    (none, in practice). Off: a namespace outside the range came back. A document that is
+    not a list is a :class:`DecodeError`.
+    """
+    if not isinstance(document, Mapping):
+        raise DecodeError("the shard probe answer is not a JSON object")
+    metadata = document.get("metadata")
+    if isinstance(metadata, Mapping) and isinstance(metadata.get("shardInfo"), Mapping):
+        return True
+    items = document.get("items")
+    if items is None:
+        return True
+    if not isinstance(items, list):
+        raise DecodeError("the shard probe answer's items is not an array", path="items")
+    return all(isinstance(item, Mapping) and _PROBE_SELECTOR.contains(item) for item in items)

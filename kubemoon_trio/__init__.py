@@ -31,6 +31,7 @@ from ._informer import Informer
 from ._leader import LeaderElection
 from ._manager import LeaderElectionConfig, Manager
 from ._probes import ProbeServer
+from ._sharding import ShardMembership, detect_sharded_list_and_watch
 from ._webhook_manager import WebhookManager
 from ._webhook_server import WebhookServer
 
@@ -51,6 +52,7 @@ __all__ = [
     "ReconcileFunction",
     "ResponseTooLarge",
     "RuntimeController",
+    "ShardMembership",
     "SharedInformers",
     "StreamResponse",
     "TLSError",
@@ -59,6 +61,7 @@ __all__ = [
     "Watch",
     "WebhookManager",
     "WebhookServer",
+    "detect_sharded_list_and_watch",
     "load_config",
     "load_in_cluster_config",
     "load_kubeconfig",

@@ -14,7 +14,13 @@ import logging
 import random
 from collections.abc import Callable
 
-from kubemoon_core import APIResource, CacheSyncTimeout, GroupVersionResource, Request
+from kubemoon_core import (
+    APIResource,
+    CacheSyncTimeout,
+    GroupVersionResource,
+    Request,
+    ShardSelector,
+)
 from kubemoon_core._backoff import Backoff
 from kubemoon_core._changes import Change
 from kubemoon_core._reflector import MAX_WATCH_TIMEOUT, MIN_WATCH_TIMEOUT, Reflector
@@ -45,6 +51,9 @@ class Informer:
     cache holds each object's metadata only (``PartialObjectMetadata``). The reflector's options
     (``stall_margin``, ``watch_timeout``, ``backoff``,
     ``streaming_list``...) are passed through, or a configured ``reflector`` is given.
+    ``shard_selector`` watches one shard of the collection (server-side with the
+    ``ShardedListAndWatch`` gate, and always filtered client-side too; the first object
+    the server sends outside the shard is logged once, as a warning).
     """
 
     def __init__(
@@ -66,6 +75,7 @@ class Informer:
         rng: random.Random | None = None,
         reflector: Reflector | None = None,
         metadata_only: bool = False,
+        shard_selector: ShardSelector | None = None,
     ) -> None:
         self._client = client
         gvr = resource.gvr if isinstance(resource, APIResource) else resource
@@ -88,11 +98,13 @@ class Informer:
                 stall_margin=stall_margin,
                 watch_timeout=watch_timeout,
                 metadata_only=metadata_only,
+                shard_selector=shard_selector,
             )
         self.reflector = reflector
         self._handlers: list[ChangeHandler] = [on_change] if on_change is not None else []
         self._on_failure = on_failure
         self._synced = _backend.Event()
+        self._filtering_reported = False
         self.handler_errors = 0
 
     def __repr__(self) -> str:
@@ -157,6 +169,14 @@ class Informer:
     def _publish(self, changes: list[Change]) -> None:
         if self.reflector.has_synced and not self._synced.is_set():
             self._synced.set()
+        if not self._filtering_reported and self.reflector.out_of_shard:
+            self._filtering_reported = True
+            logger.warning(
+                "%s: the server sent objects outside the shard selector (the "
+                "ShardedListAndWatch gate is off, or not on every apiserver); filtering "
+                "client-side: each replica still receives the whole collection",
+                self.name,
+            )
         for handler in self._handlers:
             for change in changes:
                 try:

@@ -8,6 +8,9 @@ hand-out) and at most one delayed deadline (the earliest). A deadline that has p
 - a key is handed out only when it is dirty, so never twice for one add (no duplicate
   hand-outs) and never before its delay (delays respected);
 - ``get`` returns None only when no dirty key is idle (work conserving);
+- priorities: ``get`` hands out the idle dirty key of the highest priority (the highest any
+  of its adds gave), and within it the one queued first (a raise re-queues at the end);
+- a key handed out reports the priority it was handed out at;
 - depth, processing, waiting, next deadline and drained state agree with the model.
 
 At teardown everything is drained: every key is handed out at least once after its last
@@ -20,13 +23,14 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from kubemoon_core._queue import WorkQueue
+from kubemoon_core._queue import LOW_PRIORITY, NORMAL_PRIORITY, WorkQueue
 from kubemoon_core._ratelimit import ExponentialRateLimiter
 
 KEYS = [f"k{i}" for i in range(6)]
 WORKERS = 4
 keys = st.sampled_from(KEYS)
 delays = st.sampled_from([0.0, 0.25, 0.5, 1.0, 2.5]) | st.floats(0.0, 5.0)
+priorities = st.sampled_from([LOW_PRIORITY, NORMAL_PRIORITY, 10])
 
 
 class QueueMachine(RuleBasedStateMachine):
@@ -39,6 +43,11 @@ class QueueMachine(RuleBasedStateMachine):
         self.step = 0
         self.dirty: set[str] = set()
         self.waiting: dict[str, float] = {}
+        self.waiting_order: dict[str, int] = {}  # key -> when its live deadline was set
+        self.waiting_priority: dict[str, int] = {}
+        self.priority: dict[str, int] = {}  # dirty key -> its highest priority
+        self.position: dict[str, int] = {}  # queued (dirty, idle) key -> queue position
+        self.counter = 0
         self.processing: set[str] = set()
         self.shut = False
         self.last_add: dict[str, int] = {}  # key -> step of its last (effective) add
@@ -49,69 +58,97 @@ class QueueMachine(RuleBasedStateMachine):
     def tick(self) -> None:
         self.step += 1
 
-    def mark_dirty(self, key: str) -> None:
+    def next_position(self) -> int:
+        self.counter += 1
+        return self.counter
+
+    def mark_dirty(self, key: str, priority: int = NORMAL_PRIORITY) -> None:
+        if key in self.dirty:
+            if priority > self.priority[key]:
+                self.priority[key] = priority
+                if key not in self.processing:
+                    self.position[key] = self.next_position()
+            return
         self.dirty.add(key)
+        self.priority[key] = priority
         self.last_add[key] = self.step
+        if key not in self.processing:
+            self.position[key] = self.next_position()
 
     def promote(self) -> None:
-        for key, deadline in list(self.waiting.items()):
-            if deadline <= self.now:
-                del self.waiting[key]
-                self.mark_dirty(key)
+        due = [k for k, deadline in self.waiting.items() if deadline <= self.now]
+        for key in sorted(due, key=lambda k: (self.waiting[k], self.waiting_order[k])):
+            del self.waiting[key]
+            del self.waiting_order[key]
+            self.mark_dirty(key, self.waiting_priority.pop(key))
 
-    def delayed(self, key: str, delay: float) -> None:
+    def delayed(self, key: str, delay: float, priority: int = NORMAL_PRIORITY) -> None:
         if self.shut:
             return
         self.promote()
         if delay <= 0:
-            self.mark_dirty(key)
+            self.mark_dirty(key, priority)
             return
         deadline = self.now + delay
+        if key in self.waiting:
+            self.waiting_priority[key] = max(self.waiting_priority[key], priority)
+        else:
+            self.waiting_priority[key] = priority
         if key not in self.waiting or deadline < self.waiting[key]:
             self.waiting[key] = deadline
+            self.waiting_order[key] = self.next_position()
 
     def get(self) -> str | None:
         self.tick()
         self.promote()  # deadlines passed by now are adds made before this hand-out
         self.tick()
-        key = self.queue.get(self.now)
+        found = self.queue.get_with_priority(self.now)
         idle_dirty = self.dirty - self.processing
-        if key is None:
+        if found is None:
             assert not idle_dirty, f"get returned None while {idle_dirty} were ready"
             return None
+        key, priority = found
         assert key not in self.processing, f"{key} handed out while processing"
         assert key in self.dirty, f"{key} handed out without an add owed (or before its delay)"
+        expected = min(idle_dirty, key=lambda k: (-self.priority[k], self.position[k]))
+        assert key == expected, f"{key} handed out before {expected} (priority or order)"
+        assert priority == self.priority.pop(key)
+        del self.position[key]
         self.dirty.discard(key)
         self.processing.add(key)
         self.last_handout[key] = self.step
+        assert self.queue.priority_of(key) == priority
         return key
 
     def done(self, key: str) -> None:
         self.tick()
         self.queue.done(key)
         self.processing.remove(key)
+        assert self.queue.priority_of(key) is None
+        if key in self.dirty:
+            self.position[key] = self.next_position()
 
     # --- rules --------------------------------------------------------------------------
 
-    @rule(key=keys)
-    def add(self, key: str) -> None:
+    @rule(key=keys, priority=priorities)
+    def add(self, key: str, priority: int) -> None:
         self.tick()
-        self.queue.add(key)
+        self.queue.add(key, priority=priority)
         if not self.shut:
-            self.mark_dirty(key)
+            self.mark_dirty(key, priority)
 
-    @rule(key=keys, delay=delays)
-    def add_after(self, key: str, delay: float) -> None:
+    @rule(key=keys, delay=delays, priority=priorities)
+    def add_after(self, key: str, delay: float, priority: int) -> None:
         self.tick()
-        self.queue.add_after(key, delay, self.now)
-        self.delayed(key, delay)
+        self.queue.add_after(key, delay, self.now, priority=priority)
+        self.delayed(key, delay, priority)
 
-    @rule(key=keys)
-    def add_rate_limited(self, key: str) -> None:
+    @rule(key=keys, priority=priorities)
+    def add_rate_limited(self, key: str, priority: int) -> None:
         self.tick()
-        delay = self.queue.add_rate_limited(key, self.now)
+        delay = self.queue.add_rate_limited(key, self.now, priority=priority)
         assert delay >= 0
-        self.delayed(key, delay)
+        self.delayed(key, delay, priority)
 
     @rule(key=keys)
     def forget(self, key: str) -> None:
@@ -138,6 +175,8 @@ class QueueMachine(RuleBasedStateMachine):
         self.queue.shutdown()
         self.shut = True
         self.waiting.clear()
+        self.waiting_order.clear()
+        self.waiting_priority.clear()
 
     # --- invariants ---------------------------------------------------------------------
 

@@ -1,0 +1,543 @@
+"""Shard membership: which hash ranges a replica may work on, decided from Leases.
+
+Each replica of a sharded controller holds one ``coordination.k8s.io/v1`` Lease labelled
+with its group; in it (an annotation) it publishes the ranges it *claims*. Every replica
+lists the group's Leases, computes the same assignment from the live members (the hash
+space split equally by sorted identity, :func:`assign_ranges`) and works only on the
+ranges it has *started*. :class:`ShardMember` is the pure state machine deciding when a
+range may start and when it must stop, so that no object is worked on by two replicas at
+once, through joins, leaves, crashes and partitions.
+
+Rules (time comes in as ``now``, local monotonic seconds; the machine reads no clock):
+
+- A range of the assignment is first CLAIMING: it is written into the replica's Lease.
+  It becomes ACTIVE only on a read of the group's Leases *sent after* a write holding the
+  claim was acknowledged, when in that read no other live record claims an overlapping
+  range and the range is still assigned to this replica. The API server is linearizable,
+  so of two replicas claiming overlapping ranges at least one sees the other's claim.
+- Records naming the same holder are merged (claims united), so a copy cannot hide one.
+- A record is live until its version has stayed unchanged for ``lease_duration`` local
+  seconds since this replica first saw that version (leader election's rule); an expired
+  or absent record claims nothing. A record marked leaving counts for claims but is no
+  member of the assignment.
+- A range that is no longer assigned is STOPPING: still claimed, until the caller says
+  with :meth:`ShardMember.stopped` that its work stopped; then it is dropped from the next
+  write. A claim is never removed from the Lease while its range may be worked on.
+- The replica's own lease is valid for ``renew_deadline`` local seconds after it *sent*
+  its last acknowledged write; past that it is LOST: every range stops at once (the caller
+  must cancel its work by that deadline, :meth:`next_deadline` says when) and claims must
+  be confirmed again by a new write and read.
+- Safety needs ``renew_deadline * (1 + clock_skew) ** 2 < lease_duration``, with every
+  clock's rate within a factor ``1 + clock_skew`` of true time: the holder stops before
+  anyone can judge its Lease expired. The constructor refuses timings that break it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from ._errors import DecodeError, LocalProtocolError
+from ._shard import HASH_SPACE, ShardRange
+
+__all__ = [
+    "CLAIMS_ANNOTATION",
+    "GROUP_LABEL",
+    "LEAVING_ANNOTATION",
+    "MemberRecord",
+    "MemberState",
+    "RangeInput",
+    "RangeState",
+    "ShardMember",
+    "assign_ranges",
+    "decode_claims",
+    "encode_claims",
+    "member_lease",
+    "member_record_from_lease",
+]
+
+GROUP_LABEL = "shards.kubemoon.dev/group"
+"""The label naming the group a membership Lease belongs to."""
+CLAIMS_ANNOTATION = "shards.kubemoon.dev/claims"
+"""The annotation listing the ranges a member claims (``start-end`` hex, comma-separated)."""
+LEAVING_ANNOTATION = "shards.kubemoon.dev/leaving"
+"""The annotation (``"true"``) of a member that is leaving the group."""
+
+# A tenant could write a huge annotation: bound what is read.
+MAX_CLAIMS = 256
+MAX_CLAIMS_TEXT = 16 * 1024
+
+
+class MemberState(enum.Enum):
+    """The replica's own standing in the group."""
+
+    JOINING = "joining"  # no write acknowledged yet
+    MEMBER = "member"  # its lease is valid
+    LOST = "lost"  # the renew deadline passed: nothing may be worked on
+    LEAVING = "leaving"  # stopping everything before deleting its lease
+    LEFT = "left"  # every claim released; the lease may be deleted
+
+
+class RangeState(enum.Enum):
+    """One range of the replica's."""
+
+    CLAIMING = "claiming"  # written (or to be written) in the lease; not worked on
+    ACTIVE = "active"  # worked on
+    STOPPING = "stopping"  # must stop; still claimed until the caller confirms
+
+
+class RangeInput(enum.Enum):
+    """What moves a range."""
+
+    CONFIRMED = "confirmed by a read after the claim was written"
+    UNASSIGNED = "no longer assigned"
+    STOPPED = "caller stopped its work"
+    LOST = "own lease past its renew deadline"
+
+
+_R, _I = RangeState, RangeInput
+# None as a target means: the range is dropped (no longer claimed).
+_RANGE_TRANSITIONS: dict[tuple[RangeState, RangeInput], RangeState | None] = {
+    (_R.CLAIMING, _I.CONFIRMED): _R.ACTIVE,
+    (_R.CLAIMING, _I.UNASSIGNED): None,
+    (_R.CLAIMING, _I.LOST): _R.CLAIMING,
+    (_R.ACTIVE, _I.UNASSIGNED): _R.STOPPING,
+    (_R.ACTIVE, _I.LOST): _R.CLAIMING,
+    (_R.STOPPING, _I.STOPPED): None,
+    (_R.STOPPING, _I.LOST): None,
+}
+del _R, _I
+
+
+def assign_ranges(members: Iterable[str]) -> dict[str, ShardRange]:
+    """The equal split of the hash space among ``members``, in sorted identity order."""
+    ordered = sorted(set(members))
+    count = len(ordered)
+    return {
+        identity: ShardRange(HASH_SPACE * i // count, HASH_SPACE * (i + 1) // count)
+        for i, identity in enumerate(ordered)
+    }
+
+
+def encode_claims(ranges: Iterable[ShardRange]) -> str:
+    """The claims annotation's value: ``start-end`` in hex, comma-separated."""
+    return ",".join(f"{r.start:x}-{r.end:x}" for r in ranges)
+
+
+def decode_claims(text: str) -> tuple[ShardRange, ...]:
+    """Read a claims annotation; a malformed one is a :class:`DecodeError`."""
+    if not isinstance(text, str):
+        raise DecodeError("the claims annotation is not a string", path=CLAIMS_ANNOTATION)
+    if len(text) > MAX_CLAIMS_TEXT:
+        raise DecodeError("the claims annotation is too long", path=CLAIMS_ANNOTATION)
+    if not text:
+        return ()
+    parts = text.split(",")
+    if len(parts) > MAX_CLAIMS:
+        raise DecodeError(f"more than {MAX_CLAIMS} claims", path=CLAIMS_ANNOTATION)
+    claims: list[ShardRange] = []
+    for index, part in enumerate(parts):
+        start, sep, end = part.partition("-")
+        try:
+            if not sep or not all(c in "0123456789abcdef" for c in start + end):
+                raise ValueError(part)
+            claims.append(ShardRange(int(start, 16), int(end, 16)))
+        except (ValueError, LocalProtocolError):
+            raise DecodeError(
+                f"claim {index} is not a range 'start-end' in lower-case hex: {part[:40]!r}",
+                path=CLAIMS_ANNOTATION,
+            ) from None
+    return tuple(claims)
+
+
+@dataclass(frozen=True, slots=True)
+class MemberRecord:
+    """What one membership Lease says: who, which version, what it claims, leaving or not."""
+
+    identity: str
+    version: str
+    claims: tuple[ShardRange, ...] = ()
+    leaving: bool = False
+
+
+def member_lease(
+    group: str,
+    identity: str,
+    claims: Iterable[ShardRange],
+    *,
+    namespace: str,
+    wall_time: datetime.datetime,
+    lease_duration: float = 15.0,
+    leaving: bool = False,
+    resource_version: str | None = None,
+) -> dict[str, Any]:
+    """The membership Lease of ``identity`` in ``group``, named ``<group>-<identity>``.
+
+    ``wall_time`` (timezone-aware) only becomes ``renewTime`` for humans; expiry is judged
+    on observers' monotonic clocks. ``resource_version`` makes the write conditional.
+    """
+    for name, value in (("group", group), ("identity", identity), ("namespace", namespace)):
+        if not isinstance(value, str) or not value:
+            raise LocalProtocolError(f"{name} must be a non-empty string, got {value!r}")
+    if not isinstance(wall_time, datetime.datetime) or wall_time.tzinfo is None:
+        raise LocalProtocolError("wall_time must be a timezone-aware datetime")
+    annotations = {CLAIMS_ANNOTATION: encode_claims(claims)}
+    if leaving:
+        annotations[LEAVING_ANNOTATION] = "true"
+    metadata: dict[str, Any] = {
+        "name": f"{group}-{identity}",
+        "namespace": namespace,
+        "labels": {GROUP_LABEL: group},
+        "annotations": annotations,
+    }
+    if resource_version is not None:
+        metadata["resourceVersion"] = resource_version
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": metadata,
+        "spec": {
+            "holderIdentity": identity,
+            "leaseDurationSeconds": max(1, round(lease_duration)),
+            "renewTime": wall_time.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        },
+    }
+
+
+def member_record_from_lease(lease: Mapping[str, Any]) -> MemberRecord:
+    """Read a membership Lease; anything malformed is a :class:`DecodeError`.
+
+    The identity is ``spec.holderIdentity``, the version ``metadata.resourceVersion``.
+    """
+    if not isinstance(lease, Mapping):
+        raise DecodeError("a Lease is not a JSON object")
+    metadata = lease.get("metadata")
+    spec = lease.get("spec")
+    if not isinstance(metadata, Mapping) or not isinstance(spec, Mapping):
+        raise DecodeError("a Lease needs metadata and spec", path="metadata")
+    identity = spec.get("holderIdentity")
+    version = metadata.get("resourceVersion")
+    if not isinstance(identity, str) or not identity:
+        raise DecodeError("a membership Lease has no holder", path="spec.holderIdentity")
+    if not isinstance(version, str) or not version:
+        raise DecodeError("a Lease has no resourceVersion", path="metadata.resourceVersion")
+    annotations = metadata.get("annotations")
+    if annotations is None:
+        annotations = {}
+    if not isinstance(annotations, Mapping):
+        raise DecodeError("annotations is not an object", path="metadata.annotations")
+    claims = decode_claims(annotations.get(CLAIMS_ANNOTATION, ""))
+    leaving = annotations.get(LEAVING_ANNOTATION) == "true"
+    return MemberRecord(identity, version, claims, leaving)
+
+
+def _sorted(ranges: Iterable[ShardRange]) -> tuple[ShardRange, ...]:
+    return tuple(sorted(ranges, key=lambda r: (r.start, r.end)))
+
+
+def _overlap(a: ShardRange, b: ShardRange) -> bool:
+    return a.start < b.end and b.start < a.end
+
+
+@dataclass(slots=True)
+class _Seen:
+    version: str
+    since: float  # local time this version was first seen (receipt of the read)
+    record: MemberRecord = field(repr=False)
+
+
+class ShardMember:
+    """One replica's view of its group, and the ranges it may work on; see the module rules.
+
+    Driving it (one write and one read in flight at most):
+
+    1. ``claims = m.write_due(now)``: when not None, write the own Lease with these claims
+       (and :attr:`leaving`), then call :meth:`write_finished` with whether it succeeded.
+    2. ``m.read_due(now)``: when True, call :meth:`read_started`, LIST the group's Leases
+       with a consistent read (no resourceVersion), and give the records (every Lease of
+       the group, this replica's own included or not) to :meth:`observe`.
+    3. Work only on :meth:`active` ranges; stop the work of every range in
+       :meth:`stopping`, then call :meth:`stopped`. Call :meth:`tick` at
+       :meth:`next_deadline`: past the renew deadline, every range stops.
+    """
+
+    RANGE_TRANSITIONS: Mapping[tuple[RangeState, RangeInput], RangeState | None] = MappingProxyType(
+        _RANGE_TRANSITIONS
+    )
+
+    def __init__(
+        self,
+        identity: str,
+        *,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        clock_skew: float = 0.2,
+    ) -> None:
+        if not isinstance(identity, str) or not identity:
+            raise LocalProtocolError("identity must be a non-empty string")
+        for name, value in (
+            ("lease_duration", lease_duration),
+            ("renew_deadline", renew_deadline),
+            ("retry_period", retry_period),
+            ("clock_skew", clock_skew),
+        ):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise LocalProtocolError(f"{name} must be a non-negative number, got {value!r}")
+        if retry_period <= 0 or retry_period >= renew_deadline:
+            raise LocalProtocolError("retry_period must be positive and below renew_deadline")
+        if not renew_deadline * (1 + clock_skew) ** 2 < lease_duration:
+            raise LocalProtocolError(
+                f"unsafe timings: renew_deadline * (1 + clock_skew)**2 = "
+                f"{renew_deadline * (1 + clock_skew) ** 2:g} must be below lease_duration "
+                f"{lease_duration:g}"
+            )
+        self.identity = identity
+        self._duration = float(lease_duration)
+        self._deadline = float(renew_deadline)
+        self._retry = float(retry_period)
+        self._state = MemberState.JOINING
+        self._ranges: dict[ShardRange, RangeState] = {}
+        self._confirm_after: dict[ShardRange, float] = {}  # claim acked at this local time
+        self._seen: dict[str, _Seen] = {}
+        self._assignment: dict[str, ShardRange] = {}
+        self._valid_until = float("-inf")
+        self._writing: tuple[float, tuple[ShardRange, ...]] | None = None
+        self._reading: float | None = None
+        self._last_write = float("-inf")
+        self._last_read = float("-inf")
+        self._dirty = True  # the claims changed since the last acknowledged write
+        self._failed = False  # the last write failed: the next waits a retry period
+        self._read_soon = False  # a claim was acknowledged: confirm it without waiting
+        self._leaving = False
+
+    def __repr__(self) -> str:
+        ranges = {str(r.start): s.name for r, s in self._ranges.items()}
+        return f"<ShardMember {self.identity} {self._state.name} {ranges}>"
+
+    # -- reading --------------------------------------------------------------------------
+
+    @property
+    def state(self) -> MemberState:
+        """The replica's standing."""
+        return self._state
+
+    @property
+    def leaving(self) -> bool:
+        """True once :meth:`leave` was called (write it into the Lease)."""
+        return self._leaving
+
+    @property
+    def valid_until(self) -> float | None:
+        """The local time the own lease stops being valid (its renew deadline), if it is."""
+        if self._state in (MemberState.MEMBER, MemberState.LEAVING):
+            return self._valid_until
+        return None
+
+    def ranges(self) -> Mapping[ShardRange, RangeState]:
+        """Every range of this replica and its state."""
+        return MappingProxyType(dict(self._ranges))
+
+    def active(self, now: float) -> tuple[ShardRange, ...]:
+        """The ranges that may be worked on at ``now`` (sorted)."""
+        self.tick(now)
+        return _sorted(r for r, s in self._ranges.items() if s is RangeState.ACTIVE)
+
+    def working(self, now: float) -> tuple[ShardRange, ...]:
+        """Ranges whose work may still run: active and stopping ones (sorted)."""
+        self.tick(now)
+        return _sorted(
+            r for r, s in self._ranges.items() if s in (RangeState.ACTIVE, RangeState.STOPPING)
+        )
+
+    def stopping(self) -> tuple[ShardRange, ...]:
+        """Ranges whose work must stop, then be confirmed with :meth:`stopped`."""
+        return _sorted(r for r, s in self._ranges.items() if s is RangeState.STOPPING)
+
+    def assignment(self) -> Mapping[str, ShardRange]:
+        """The assignment computed from the last read."""
+        return MappingProxyType(dict(self._assignment))
+
+    def next_deadline(self) -> float | None:
+        """The earliest time something is due: the renew deadline, a write or a read."""
+        if self._state is MemberState.LEFT:
+            return None
+        times = []
+        if self._writing is None:
+            times.append(self._write_at())
+        if self._reading is None:
+            times.append(self._last_read if self._read_soon else self._last_read + self._retry)
+        if self._state in (MemberState.MEMBER, MemberState.LEAVING):
+            times.append(self._valid_until)
+        return min(times) if times else None
+
+    # -- time -----------------------------------------------------------------------------
+
+    def tick(self, now: float) -> None:
+        """Apply the renew deadline: past it, every range stops and claims need confirming."""
+        if self._state in (MemberState.MEMBER, MemberState.LEAVING) and now >= self._valid_until:
+            self._state = MemberState.LOST
+            for r in list(self._ranges):
+                self._range(r, RangeInput.LOST)
+            self._confirm_after.clear()
+
+    def _range(self, r: ShardRange, event: RangeInput) -> None:
+        target = _RANGE_TRANSITIONS.get((self._ranges[r], event), self._ranges[r])
+        if (self._ranges[r], event) not in _RANGE_TRANSITIONS:
+            raise LocalProtocolError(f"range {r} cannot take {event.name} in {self._ranges[r]}")
+        if target is None:
+            del self._ranges[r]
+            self._confirm_after.pop(r, None)
+            self._dirty = True
+        else:
+            self._ranges[r] = target
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def write_due(self, now: float) -> tuple[ShardRange, ...] | None:
+        """The claims to write into the own Lease now, or None (one write at a time)."""
+        self.tick(now)
+        if self._writing is not None or self._state is MemberState.LEFT:
+            return None
+        if now < self._write_at():
+            return None
+        claims = _sorted(self._ranges)
+        self._writing = (now, claims)
+        self._last_write = now
+        return claims
+
+    def _write_at(self) -> float:
+        if self._dirty and not self._failed:
+            return self._last_write
+        return self._last_write + self._retry
+
+    def write_finished(self, now: float, ok: bool) -> None:
+        """The outcome of the write :meth:`write_due` asked for."""
+        if self._writing is None:
+            raise LocalProtocolError("write_finished() without a write in flight")
+        sent, claims = self._writing
+        self._writing = None
+        self.tick(now)
+        self._failed = not ok
+        if not ok:
+            self._dirty = True
+            return
+        self._valid_until = sent + self._deadline
+        if now >= self._valid_until:
+            return
+        if self._state in (MemberState.JOINING, MemberState.LOST):
+            self._state = MemberState.LEAVING if self._leaving else MemberState.MEMBER
+        if _sorted(self._ranges) == claims:
+            self._dirty = False
+        for r in claims:
+            if self._ranges.get(r) is RangeState.CLAIMING and r not in self._confirm_after:
+                self._confirm_after[r] = now
+                self._read_soon = True
+        if self._leaving and not claims:
+            self._state = MemberState.LEFT
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def read_due(self, now: float) -> bool:
+        """Whether to LIST the group's Leases now."""
+        due = self._last_read if self._read_soon else self._last_read + self._retry
+        return self._reading is None and self._state is not MemberState.LEFT and now >= due
+
+    def read_started(self, now: float) -> None:
+        """A consistent LIST of the group's Leases was sent at ``now``."""
+        if self._reading is not None:
+            raise LocalProtocolError("read_started() while a read is in flight")
+        self._reading = now
+        self._last_read = now
+        self._read_soon = False
+
+    def read_failed(self, now: float) -> None:
+        """The LIST failed."""
+        if self._reading is None:
+            raise LocalProtocolError("read_failed() without a read in flight")
+        self._reading = None
+        self.tick(now)
+
+    def observe(self, records: Iterable[MemberRecord], now: float) -> None:
+        """The records the LIST sent by :meth:`read_started` returned, received at ``now``."""
+        if self._reading is None:
+            raise LocalProtocolError("observe() without a read in flight")
+        sent, self._reading = self._reading, None
+        current: dict[str, MemberRecord] = {}
+        for record in records:
+            if not isinstance(record, MemberRecord):
+                raise LocalProtocolError(f"observe() takes MemberRecord values, got {record!r}")
+            if record.identity == self.identity:
+                continue
+            # Two Leases naming one holder (a copy someone wrote) must not hide a claim:
+            # merge them, claims united, changed when either changes.
+            twin = current.get(record.identity)
+            current[record.identity] = (
+                record
+                if twin is None
+                else MemberRecord(
+                    record.identity,
+                    f"{twin.version},{record.version}",
+                    twin.claims + record.claims,
+                    twin.leaving and record.leaving,
+                )
+            )
+        seen: dict[str, _Seen] = {}
+        for identity, record in current.items():
+            old = self._seen.get(identity)
+            if old is not None and old.version == record.version:
+                seen[identity] = _Seen(old.version, old.since, record)
+            else:
+                seen[identity] = _Seen(record.version, now, record)
+        self._seen = seen
+        self.tick(now)
+        # Live records as of the read's send time (earlier is the cautious side).
+        live = [s.record for s in seen.values() if sent - s.since < self._duration]
+        members = [r.identity for r in live if not r.leaving]
+        if self._state is not MemberState.LOST and not self._leaving:
+            members.append(self.identity)
+        self._assignment = assign_ranges(members)
+        self._reassign()
+        if self._state is not MemberState.MEMBER:
+            return
+        for r, state in list(self._ranges.items()):
+            if state is not RangeState.CLAIMING:
+                continue
+            acked = self._confirm_after.get(r)
+            if acked is None or sent < acked:
+                continue  # this read may predate the claim
+            if any(_overlap(r, c) for other in live for c in other.claims):
+                continue
+            self._range(r, RangeInput.CONFIRMED)
+
+    def _reassign(self) -> None:
+        mine = self._assignment.get(self.identity)
+        for r in list(self._ranges):
+            if r != mine and self._ranges[r] is not RangeState.STOPPING:
+                self._range(r, RangeInput.UNASSIGNED)
+        if mine is not None and mine not in self._ranges and self._state is not MemberState.LEFT:
+            self._ranges[mine] = RangeState.CLAIMING
+            self._dirty = True
+
+    # -- the caller's work ----------------------------------------------------------------
+
+    def stopped(self, r: ShardRange, now: float) -> None:
+        """The work of a STOPPING range has stopped: its claim may be released."""
+        if self._ranges.get(r) is not RangeState.STOPPING:
+            raise LocalProtocolError(f"stopped({r}) for a range that is not stopping")
+        self._range(r, RangeInput.STOPPED)
+        self.tick(now)
+
+    def leave(self, now: float) -> None:
+        """Leave the group: every range stops; once released, :attr:`state` is LEFT."""
+        self._leaving = True
+        self._assignment = {}
+        self._reassign()
+        self._dirty = True
+        if self._state is MemberState.MEMBER:
+            self._state = MemberState.LEAVING
+        self.tick(now)
