@@ -96,3 +96,11 @@ def test_the_private_import_check_catches_one(tmp_path: pathlib.Path) -> None:
     assert _private_imports.__name__
     found = [m for m in imported_modules(sample) if "._" in m]
     assert found == ["kubemoon_trio._informer", "kubemoon_trio._informer.Informer"]
+
+
+def test_test_modules_have_unique_basenames() -> None:
+    """pytest imports test files by basename (rootdir mode): two files of one name in
+    different tiers break collection of the whole suite."""
+    tests = pathlib.Path(__file__).parents[1]
+    names = [p.name for p in tests.rglob("test_*.py") if "sample_project" not in p.parts]
+    assert sorted(n for n in set(names) if names.count(n) > 1) == []
