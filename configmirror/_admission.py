@@ -388,8 +388,12 @@ def default_mirror(obj: Mapping[str, Any]) -> dict[str, Any]:
 
     Targets are only sorted, never de-duplicated, so a repeated target still reaches the
     validation and is refused with a message. The label is set when the source's name is
-    a valid label value (a name of at most 63 characters).
+    a valid label value (a name of at most 63 characters). An object the validation will
+    refuse for its size (more than :data:`MAX_TARGETS` targets) is returned unchanged:
+    sizes are checked before any copying or sorting, which a hostile list would make costly.
     """
+    if _oversized(obj):
+        return dict(obj)
     result: dict[str, Any] = copy.deepcopy(dict(obj))
     spec = result.get("spec")
     if isinstance(spec, dict):
@@ -403,6 +407,17 @@ def default_mirror(obj: Mapping[str, Any]) -> dict[str, Any]:
                 labels = metadata["labels"] = {}
             labels[SOURCE_LABEL] = source
     return result
+
+
+def _oversized(obj: Mapping[str, Any]) -> bool:
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return False
+    lists = [spec.get("targetNamespaces")]
+    targets = spec.get("targets")
+    if isinstance(targets, Mapping):
+        lists.append(targets.get("namespaces"))
+    return any(isinstance(v, list) and len(v) > MAX_TARGETS for v in lists)
 
 
 def _sort_targets(spec: dict[str, Any]) -> None:

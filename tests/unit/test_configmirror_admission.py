@@ -363,3 +363,15 @@ def test_defaults_sort_targets_and_label_the_source() -> None:
     assert "labels" not in default_mirror(mirror(long_name))["metadata"]
     assert default_mirror({"spec": "odd"}) == {"spec": "odd"}
     assert default_mirror(mirror(labels=None))["metadata"]["labels"] == {SOURCE_LABEL: "settings"}
+
+
+def test_an_oversized_mirror_is_not_defaulted_before_validation_refuses_it() -> None:
+    # Sizes come first: a list the validation refuses is never copied or sorted.
+    for huge in (
+        mirror(targets=[f"ns-{i}" for i in range(MAX_TARGETS + 1, 0, -1)]),
+        v1beta1(["z"] * (MAX_TARGETS + 1)),
+    ):
+        assert default_mirror(huge) == huge
+        assert any("at most 100 target namespaces" in p for p in validate_mirror(huge, "home"))
+    at_the_limit = mirror(targets=[f"ns-{i}" for i in range(MAX_TARGETS, 0, -1)])
+    assert default_mirror(at_the_limit)["spec"]["targetNamespaces"][0] == "ns-1"
