@@ -11,7 +11,8 @@ Failures are drawn per leader pass (a publication is attempted only when the lea
 runs), in streaks of at most four passes. Drawing them per simulation step instead let a
 pattern miss every pass for a whole CA rotation window (found by Hypothesis: 18-20 failed
 passes in a row); the CA then expires unrotated and nothing can be served, whatever the
-planner does.
+planner does. :func:`test_unpublished_bundles_never_get_a_ca_trusted_early` covers such
+unbounded failures with the property that still holds there.
 """
 
 from __future__ import annotations
@@ -214,6 +215,52 @@ def test_every_replica_is_always_trusted(
     if now - 1_000_000.0 > 60:
         assert CertificateAction.SWITCH_CA in world.actions
         assert CertificateAction.RENEW_SERVING in world.actions
+
+
+@settings(max_examples=60)
+@given(
+    steps=st.lists(st.floats(0.05, 0.9), min_size=200, max_size=400),
+    lags=st.lists(st.floats(0.0, REFRESH), min_size=2, max_size=3),
+    publish=st.lists(st.booleans(), min_size=1, max_size=50),
+    delays=st.lists(st.floats(0.0, MAX_DELAY), min_size=1, max_size=5),
+)
+@example(steps=COUNTEREXAMPLE_STEPS, lags=[0.0, 1.0], publish=[False], delays=[1.0])
+@example(steps=[0.5] * 400, lags=[0.0, 1.0], publish=[True] + [False] * 40, delays=[1.0])
+# The bundle with the next CA is first published a second before the CA expires: the CA
+# the API server trusts by then must take over, not a new one (once the planner's way).
+@example(
+    steps=[0.5] * 400,
+    lags=[0.0, 1.0],
+    publish=[True] + [False] * 38 + [True] + [False] * 100,
+    delays=[1.0],
+)
+@example(
+    steps=[0.3] * 400,
+    lags=[0.0, 1.0],
+    publish=[True] + [False] * 33 + [True] + [False] * 100,
+    delays=[1.0],
+)
+def test_unpublished_bundles_never_get_a_ca_trusted_early(
+    steps: list[float], lags: list[float], publish: list[bool], delays: list[float]
+) -> None:
+    """Publication may fail for any number of passes. A certificate signed by a CA the
+    API server does not trust is only served while every CA it trusts has expired (nothing
+    could be served then), never because a CA was switched to early; and a certificate is
+    only served expired once its CA expired too (the CA could not be rotated in time)."""
+    world = World(tuple(delays))
+    now = 1_000_000.0
+    for step in steps:
+        world.lead(now, publish, streaks=False)
+        trusted = world.trusted(now)
+        if trusted is not None:
+            expired = all(world.secret.cas[ca].not_after <= now for ca in trusted)
+            for lag in lags:
+                served = world.served(now, lag)
+                assert served.issuer in trusted or expired, (now, served, trusted)
+                assert served.facts.not_before <= now
+                issuer_expired = world.secret.cas[served.issuer].not_after <= now
+                assert now < served.facts.not_after or issuer_expired, (now, served)
+        now += step
 
 
 def test_a_long_run_rotates_repeatedly() -> None:
