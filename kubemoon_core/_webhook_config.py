@@ -14,6 +14,8 @@ Rules:
   create a CA and serving certificate, renew the serving certificate, add the next CA to
   the bundle, switch to it once the bundle that trusts it has been published for
   ``propagation`` seconds, and drop the previous CA ``overlap`` seconds after the switch.
+  Only a CA that expired before that (the bundle could not be published in time) is
+  replaced without waiting: by its successor if there is one, else by a new CA.
   It never reads a clock and never generates a key: ``kubemoon_io`` does.
 """
 
@@ -569,6 +571,17 @@ class CertificatePlanner:
         ) -> CertificatePlan:
             return CertificatePlan(action, reason, now, bundle)
 
+        if (
+            ca is not None
+            and now >= ca.not_after
+            and nxt is not None
+            and nxt.not_before <= now < nxt.not_after
+        ):
+            # The CA expired before its successor took over (the bundle holding it could
+            # not be published in time): nothing it signed is valid any more, so the
+            # successor, which the API server may already trust, takes over at once
+            # rather than a brand-new CA that it cannot trust yet.
+            return act(CertificateAction.SWITCH_CA, "the CA expired; the next CA takes over")
         if ca is None or not ca.not_before <= now < ca.not_after:
             return act(CertificateAction.CREATE, "no valid CA")
         if nxt is not None and not nxt.not_before <= now < nxt.not_after:

@@ -6,6 +6,13 @@ delay shorter than ``propagation`` (or fails to publish at random), and replicas
 Secret's certificate with a lag up to the refresh interval. Whatever the step sizes, lags
 and failures, once the first bundle is visible every replica always presents a certificate
 that is valid and signed by a CA the API server trusts: no admission call can fail.
+
+Failures are drawn per leader pass (a publication is attempted only when the leader
+runs), in streaks of at most four passes. Drawing them per simulation step instead let a
+pattern miss every pass for a whole CA rotation window (found by Hypothesis: 18-20 failed
+passes in a row); the CA then expires unrotated and nothing can be served, whatever the
+planner does. :func:`test_unpublished_bundles_never_get_a_ca_trusted_early` covers such
+unbounded failures with the property that still holds there.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kubemoon_core import (
@@ -37,6 +44,11 @@ POLICY = CertificatePolicy(
 HOSTS = ("127.0.0.1", "localhost")
 REFRESH = 1.0  # replicas re-read the Secret at least this often (< overlap)
 APISERVER_DELAY = 1.0  # the API server sees a published bundle this late (< propagation)
+MAX_DELAY = 1.9  # the delays drawn: anything short of propagation
+# Steps whose leader passes (about one a second) never fall on a multiple of five steps:
+# with failures drawn per step, as this test once did, no publication after the first one
+# ever succeeded and the first CA expired unrotated at +40 s (Hypothesis found this).
+COUNTEREXAMPLE_STEPS = [0.125, 0.125, 0.125, 0.3125, 0.125] * 80
 
 
 @dataclass
@@ -72,7 +84,8 @@ class Secret:
 
 
 class World:
-    def __init__(self) -> None:
+    def __init__(self, delays: tuple[float, ...] = (APISERVER_DELAY,)) -> None:
+        self.delays = delays  # the API server's delays, publication after publication
         self.secret = Secret()
         self.counter = 0
         self.history: list[tuple[float, Serving]] = []  # the Secret's serving certificates
@@ -80,6 +93,7 @@ class World:
         self.planner = CertificatePlanner(POLICY)
         self.next_check: float | None = None
         self.last_run = -1e9
+        self.passes = 0  # leader passes so far
         self.actions: list[CertificateAction] = []
 
     def new_ca(self, now: float) -> str:
@@ -118,6 +132,11 @@ class World:
             s.bundle = (s.ca, *(f for f in s.bundle if f != s.ca))
             s.switched_at = now
             assert old in s.bundle
+            # The API server already trusts the CA that starts signing (unless the old
+            # CA expired first: then nothing valid could be served anyway).
+            trusted = self.trusted(now)
+            if old is not None and s.cas[old].not_after > now:
+                assert trusted is not None and s.ca in trusted, (now, s.ca, trusted)
         elif action is CertificateAction.SET_BUNDLE:
             s.bundle = plan.bundle
         if self.secret.serving is not None and (
@@ -125,11 +144,17 @@ class World:
         ):
             self.history.append((now, self.secret.serving))
 
-    def lead(self, now: float, publish_ok: bool) -> None:
+    def lead(self, now: float, publish: list[bool], *, streaks: bool = True) -> None:
+        """One leader pass if one is due; its publication succeeds as ``publish`` says
+        for this pass (with ``streaks``, every fifth pass succeeds whatever it says)."""
         due = self.next_check is None or now >= self.next_check or now - self.last_run >= 1.0
         if not due:
             return
         self.last_run = now
+        index = self.passes
+        self.passes += 1
+        # The first publication succeeds; then failures come from the pattern.
+        publish_ok = (streaks and index % 5 == 0) or index == 0 or publish[index % len(publish)]
         for _ in range(6):
             plan = self.planner.plan(self.secret.state(), HOSTS, now)
             if plan.action is CertificateAction.NONE:
@@ -139,7 +164,10 @@ class World:
         else:
             raise AssertionError("the planner never settles")
         if publish_ok:
-            self.views.append((now + APISERVER_DELAY, self.secret.bundle))
+            # Seen in the order published (one etcd), each after its own delay.
+            delay = self.delays[len(self.views) % len(self.delays)]
+            at = max([now + delay] + [seen for seen, _ in self.views[-1:]])
+            self.views.append((at, self.secret.bundle))
             digest = "|".join(self.secret.bundle)
             if self.secret.published != digest:
                 self.secret = dataclasses.replace(self.secret, published=digest, published_at=now)
@@ -159,18 +187,21 @@ class World:
     steps=st.lists(st.floats(0.05, 0.9), min_size=200, max_size=400),
     lags=st.lists(st.floats(0.0, REFRESH), min_size=2, max_size=3),
     publish=st.lists(st.booleans(), min_size=1, max_size=50),
+    delays=st.lists(st.floats(0.0, MAX_DELAY), min_size=1, max_size=5),
 )
+@example(steps=COUNTEREXAMPLE_STEPS, lags=[0.0, 1.0], publish=[False], delays=[1.0])
+@example(steps=COUNTEREXAMPLE_STEPS, lags=[0.0, 0.0], publish=[False], delays=[1.0])
+@example(steps=[0.5] * 400, lags=[0.0, 1.0], publish=[False], delays=[1.0])
 def test_every_replica_is_always_trusted(
-    steps: list[float], lags: list[float], publish: list[bool]
+    steps: list[float], lags: list[float], publish: list[bool], delays: list[float]
 ) -> None:
-    world = World()
+    world = World(tuple(delays))
     now = 1_000_000.0
-    for index, step in enumerate(steps):
-        # The first publication succeeds; then failures come from the pattern, in streaks
-        # of at most four passes (a cluster that never accepts the bundle for a whole CA
-        # rotation window cannot be served, whatever the planner does).
-        ok = index % 5 == 0 or publish[index % len(publish)]
-        world.lead(now, publish_ok=ok)
+    for step in steps:
+        # Failures come in streaks of at most four leader passes (a cluster that never
+        # accepts the bundle for a whole CA rotation window cannot be served, whatever
+        # the planner does).
+        world.lead(now, publish)
         trusted = world.trusted(now)
         if trusted is not None:
             for lag in lags:
@@ -178,17 +209,65 @@ def test_every_replica_is_always_trusted(
                 assert served.issuer in trusted, (now, served, trusted)
                 assert served.facts.not_before <= now < served.facts.not_after
         now += step
-    # 100+ simulated seconds: the CA rotated and the serving certificate renewed.
-    if now - 1_000_000.0 > 60 and all(publish):
+    # The CA never expired unrotated: one CREATE, ever.
+    assert world.actions.count(CertificateAction.CREATE) == 1
+    # 60+ simulated seconds: the CA rotated and the serving certificate renewed.
+    if now - 1_000_000.0 > 60:
         assert CertificateAction.SWITCH_CA in world.actions
         assert CertificateAction.RENEW_SERVING in world.actions
+
+
+@settings(max_examples=60)
+@given(
+    steps=st.lists(st.floats(0.05, 0.9), min_size=200, max_size=400),
+    lags=st.lists(st.floats(0.0, REFRESH), min_size=2, max_size=3),
+    publish=st.lists(st.booleans(), min_size=1, max_size=50),
+    delays=st.lists(st.floats(0.0, MAX_DELAY), min_size=1, max_size=5),
+)
+@example(steps=COUNTEREXAMPLE_STEPS, lags=[0.0, 1.0], publish=[False], delays=[1.0])
+@example(steps=[0.5] * 400, lags=[0.0, 1.0], publish=[True] + [False] * 40, delays=[1.0])
+# The bundle with the next CA is first published a second before the CA expires: the CA
+# the API server trusts by then must take over, not a new one (once the planner's way).
+@example(
+    steps=[0.5] * 400,
+    lags=[0.0, 1.0],
+    publish=[True] + [False] * 38 + [True] + [False] * 100,
+    delays=[1.0],
+)
+@example(
+    steps=[0.3] * 400,
+    lags=[0.0, 1.0],
+    publish=[True] + [False] * 33 + [True] + [False] * 100,
+    delays=[1.0],
+)
+def test_unpublished_bundles_never_get_a_ca_trusted_early(
+    steps: list[float], lags: list[float], publish: list[bool], delays: list[float]
+) -> None:
+    """Publication may fail for any number of passes. A certificate signed by a CA the
+    API server does not trust is only served while every CA it trusts has expired (nothing
+    could be served then), never because a CA was switched to early; and a certificate is
+    only served expired once its CA expired too (the CA could not be rotated in time)."""
+    world = World(tuple(delays))
+    now = 1_000_000.0
+    for step in steps:
+        world.lead(now, publish, streaks=False)
+        trusted = world.trusted(now)
+        if trusted is not None:
+            expired = all(world.secret.cas[ca].not_after <= now for ca in trusted)
+            for lag in lags:
+                served = world.served(now, lag)
+                assert served.issuer in trusted or expired, (now, served, trusted)
+                assert served.facts.not_before <= now
+                issuer_expired = world.secret.cas[served.issuer].not_after <= now
+                assert now < served.facts.not_after or issuer_expired, (now, served)
+        now += step
 
 
 def test_a_long_run_rotates_repeatedly() -> None:
     world = World()
     now = 0.0
     while now < 400:
-        world.lead(now, publish_ok=True)
+        world.lead(now, [True])
         trusted = world.trusted(now)
         if trusted is not None:
             served = world.served(now, REFRESH)

@@ -77,6 +77,30 @@ def test_a_full_rotation_with_real_certificates() -> None:
     assert pem_fingerprints(dropped.bundle) == [state.ca.fingerprint]
 
 
+def test_an_expired_ca_hands_over_to_the_next_one_it_made() -> None:
+    # The bundle with the next CA never got published and the CA expired: its successor
+    # (in the bundle, maybe already trusted) signs at once; no brand-new CA is made.
+    now = float(int(time.time()))
+    _, material = step(CertificateMaterial(), now)
+    plan, material = step(roundtrip(material), now + 650)
+    while plan.action is CertificateAction.RENEW_SERVING:
+        plan, material = step(material, now + 650)
+    assert plan.action is CertificateAction.ADD_NEXT_CA
+    plan, waiting = step(roundtrip(material), now + 999)
+    while plan.action is CertificateAction.RENEW_SERVING:  # capped at the CA's expiry
+        plan, waiting = step(waiting, now + 999)
+    assert plan.action is CertificateAction.NONE  # not published: no switch yet
+    waiting = roundtrip(waiting)
+    plan, switched = step(waiting, now + 1000)
+    assert plan.action is CertificateAction.SWITCH_CA
+    state = roundtrip(switched).state()
+    assert state.ca is not None and state.ca == waiting.state().next_ca
+    assert state.serving_issuer == state.ca.fingerprint and state.serving is not None
+    assert state.serving.not_before <= now + 1000 < state.serving.not_after
+    # The old CA's certificate stays in the bundle until the overlap ends.
+    assert state.bundle[0] == state.ca.fingerprint and len(state.bundle) == 2
+
+
 @pytest.mark.parametrize(
     "secret",
     [

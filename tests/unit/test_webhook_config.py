@@ -281,6 +281,28 @@ def test_planner_steps() -> None:
     assert plan(70.0, next_ca=CertificateFacts("x", 80.0, 90.0)).action is CertificateAction.CREATE
 
 
+def test_an_expired_ca_hands_over_to_its_successor() -> None:
+    # The bundle with the next CA was never published in time and the CA expired: the
+    # next CA (which the API server may already trust) takes over, not a new one.
+    capped = CertificateFacts("cert", 75.0, 100.0)
+    rotating = {
+        "serving": capped,
+        "next_ca": NEXT,
+        "bundle": ("ca", "next"),
+        "bundle_digest": "d2",
+    }
+    assert plan(99.9, **rotating).action is CertificateAction.NONE  # still waiting
+    for published in ({}, {"published": "d2", "published_at": 99.0}):
+        late = plan(100.0, **rotating, **published)
+        assert late.action is CertificateAction.SWITCH_CA, late
+    # A next CA that is not valid either: a new CA.
+    expired_next = CertificateFacts("next", 0.0, 100.0)
+    assert plan(100.0, **{**rotating, "next_ca": expired_next}).action is CertificateAction.CREATE
+    # A CA not valid yet (a clock behind the one that made it) is not handed over.
+    early = CertificateFacts("ca", 50.0, 150.0)
+    assert plan(40.0, ca=early, **rotating).action is CertificateAction.CREATE
+
+
 def test_renewal_never_loops_at_the_ca_cap() -> None:
     # The serving certificate ends with its CA and renewing would not extend it: wait.
     capped = CertificateFacts("cert", 75.0, 100.0)
