@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from kubemoon_io import use_tracer_provider
 
-__all__ = ["OtlpReceiver", "ReceivedSpan", "memory_tracing"]
+__all__ = ["OtlpReceiver", "ReceivedSpan", "forget_global_tracer_provider", "memory_tracing"]
 
 
 @contextmanager
@@ -38,6 +38,25 @@ def memory_tracing() -> Iterator[InMemorySpanExporter]:
     finally:
         use_tracer_provider(None)
         provider.shutdown()
+
+
+def forget_global_tracer_provider() -> None:
+    """Shut down and unset a global TracerProvider that code under test set.
+
+    The OpenTelemetry API lets a process set its global provider once and never unset it;
+    code run by a test (a docs page's example) must not leave tracing on for every later
+    test of the session. This reaches into the API's module state, in tests only.
+    """
+    from opentelemetry import trace
+
+    provider = getattr(trace, "_TRACER_PROVIDER", None)
+    if provider is None:
+        return
+    shutdown = getattr(provider, "shutdown", None)
+    if callable(shutdown):
+        shutdown()
+    trace._TRACER_PROVIDER = None
+    trace._TRACER_PROVIDER_SET_ONCE = type(trace._TRACER_PROVIDER_SET_ONCE)()
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,7 @@ def test_configmirror_is_its_own_wheel_with_the_program(sources: Path, tmp_path:
     packages = {name.split("/")[0] for name in names if ".dist-info/" not in name}
     assert packages == {"configmirror"}
     assert "kubemoon-configmirror = configmirror._cli:main" in scripts
-    assert f"Requires-Dist: kubemoon>={VERSION}" in metadata
+    assert f"Requires-Dist: kubemoon[webhooks]>={VERSION}" in metadata
 
 
 def run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:

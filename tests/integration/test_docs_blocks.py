@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 import trio
+from tracing_support import forget_global_tracer_provider
 
 from kubemoon_testing import ApiServer
 
@@ -120,6 +121,13 @@ def blocks(page: Path) -> list[Block]:
 
 
 ALL_BLOCKS = [block for page in PAGES for block in blocks(page)]
+
+
+@pytest.fixture(autouse=True)
+def _no_global_tracing_left() -> Iterator[None]:
+    """A page may turn tracing on for the process (observability.rst does): not for later tests."""
+    yield
+    forget_global_tracer_provider()
 
 
 def test_the_collector_sees_every_kind_of_block(tmp_path: Path) -> None:

@@ -151,9 +151,14 @@ async def test_two_controllers_share_one_list_and_one_watch(
                 )
                 while not all("shared" in names for names in seen.values()):
                     await trio.sleep(0.05)
+                ((_, stats),) = manager.informer_stats()
                 manager.stop()
     after = counts()
-    assert (after[0] - before[0], after[1] - before[1]) == (1.0, 1.0)
+    # The one informer listed once and watched once. The server's counters agree at least
+    # that far: the namespace controller of kube-controller-manager may list ConfigMaps of
+    # earlier tests' deleted namespaces meanwhile, so they are a lower bound only.
+    assert (stats.syncs, stats.relists, stats.watch_restarts) == (1, 0, 0)
+    assert after[0] - before[0] >= 1.0 and after[1] - before[1] >= 1.0
 
 
 async def test_identical_warnings_make_at_most_two_event_writes(

@@ -52,8 +52,10 @@ def _build_wheel(tmp: Path, env: dict[str, str]) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, src / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    # Only top-level packages: a subpackage (kubemoon_core.builtin) comes with its parent.
     for package in config["tool"]["setuptools"]["packages"]:
-        shutil.copytree(REPO / package, src / package, ignore=ignore)
+        if "." not in package:
+            shutil.copytree(REPO / package, src / package, ignore=ignore)
     wheels = tmp / "wheels"
     _run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(src)],
