@@ -135,6 +135,7 @@ class WebhookManager:
                 port=port,
                 registry=manager.registry,
             )
+        self._refusal: str | None = None  # why the Secret's pair was last refused
         self._loaded = _backend.Event()
         self._serving = _backend.Event()
         if self.cert_dir is not None:
@@ -203,8 +204,14 @@ class WebhookManager:
         try:
             changed = self.certificate.update(material.cert, material.key)
         except LocalProtocolError as exc:
-            logger.warning("webhook certificate from the Secret not loaded: %s", exc)
+            if str(exc) != self._refusal:  # once per refused pair, not every refresh
+                self._refusal = str(exc)
+                logger.warning(
+                    "webhook certificate from the Secret not loaded, serving the previous one: %s",
+                    exc,
+                )
             return
+        self._refusal = None
         if changed:
             logger.info("webhook serving certificate loaded (reload %d)", self.certificate.reloads)
         self._loaded.set()

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import h11
 
 from kubemoon_core import LocalProtocolError, PendingAdmission, WebhookApp, WebhookReply
-from kubemoon_io import CertificateSource, _tracing, raise_open_file_limit
+from kubemoon_io import CertificateSource, _tracing, load_cert_chain, raise_open_file_limit
 
 from ._backend import (
     TASK_STATUS_IGNORED,
@@ -112,7 +112,7 @@ class _Certificates:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.set_alpn_protocols(["http/1.1"])
-        context.load_cert_chain(self.cert_file, self.key_file)
+        load_cert_chain(context, self.cert_file, self.key_file)
         if self.client_ca_file is not None:
             context.load_verify_locations(cafile=self.client_ca_file)
             context.verify_mode = ssl.CERT_REQUIRED
