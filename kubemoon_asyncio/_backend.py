@@ -391,6 +391,10 @@ class ByteStream:
         async with asyncio.timeout_at(deadline):
             await self._writer.drain()
 
+    def peer_certified(self) -> bool:
+        """True when the peer presented a client certificate the TLS handshake verified."""
+        return bool(self._writer.get_extra_info("peercert"))
+
     async def aclose(self) -> None:
         """Close the connection (bounded: a peer that stalls the TLS goodbye is dropped)."""
         self._writer.close()

@@ -595,6 +595,11 @@ class ByteStream:
         finally:
             self._sock.settimeout(_POLL)
 
+    def peer_certified(self) -> bool:
+        """True when the peer presented a client certificate the TLS handshake verified."""
+        getpeercert = getattr(self._sock, "getpeercert", None)
+        return bool(getpeercert()) if getpeercert is not None else False
+
     def close(self) -> None:
         """Close the connection."""
         with contextlib.suppress(OSError):

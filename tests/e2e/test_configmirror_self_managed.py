@@ -6,18 +6,25 @@ conversion at itself, and the three answer the API server.
 
 from __future__ import annotations
 
+import json
+import socket
+import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from conftest import StartOperator, accept_mirrors, eventually
+import trio
+from conftest import StartOperator, accept_mirrors, eventually, label_namespace
+from test_configmirror_webhooks import grant
 
 from configmirror import (
+    CONFIGMAPS,
     CONFIGMIRRORS,
     CONFIGMIRRORS_V1BETA1,
     CONVERT_PATH,
 )
-from kubemoon_core import ApiError, GroupVersionResource, NotFound
+from configmirror._convert import SELECTOR_ANNOTATION
+from kubemoon_core import ApiError, GroupVersionResource, NotFound, PatchType
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client
 
@@ -96,3 +103,110 @@ async def test_self_managed_webhooks_register_and_answer(
         assert hook["clientConfig"]["caBundle"] == secret["data"]["ca-bundle.crt"]
     assert conversion["caBundle"] == secret["data"]["ca-bundle.crt"]
     await replica.stop()
+
+
+async def test_a_tenant_gets_no_copies_elsewhere_through_the_registered_configuration(
+    configmirror_api: ApiServer,
+    client: Client,
+    start_operator: StartOperator,
+    kube_namespace: str,
+    registered: None,
+) -> None:
+    """The self-managed configuration (rules for v1beta1, matchPolicy Equivalent, the
+    server behind mutual TLS) refuses what deploy/webhooks.yaml refuses: a tenant's
+    v1alpha1 create or PATCH carrying the selector annotation that names a namespace
+    where the tenant may not write. A client without the API server's certificate is
+    never answered."""
+    home = kube_namespace
+    server = configmirror_api
+    other = await trio.to_thread.run_sync(lambda: server.create_namespace(prefix="cm-victim"))
+    labels = {"kubemoon.dev/tenant-test": other}
+    await trio.to_thread.run_sync(lambda: accept_mirrors(server, other))
+    await trio.to_thread.run_sync(lambda: label_namespace(server, other, dict(labels)))
+    rules = [
+        {
+            "apiGroups": ["kubemoon.dev"],
+            "resources": ["configmirrors"],
+            "verbs": ["create", "get", "list", "update", "patch"],
+        },
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+    ]
+    await trio.to_thread.run_sync(lambda: grant(server, home, "tenant-mirrors", rules))
+    await client.create(CONFIGMAPS, {"metadata": {"name": "settings"}}, namespace=home)
+    replica = await start_operator(
+        namespaces=(home,),
+        webhook_address=("127.0.0.1", 0),
+        webhook_self_managed=True,
+        webhook_secret=(home, "configmirror-webhook-certs"),
+        webhook_client_ca_file=str(server.ca_file),
+    )
+    webhooks = replica.operator.webhooks
+    assert webhooks is not None
+
+    async def enforced() -> bool:
+        try:
+            await client.create(CONFIGMIRRORS, mirror("bad", [home]), namespace=home)
+        except ApiError as exc:
+            return "denied the request" in str(exc)
+        return False
+
+    await eventually(enforced, what="the validating webhook behind mutual TLS")
+    config = await client.get(VALIDATING, "configmirror-validating")
+    (hook,) = config["webhooks"]
+    assert hook["matchPolicy"] == "Equivalent"
+    assert [rule["apiVersions"] for rule in hook["rules"]] == [["v1beta1"]]
+    annotation = {SELECTOR_ANNOTATION: json.dumps({"matchLabels": labels})}
+    try:
+        async with Client.from_kubeconfig(str(server.kubeconfig_path), context="limited") as user:
+            attack = mirror("select-other", [])
+            attack["metadata"]["annotations"] = annotation
+            with pytest.raises(ApiError) as info:
+                await user.create(CONFIGMIRRORS, attack, namespace=home)
+            assert info.value.code == 403
+            assert "may not create ConfigMaps in all namespaces" in str(info.value)
+            await user.create(CONFIGMIRRORS, mirror("m", []), namespace=home)
+            patches: list[tuple[Any, PatchType]] = [
+                ({"metadata": {"annotations": annotation}}, PatchType.MERGE),
+                (
+                    [{"op": "add", "path": "/metadata/annotations", "value": annotation}],
+                    PatchType.JSON,
+                ),
+            ]
+            for body, kind in patches:
+                with pytest.raises(ApiError) as info:
+                    await user.patch(CONFIGMIRRORS, "m", body, patch_type=kind, namespace=home)
+                assert info.value.code == 403, kind
+                assert "may not create ConfigMaps in all namespaces" in str(info.value), kind
+        stored = await client.get(CONFIGMIRRORS_V1BETA1, "m", namespace=home)
+        assert "namespaceSelector" not in stored["spec"]["targets"]
+        assert SELECTOR_ANNOTATION not in (stored["metadata"].get("annotations") or {})
+        with pytest.raises(NotFound):
+            await client.get(CONFIGMAPS, "settings", namespace=other)
+
+        def anonymous() -> str:
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+            try:
+                with (
+                    socket.create_connection(("127.0.0.1", webhooks.server.port), 10) as raw,
+                    context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+                ):
+                    tls.sendall(
+                        b"POST /validate-configmirror HTTP/1.1\r\nHost: x\r\n"
+                        b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+                    )
+                    return tls.recv(4096).decode("latin-1").split("\r\n", 1)[0] or "closed"
+            except (ssl.SSLError, ConnectionError) as exc:
+                return f"refused: {exc}"
+
+        # An anonymous client of the admission routes: 403, no access review made.
+        reviews = replica.operator._reviews
+        assert reviews is not None
+        sent = reviews.reviews_sent
+        outcome = await trio.to_thread.run_sync(anonymous)
+        assert outcome == "HTTP/1.1 403 ", outcome
+        assert reviews.reviews_sent == sent
+    finally:
+        await replica.stop()
+        await trio.to_thread.run_sync(lambda: server.delete_namespace(other))

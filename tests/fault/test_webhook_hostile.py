@@ -31,7 +31,7 @@ import trustme
 from adapter_driver import call_soon, start_background
 from fault_support import Adapter
 
-from kubemoon_core import AdmissionRequest, AdmissionResponse, WebhookApp
+from kubemoon_core import AdmissionRequest, AdmissionResponse, Converter, WebhookApp
 from kubemoon_testing import ScriptedServer, WebhookCertificates
 
 pytestmark = pytest.mark.fault
@@ -106,6 +106,7 @@ def make_app(handlers: Handlers) -> WebhookApp:
     app.mutating("/fat", handlers.fat)
     app.mutating("/unencodable", handlers.unencodable)
     app.validating("/big", handlers.big, max_body_size=4 << 20)
+    app.conversion("/convert", Converter())
     return app
 
 
@@ -334,23 +335,50 @@ async def test_mutual_tls_refuses_a_client_without_the_certificate(
     ca_file = tmp_path / "client-ca.crt"
     apiserver_ca.cert_pem.write_to_path(str(ca_file))
     stranger_ca = trustme.CA()
-    async with serving(adapter, tmp_path, Handlers(), client_ca_file=ca_file) as target:
+    handlers = Handlers()
+    async with serving(adapter, tmp_path, handlers, client_ca_file=ca_file) as target:
         apiserver = apiserver_ca.issue_cert("kube-apiserver")
         data = request("/validate", review_body())
         answers = await in_thread(lambda: target.exchange(data, client=apiserver))
         assert [s for s, _ in answers] == [200]
-        for client in (None, stranger_ca.issue_cert("kube-apiserver")):
+        calls = len(handlers.on_loop)
 
-            def attempt(client: trustme.LeafCert | None = client) -> list[tuple[int, bytes]]:
-                try:
-                    return target.exchange(data, client=client)
-                except (ssl.SSLError, ConnectionError, h11.RemoteProtocolError):
-                    return []  # refused in or right after the handshake (TLS 1.3)
+        # A certificate from another CA fails the handshake.
+        def stranger() -> list[tuple[int, bytes]]:
+            try:
+                return target.exchange(data, client=stranger_ca.issue_cert("kube-apiserver"))
+            except (ssl.SSLError, ConnectionError, h11.RemoteProtocolError):
+                return []  # refused in or right after the handshake (TLS 1.3)
 
-            assert await in_thread(attempt) == []
+        assert await in_thread(stranger) == []
+        # No certificate: every admission route answers 403 and no handler runs.
+        for path in ("/validate", "/fat", "/explode"):
+            answers = await in_thread(lambda p=path: target.exchange(request(p, review_body())))
+            assert [s for s, _ in answers] == [403], path
+            assert b"verified certificate" in answers[0][1]
+        assert len(handlers.on_loop) == calls
         # The server still serves the apiserver.
         answers = await in_thread(lambda: target.exchange(data, client=apiserver))
         assert [s for s, _ in answers] == [200]
+
+
+async def test_mutual_tls_leaves_conversion_to_callers_without_a_certificate(
+    adapter: Adapter, tmp_path: Path
+) -> None:
+    """The API server presents its admission client certificate to admission webhooks
+    only: a CRD's conversion webhook on the same server must answer it without one (on
+    the real apiserver: tests/e2e/test_configmirror_self_managed.py)."""
+    ca_file = tmp_path / "client-ca.crt"
+    trustme.CA().cert_pem.write_to_path(str(ca_file))
+    review = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "request": {"uid": "u", "desiredAPIVersion": "example.com/v1", "objects": []},
+    }
+    async with serving(adapter, tmp_path, Handlers(), client_ca_file=ca_file) as target:
+        status, body = await in_thread(lambda: target.post("/convert", json.dumps(review).encode()))
+    assert status == 200, body
+    assert json.loads(body)["response"]["result"]["status"] == "Success"
 
 
 async def test_garbage_instead_of_tls_costs_one_connection(
