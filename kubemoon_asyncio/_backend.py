@@ -382,14 +382,20 @@ class ByteStream:
 
         Raises ``TimeoutError`` when nothing arrives before ``deadline`` (``current_time``).
         """
-        async with asyncio.timeout_at(deadline):
-            return await self._reader.read(max_bytes)
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await self._reader.read(max_bytes)
+        except ssl.SSLError as exc:  # a bad record from the peer: the connection is over
+            raise ConnectionError(f"TLS failed: {exc}") from exc
 
     async def send_all(self, data: bytes, deadline: float | None = None) -> None:
         """Send every byte of ``data``; ``TimeoutError`` if the peer does not read in time."""
-        self._writer.write(data)
-        async with asyncio.timeout_at(deadline):
-            await self._writer.drain()
+        try:
+            self._writer.write(data)
+            async with asyncio.timeout_at(deadline):
+                await self._writer.drain()
+        except ssl.SSLError as exc:
+            raise ConnectionError(f"TLS failed: {exc}") from exc
 
     def peer_certified(self) -> bool:
         """True when the peer presented a client certificate the TLS handshake verified."""

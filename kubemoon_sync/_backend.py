@@ -583,6 +583,8 @@ class ByteStream:
                 continue
             except ssl.SSLWantReadError:
                 continue
+            except ssl.SSLError as exc:  # a bad record from the peer: the connection is over
+                raise ConnectionError(f"TLS failed: {exc}") from exc
 
     def send_all(self, data: bytes, deadline: float | None = None) -> None:
         """Send every byte of ``data``; ``TimeoutError`` if the peer does not read in time."""
@@ -592,6 +594,8 @@ class ByteStream:
             self._sock.sendall(data)
         except TimeoutError:
             raise TimeoutError("the peer did not read before the deadline") from None
+        except ssl.SSLError as exc:
+            raise ConnectionError(f"TLS failed: {exc}") from exc
         finally:
             self._sock.settimeout(_POLL)
 

@@ -16,6 +16,7 @@ import logging
 import os
 import socket
 import ssl
+import struct
 import threading
 import time
 import uuid
@@ -397,6 +398,31 @@ async def test_garbage_instead_of_tls_costs_one_connection(
         assert status == 200
 
 
+async def test_a_forged_tls_record_after_the_handshake_is_no_error(
+    adapter: Adapter, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bad TLS record after a good handshake ends that connection quietly on every
+    adapter: asyncio and the blocking twin let ``ssl.SSLError`` escape as a server
+    bug, one ERROR with a traceback per connection, which an anonymous client could repeat
+    without limit."""
+    async with serving(adapter, tmp_path, Handlers()) as target:
+
+        def forged() -> bool:
+            with target.tls() as tls:
+                tls.sendall(b"POST /validate HTTP/1.1\r\n")
+                # A record of application data the session keys never made.
+                socket.socket.sendall(tls, b"\x17\x03\x03\x00\x20" + os.urandom(32))
+                return closed_by_server(tls)
+
+        with caplog.at_level(logging.DEBUG, logger="kubemoon"):
+            for _ in range(5):
+                assert await in_thread(forged)
+            status, _ = await in_thread(target.post, "/validate", review_body())
+        assert status == 200
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [], [r.getMessage() for r in errors]
+
+
 async def test_idle_sockets_never_fail_the_liveness_probe(adapter: Adapter) -> None:
     async with ScriptedServer() as api:
         client = adapter.client(api.client_config())
@@ -546,3 +572,51 @@ async def test_a_peer_that_stops_reading_answers_cannot_hold_its_slot(
         finally:
             for sock in (flood, fresh, newcomer):
                 sock.close()
+
+
+def reset(sock: socket.socket) -> None:
+    """Close ``sock`` with a TCP reset (SO_LINGER 0), as a client that vanishes does."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+async def test_a_client_that_resets_cannot_stop_the_probe_port(adapter: Adapter) -> None:
+    """A peer that resets the connection while the probe server reads its request or
+    sends its answers costs that connection only: before the fix the ConnectionError
+    escaped the probe server and ended Manager.run -- one anonymous client stopped the
+    whole operator."""
+    async with ScriptedServer() as api:
+        client = adapter.client(api.client_config())
+        manager = adapter.module.Manager(client, probe_address=("127.0.0.1", 0))
+        async with trio.open_nursery() as nursery:
+            run = await start_background(adapter, nursery, manager.run)
+            with trio.fail_after(10):
+                while manager.probe_port is None:
+                    await trio.sleep(0.01)
+            port = manager.probe_port
+
+            def ask(path: str) -> bytes:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+                    return sock.recv(4096)
+
+            def attack() -> None:
+                for round_ in range(20):
+                    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+                    if round_ % 2:  # answers pile up unread, then the peer resets
+                        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 2000)
+                        time.sleep(0.05)
+                    else:  # half a request head, then a reset mid-read
+                        sock.sendall(b"GET /healthz HTTP/1.1\r\nHo")
+                        time.sleep(0.01)
+                    reset(sock)
+
+            try:
+                await in_thread(attack)
+                await trio.sleep(0.5)
+                for _ in range(5):
+                    assert (await in_thread(ask, "/healthz")).startswith(b"HTTP/1.1 200")
+            finally:
+                call_soon(adapter, manager.stop)
+                await run.wait()
+        await adapter.close(client)
