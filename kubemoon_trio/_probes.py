@@ -4,9 +4,10 @@ Rules: plain HTTP/1.1 on h11, GET (and HEAD) only. It is bounded: at most
 ``max_connections`` connections at once -- a new connection beyond that closes the one
 idle longest (then the one slowest to send its request), so idle sockets can never turn a
 liveness probe into a failure; only when every connection is being answered is a new one
-answered 503 and closed. A peer that resets or leaves costs its own connection only. A request head must arrive within ``header_timeout`` and an idle
-keep-alive connection is closed after ``idle_timeout``, so idle clients cannot starve the
-process of file descriptors. ``/readyz`` answers 503 with the reasons it is not ready, one
+answered 503 and closed. A peer that resets or leaves costs its own connection only. A
+request head must arrive within ``header_timeout`` and an idle keep-alive connection is
+closed after ``idle_timeout``, so idle clients cannot starve the process of file
+descriptors. ``/readyz`` answers 503 with the reasons it is not ready, one
 per line.
 """
 
