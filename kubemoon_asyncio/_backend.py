@@ -287,8 +287,13 @@ async def run_process(
     except TimeoutError:
         raise TimeoutError(f"no answer within {timeout:g} s") from None
     finally:
-        if process.returncode is None:
+        killed = process.returncode is None
+        if killed:
             process.kill()
+        # A process the plugin started in the background may still hold its stdout:
+        # close our end (wait() returns only once every pipe is closed).
+        process._transport.close()  # type: ignore[attr-defined]
+        if killed:
             await process.wait()
     return code, bytes(output[: output_limit + 1])
 

@@ -18,6 +18,7 @@ import errno
 import logging
 import math
 import os
+import select
 import signal
 import socket
 import ssl
@@ -458,34 +459,42 @@ def run_process(
     process = subprocess.Popen(
         list(argv), env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
     )
-    expired = threading.Event()
-
-    def expire() -> None:
-        expired.set()
-        process.kill()
-
-    # A timer bounds the run without a reader thread: killing the process ends the read.
-    timer = threading.Timer(timeout, expire)
-    timer.start()
+    # Reads wait no longer than the time left: killing the plugin does not end a read
+    # while a process it started in the background still holds its stdout open.
+    deadline = time.monotonic() + timeout
+    expired = False
     output = bytearray()
     try:
         assert process.stdout is not None
+        fd = process.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
         while len(output) <= output_limit:
-            chunk = os.read(process.stdout.fileno(), 65536)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                expired = True
+                break
+            if not poller.poll(max(1, math.ceil(left * 1000))):
+                continue
+            chunk = os.read(fd, 65536)
             if not chunk:
                 break
             output += chunk
-        if len(output) > output_limit:
+        if expired or len(output) > output_limit:
             process.kill()
-        code = process.wait()
+        try:
+            code = process.wait(timeout=None if expired else max(deadline - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:  # stdout closed, the plugin still running
+            expired = True
+            process.kill()
+            code = process.wait()
     finally:
-        timer.cancel()
         if process.returncode is None:
             process.kill()
             process.wait()
         if process.stdout is not None:
             process.stdout.close()
-    if expired.is_set():
+    if expired:
         raise TimeoutError(f"no answer within {timeout:g} s")
     return code, bytes(output[: output_limit + 1])
 
