@@ -291,8 +291,11 @@ async def run_process(
         if killed:
             process.kill()
         # A process the plugin started in the background may still hold its stdout:
-        # close our end (wait() returns only once every pipe is closed).
-        process._transport.close()  # type: ignore[attr-defined]
+        # close our end, or wait() (which waits for every pipe) and the transport never end.
+        transport = process._transport  # type: ignore[attr-defined]
+        stdout = transport.get_pipe_transport(1)
+        if stdout is not None:
+            stdout.close()
         if killed:
             await process.wait()
     return code, bytes(output[: output_limit + 1])

@@ -291,8 +291,13 @@ def _deadline() -> float | None:
     return cast(float | None, getattr(_local, "deadline", None))
 
 
+class _DeadlinePassed(Exception):
+    """This thread's :func:`fail_after` deadline struck while a child process ran (the
+    scope whose deadline it was turns it into its ``TimeoutError``)."""
+
+
 # What a blocking call raises when its socket timeout (cut to the time left) strikes.
-_TIMEOUTS = (TimeoutError, httpcore.TimeoutException, TransportTimeout)
+_TIMEOUTS = (TimeoutError, httpcore.TimeoutException, TransportTimeout, _DeadlinePassed)
 
 
 class _FailAfter:
@@ -460,8 +465,14 @@ def run_process(
         list(argv), env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
     )
     # Reads wait no longer than the time left: killing the plugin does not end a read
-    # while a process it started in the background still holds its stdout open.
+    # while a process it started in the background still holds its stdout open. An
+    # enclosing fail_after (a Lease renewal's deadline) cuts the run, as a cancelled scope
+    # does on the async adapters.
     deadline = time.monotonic() + timeout
+    scope = _deadline()
+    cut = scope is not None and scope < deadline
+    if scope is not None and cut:
+        deadline = scope
     expired = False
     output = bytearray()
     try:
@@ -494,6 +505,8 @@ def run_process(
             process.wait()
         if process.stdout is not None:
             process.stdout.close()
+    if expired and cut:
+        raise _DeadlinePassed("the caller's deadline passed while the plugin ran")
     if expired:
         raise TimeoutError(f"no answer within {timeout:g} s")
     return code, bytes(output[: output_limit + 1])
