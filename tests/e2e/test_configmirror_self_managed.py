@@ -6,7 +6,9 @@ conversion at itself, and the three answer the API server.
 
 from __future__ import annotations
 
+import base64
 import json
+import logging
 import socket
 import ssl
 import threading
@@ -310,4 +312,65 @@ async def test_a_flood_of_review_heavy_requests_neither_stalls_reconciles_nor_de
         finally:
             stop.set()
     assert answers and all(a.startswith(b"HTTP/1.1 200") for a in answers), answers[:3]
+    await replica.stop()
+
+
+async def test_a_garbage_certificate_secret_keeps_the_served_certificate(
+    configmirror_api: ApiServer,
+    client: Client,
+    start_operator: StartOperator,
+    kube_namespace: str,
+    registered: None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Someone replaces the serving pair in the certificate Secret with ~700 KiB of
+    garbage: every replica refuses it unparsed, warns once, and keeps serving the
+    certificate it had, so the API server's calls keep succeeding."""
+    home = kube_namespace
+    replica = await start_operator(
+        namespaces=(home,),
+        webhook_address=("127.0.0.1", 0),
+        webhook_self_managed=True,
+        webhook_secret=(home, "configmirror-webhook-certs"),
+    )
+    webhooks = replica.operator.webhooks
+    assert webhooks is not None
+
+    async def refused() -> bool:
+        try:
+            await client.create(CONFIGMIRRORS, mirror("bad", [home]), namespace=home)
+        except ApiError as exc:
+            return "denied the request" in str(exc)
+        return False
+
+    await eventually(refused, what="the validating webhook")
+
+    def served() -> bytes:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        with (
+            socket.create_connection(("127.0.0.1", webhooks.server.port), 10) as raw,
+            context.wrap_socket(raw) as tls,
+        ):
+            certificate = tls.getpeercert(binary_form=True)
+            assert certificate is not None
+            return certificate
+
+    before = await trio.to_thread.run_sync(served)
+    secret = await client.get(SECRETS, "configmirror-webhook-certs", namespace=home)
+    garbage = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n" + b"A" * 700_000).decode()
+    secret["data"]["tls.crt"] = garbage
+    secret["data"]["tls.key"] = base64.b64encode(b"not a key").decode()
+    await client.replace(SECRETS, secret, namespace=home)
+
+    async def warned() -> bool:
+        return any("not loaded, serving the previous one" in r.getMessage() for r in caplog.records)
+
+    with caplog.at_level(logging.WARNING, logger="kubemoon.webhooks"):
+        await eventually(warned, timeout=30, what="the refused Secret")
+        assert await trio.to_thread.run_sync(served) == before
+        assert await refused()  # the API server's calls still succeed
+    refusals = [r for r in caplog.records if "not loaded" in r.getMessage()]
+    assert len(refusals) == 1 and "more than the 65536 accepted" in refusals[0].getMessage()
     await replica.stop()
