@@ -125,6 +125,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "(default: configmirror-webhook-certs in the Service's namespace)",
     )
     hooks.add_argument(
+        "--webhook-client-ca-file",
+        help="PEM CA: answer only clients with a certificate it signed (the API server's; "
+        "mutual TLS, see docs/webhooks.rst)",
+    )
+    hooks.add_argument(
         "--webhook-advertise-host",
         help="address the API server reaches the webhooks at (self-managed, no Service)",
     )
@@ -192,6 +197,7 @@ def options_from(args: argparse.Namespace) -> OperatorOptions:
         webhook_service=args.webhook_service,
         webhook_secret=args.webhook_secret,
         webhook_advertise_host=args.webhook_advertise_host,
+        webhook_client_ca_file=args.webhook_client_ca_file,
     )
 
 

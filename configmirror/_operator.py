@@ -93,6 +93,7 @@ class ConfigMirrorOperator:
                 service_port=service[2] if service else 443,
                 secret=opts.webhook_secret,
                 advertise_host=opts.webhook_advertise_host,
+                client_ca_file=opts.webhook_client_ca_file,
             )
             self.webhook_server = self.webhooks.server
         elif opts.webhook_address is not None:  # served on every replica, leader or not
@@ -101,6 +102,7 @@ class ConfigMirrorOperator:
                 opts.webhook_cert_file,
                 opts.webhook_key_file,
                 self.manager.registry,
+                client_ca_file=opts.webhook_client_ca_file,
             )
             self.manager.add_webhook_server(self.webhook_server)
         informers = self.manager.informers

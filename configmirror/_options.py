@@ -35,3 +35,6 @@ class OperatorOptions:
     webhook_service: tuple[str, str, int] | None = None
     webhook_secret: tuple[str, str] | None = None
     webhook_advertise_host: str | None = None
+    # Mutual TLS on the webhook port (either mode): only clients presenting a certificate
+    # this CA (PEM file) signed -- the API server's -- are answered.
+    webhook_client_ca_file: str | None = None

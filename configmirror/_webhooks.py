@@ -162,15 +162,18 @@ class ConfigMirrorWebhooks:
         cert_file: str,
         key_file: str,
         registry: CollectorRegistry | None = None,
+        client_ca_file: str | None = None,
     ) -> WebhookServer:
-        """A server of :meth:`app` on ``address`` with the (reloaded) certificate files;
-        it closes the access reviews' pool when it stops serving."""
+        """A server of :meth:`app` on ``address`` with the (reloaded) certificate files
+        (and mutual TLS with ``client_ca_file``); it closes the access reviews' pool when
+        it stops serving."""
         host, port = address
         return _ReviewingServer(
             self,
             self.app(),
             cert_file=cert_file,
             key_file=key_file,
+            client_ca_file=client_ca_file,
             host=host,
             port=port,
             registry=registry,

@@ -287,8 +287,16 @@ async def run_process(
     except TimeoutError:
         raise TimeoutError(f"no answer within {timeout:g} s") from None
     finally:
-        if process.returncode is None:
+        killed = process.returncode is None
+        if killed:
             process.kill()
+        # A process the plugin started in the background may still hold its stdout:
+        # close our end, or wait() (which waits for every pipe) and the transport never end.
+        transport = process._transport  # type: ignore[attr-defined]
+        stdout = transport.get_pipe_transport(1)
+        if stdout is not None:
+            stdout.close()
+        if killed:
             await process.wait()
     return code, bytes(output[: output_limit + 1])
 
@@ -382,14 +390,24 @@ class ByteStream:
 
         Raises ``TimeoutError`` when nothing arrives before ``deadline`` (``current_time``).
         """
-        async with asyncio.timeout_at(deadline):
-            return await self._reader.read(max_bytes)
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await self._reader.read(max_bytes)
+        except ssl.SSLError as exc:  # a bad record from the peer: the connection is over
+            raise ConnectionError(f"TLS failed: {exc}") from exc
 
     async def send_all(self, data: bytes, deadline: float | None = None) -> None:
         """Send every byte of ``data``; ``TimeoutError`` if the peer does not read in time."""
-        self._writer.write(data)
-        async with asyncio.timeout_at(deadline):
-            await self._writer.drain()
+        try:
+            self._writer.write(data)
+            async with asyncio.timeout_at(deadline):
+                await self._writer.drain()
+        except ssl.SSLError as exc:
+            raise ConnectionError(f"TLS failed: {exc}") from exc
+
+    def peer_certified(self) -> bool:
+        """True when the peer presented a client certificate the TLS handshake verified."""
+        return bool(self._writer.get_extra_info("peercert"))
 
     async def aclose(self) -> None:
         """Close the connection (bounded: a peer that stalls the TLS goodbye is dropped)."""

@@ -245,12 +245,20 @@ class Manager:
         policy: CertificatePolicy | None = None,
         refresh: float = 10.0,
         resync: float = 60.0,
+        client_ca_file: str | os.PathLike[str] | None = None,
+        max_connections: int = 64,
+        max_handshakes: int = 64,
+        first_request_timeout: float = 10.0,
+        request_timeout: float = 30.0,
+        handler_threads: int = 4,
     ) -> WebhookManager:
         """Serve ``declarations`` on every replica and register them from the leader.
 
         The library keeps the certificates (a CA and serving certificate in ``secret``,
         renewed and rotated; or the files of ``cert_dir``), the webhook configurations, the
         CRDs' ``spec.conversion`` and every caBundle; see :class:`WebhookManager`.
+        ``client_ca_file`` turns on mutual TLS and the remaining keywords are the
+        :class:`WebhookServer`'s limits, with its defaults.
         """
         if self.webhooks is not None:
             raise LocalProtocolError("this manager already serves webhooks")
@@ -267,6 +275,12 @@ class Manager:
             policy=policy,
             refresh=refresh,
             resync=resync,
+            client_ca_file=client_ca_file,
+            max_connections=max_connections,
+            max_handshakes=max_handshakes,
+            first_request_timeout=first_request_timeout,
+            request_timeout=request_timeout,
+            handler_threads=handler_threads,
         )
         return self.webhooks
 

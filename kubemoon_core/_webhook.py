@@ -235,16 +235,32 @@ class WebhookApp:
         return route.name if route else ""
 
     def precheck(
-        self, method: str, target: str, headers: Sequence[tuple[str, str]]
+        self,
+        method: str,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        *,
+        client_certified: bool | None = None,
     ) -> WebhookReply | None:
         """Decide from the request head alone; ``None`` means: read the body, then handle.
 
         Answers 404 (unknown path), 405 (not POST), 415 (not JSON) and 413 (a declared
-        ``Content-Length`` above the route's :meth:`body_limit`).
+        ``Content-Length`` above the route's :meth:`body_limit`). ``client_certified``
+        says whether the peer presented a client certificate the server verified (None:
+        the server asks for none); False answers 403 on admission routes. Conversion
+        routes take callers without one: the API server presents its admission client
+        certificate to admission webhooks only, never to a CRD's conversion webhook.
         """
         route = self._route(target)
         if route is None:
             return _error(404, "NotFound", f"no webhook at {urlsplit(target).path!r}", "")
+        if client_certified is False and route.kind is not WebhookKind.CONVERSION:
+            return _error(
+                403,
+                "Forbidden",
+                "admission webhooks answer only clients with a verified certificate",
+                route.name,
+            )
         if method.upper() != "POST":
             reply = _error(405, "MethodNotAllowed", "webhooks accept POST only", route.name)
             return WebhookReply(

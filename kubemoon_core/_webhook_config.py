@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from ._conversion import Converter
 from ._errors import LocalProtocolError
 from ._resources import GroupVersionResource
-from ._webhook import WebhookApp, WebhookKind
+from ._webhook import DEFAULT_MAX_CONVERSION_BODY_SIZE, WebhookApp, WebhookKind
 
 __all__ = [
     "CertificateAction",
@@ -79,7 +79,9 @@ class WebhookDeclaration:
 
     ``resources`` and ``operations`` make one rule per resource (its group and version);
     ``crd`` is the CustomResourceDefinition a conversion webhook converts. ``name`` is
-    the fully qualified webhook name (at least three DNS labels).
+    the fully qualified webhook name (at least three DNS labels). ``max_body_size`` is
+    the served route's body limit in bytes (None: :class:`WebhookApp`'s default for the
+    kind); it is not part of any configuration.
     """
 
     name: str
@@ -96,10 +98,15 @@ class WebhookDeclaration:
     reinvocation_policy: str = "Never"
     scope: str = "*"
     crd: str | None = None
+    max_body_size: int | None = None
 
     def __post_init__(self) -> None:
         def bad(what: str) -> LocalProtocolError:
             return LocalProtocolError(f"webhook {self.name or self.path!r}: {what}")
+
+        size = self.max_body_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise bad(f"max_body_size must be a positive integer, got {size!r}")
 
         if not _PATH.match(self.path) or "/../" in self.path + "/" or "//" in self.path:
             raise bad(
@@ -279,6 +286,7 @@ class WebhookDeclarations:
         object_selector: Mapping[str, Any] | None = None,
         match_policy: str = "Equivalent",
         scope: str = "*",
+        max_body_size: int | None = None,
     ) -> Callable[[H], H]:
         """Decorate an admission handler (sync or async) as a validating webhook."""
         return self._admission(
@@ -295,6 +303,7 @@ class WebhookDeclarations:
                 "object_selector": object_selector,
                 "match_policy": match_policy,
                 "scope": scope,
+                "max_body_size": max_body_size,
             },
         )
 
@@ -312,6 +321,7 @@ class WebhookDeclarations:
         match_policy: str = "Equivalent",
         reinvocation_policy: str = "Never",
         scope: str = "*",
+        max_body_size: int | None = None,
     ) -> Callable[[H], H]:
         """Decorate an admission handler (sync or async) as a mutating webhook."""
         return self._admission(
@@ -329,15 +339,26 @@ class WebhookDeclarations:
                 "match_policy": match_policy,
                 "reinvocation_policy": reinvocation_policy,
                 "scope": scope,
+                "max_body_size": max_body_size,
             },
         )
 
     def conversion(
-        self, path: str, crd: str, converter: Converter, *, name: str | None = None
+        self,
+        path: str,
+        crd: str,
+        converter: Converter,
+        *,
+        name: str | None = None,
+        max_body_size: int | None = None,
     ) -> None:
         """Declare the conversion webhook of the CRD named ``crd`` (``<plural>.<group>``)."""
         declaration = WebhookDeclaration(
-            name or self._default_name(path), path, WebhookKind.CONVERSION, crd=crd
+            name or self._default_name(path),
+            path,
+            WebhookKind.CONVERSION,
+            crd=crd,
+            max_body_size=max_body_size,
         )
         self.declare(declaration, converter)
 
@@ -349,11 +370,12 @@ class WebhookDeclarations:
         for declared in self._declared.values():
             d, handler = declared.declaration, declared.handler
             if d.kind is WebhookKind.CONVERSION:
-                app.conversion(d.path, handler, name=d.name)
+                limit = d.max_body_size or DEFAULT_MAX_CONVERSION_BODY_SIZE
+                app.conversion(d.path, handler, name=d.name, max_body_size=limit)
             elif d.kind is WebhookKind.VALIDATING:
-                app.validating(d.path, handler, name=d.name)
+                app.validating(d.path, handler, name=d.name, max_body_size=d.max_body_size)
             else:
-                app.mutating(d.path, handler, name=d.name)
+                app.mutating(d.path, handler, name=d.name, max_body_size=d.max_body_size)
         return app
 
     def configurations(

@@ -28,7 +28,7 @@ from ._logging import JsonLogFormatter, object_context
 from ._metrics import MetricsSource, RuntimeCollector
 from ._network import ClosingNetworkBackend
 from ._proxy import ProxySettings, proxy_settings
-from ._tls import InsecureTLSWarning, check_transport, ssl_context
+from ._tls import InsecureTLSWarning, check_transport, load_cert_chain, ssl_context
 from ._tracing import TRACER_NAME, tracing_enabled, use_tracer_provider
 from ._transport import (
     ResponseTooLarge,
@@ -62,6 +62,7 @@ __all__ = [
     "TransportTimeout",
     "check_transport",
     "kubeconfig_paths",
+    "load_cert_chain",
     "load_config",
     "load_in_cluster_config",
     "load_kubeconfig",

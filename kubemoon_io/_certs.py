@@ -32,7 +32,7 @@ from kubemoon_core import (
     LocalProtocolError,
 )
 
-from ._tls import _private_files
+from ._tls import _private_files, load_cert_chain
 
 __all__ = [
     "CertificateMaterial",
@@ -438,9 +438,13 @@ class ServingCertificate:
     (a kept-alive connection closes after its answer once it changed).
     """
 
+    # A serving certificate with its chain is a few KiB; a Secret holds at most 1 MiB.
+    MAX_SIZE = 64 * 1024
+
     def __init__(self) -> None:
         self._context: ssl.SSLContext | None = None
         self._pair: tuple[bytes, bytes] = (b"", b"")
+        self._refused: tuple[tuple[bytes, bytes], str] | None = None
         self.reloads = 0
 
     def __repr__(self) -> str:
@@ -459,23 +463,40 @@ class ServingCertificate:
     def update(self, cert_pem: bytes, key_pem: bytes) -> bool:
         """Serve this pair from the next handshake on; False when it is the same pair.
 
-        A pair that does not load raises :class:`~kubemoon_core.LocalProtocolError` and
-        the previous certificate stays.
+        A pair that does not load, or either part longer than :attr:`MAX_SIZE` bytes,
+        raises :class:`~kubemoon_core.LocalProtocolError` and the previous certificate
+        stays; the same refused pair offered again is refused without parsing it again.
         """
         if (cert_pem, key_pem) == self._pair:
             return False
+        if self._refused is not None and self._refused[0] == (cert_pem, key_pem):
+            raise LocalProtocolError(self._refused[1])
+        try:
+            self._load(cert_pem, key_pem)
+        except LocalProtocolError as exc:
+            self._refused = ((cert_pem, key_pem), str(exc))
+            raise
+        self._refused = None
+        return True
+
+    def _load(self, cert_pem: bytes, key_pem: bytes) -> None:
+        for part, value in (("certificate", cert_pem), ("key", key_pem)):
+            if len(value) > self.MAX_SIZE:
+                raise LocalProtocolError(
+                    f"the webhook {part} is {len(value)} bytes, more than the "
+                    f"{self.MAX_SIZE} accepted"
+                )
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.set_alpn_protocols(["http/1.1"])
         try:
             with _private_files(cert_pem, key_pem) as (cert_file, key_file):
-                context.load_cert_chain(cert_file, key_file)
+                load_cert_chain(context, cert_file, key_file)
         except (OSError, ssl.SSLError) as exc:
             raise LocalProtocolError(f"cannot load the webhook certificate: {exc}") from exc
         if self._context is not None:
             self.reloads += 1
         self._context, self._pair = context, (cert_pem, key_pem)
-        return True
 
     def context(self) -> ssl.SSLContext:
         """The context for a new handshake."""

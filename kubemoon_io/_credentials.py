@@ -174,9 +174,10 @@ class CredentialProvider:
             value = None
         if value is not None and _HEADER_SAFE.fullmatch(value) is None:
             # Never echo it: the HTTP layer would quote the whole header in its error.
+            # With a plugin configured no static credential exists: the plugin printed it.
+            where = self._where(self._exec) if self._exec is not None else {"file": config.source}
             raise ConfigError(
-                "the credential contains characters not allowed in an HTTP header",
-                file=config.source,
+                "the credential contains characters not allowed in an HTTP header", **where
             )
         return value, self._generation
 

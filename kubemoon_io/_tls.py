@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 from kubemoon_core._kubeconfig import ClientConfig, ConfigError
 
-__all__ = ["InsecureTLSWarning", "check_transport", "ssl_context"]
+__all__ = ["InsecureTLSWarning", "check_transport", "load_cert_chain", "ssl_context"]
 
 logger = logging.getLogger("kubemoon.tls")
 
@@ -34,6 +34,33 @@ def check_transport(config: ClientConfig) -> None:
     if message is not None:
         warnings.warn(message, InsecureTLSWarning, stacklevel=3)
         logger.warning("%s", message)
+
+
+class _EncryptedKey(Exception):
+    """OpenSSL asked for a passphrase: the key is encrypted."""
+
+
+def _refuse_passphrase() -> bytes:
+    raise _EncryptedKey
+
+
+def load_cert_chain(
+    context: ssl.SSLContext,
+    cert_file: str | os.PathLike[str],
+    key_file: str | os.PathLike[str] | None,
+) -> None:
+    """``context.load_cert_chain`` that never asks for a passphrase.
+
+    Without a password callback OpenSSL prompts on the controlling terminal for an
+    encrypted key, blocking the calling thread (the event loop) until someone types; here
+    an encrypted key raises :class:`ssl.SSLError` at once, as any other unusable key does.
+    """
+    try:
+        context.load_cert_chain(cert_file, key_file, password=_refuse_passphrase)
+    except _EncryptedKey:
+        raise ssl.SSLError(
+            0, "the private key is encrypted (a key with a passphrase is not supported)"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -67,12 +94,12 @@ def _load_client_cert(
     try:
         if cert_data is None and key_data is None:
             assert cert_file is not None
-            context.load_cert_chain(cert_file, key_file)
+            load_cert_chain(context, cert_file, key_file)
             return
         cert = cert_data if cert_data is not None else _read(cert_file, config)
         key = key_data if key_data is not None else _read(key_file, config)
         with _private_files(cert, key) as (cert_path, key_path):
-            context.load_cert_chain(cert_path, key_path)
+            load_cert_chain(context, cert_path, key_path)
     except (ssl.SSLError, OSError) as exc:
         # The reason only: never the key material.
         reason = getattr(exc, "reason", None) or exc.strerror or type(exc).__name__

@@ -54,6 +54,15 @@ class Credentials:
                         ) from None
                     except OSError as exc:
                         raise provider.plugin_failed(exc.strerror or type(exc).__name__) from None
+                    except BaseException:
+                        # The caller's deadline (a Lease renewal's) or a cancellation
+                        # ended the run: say which plugin held the call up.
+                        logger.warning(
+                            "exec credential plugin %s was still running when its caller "
+                            "gave up; it was killed",
+                            run.command,
+                        )
+                        raise
                     provider.receive_plugin_output(code, output)
         return provider.header()
 

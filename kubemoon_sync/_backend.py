@@ -18,6 +18,7 @@ import errno
 import logging
 import math
 import os
+import select
 import signal
 import socket
 import ssl
@@ -290,8 +291,13 @@ def _deadline() -> float | None:
     return cast(float | None, getattr(_local, "deadline", None))
 
 
+class _DeadlinePassed(Exception):
+    """This thread's :func:`fail_after` deadline struck while a child process ran (the
+    scope whose deadline it was turns it into its ``TimeoutError``)."""
+
+
 # What a blocking call raises when its socket timeout (cut to the time left) strikes.
-_TIMEOUTS = (TimeoutError, httpcore.TimeoutException, TransportTimeout)
+_TIMEOUTS = (TimeoutError, httpcore.TimeoutException, TransportTimeout, _DeadlinePassed)
 
 
 class _FailAfter:
@@ -458,34 +464,50 @@ def run_process(
     process = subprocess.Popen(
         list(argv), env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
     )
-    expired = threading.Event()
-
-    def expire() -> None:
-        expired.set()
-        process.kill()
-
-    # A timer bounds the run without a reader thread: killing the process ends the read.
-    timer = threading.Timer(timeout, expire)
-    timer.start()
+    # Reads wait no longer than the time left: killing the plugin does not end a read
+    # while a process it started in the background still holds its stdout open. An
+    # enclosing fail_after (a Lease renewal's deadline) cuts the run, as a cancelled scope
+    # does on the async adapters.
+    deadline = time.monotonic() + timeout
+    scope = _deadline()
+    cut = scope is not None and scope < deadline
+    if scope is not None and cut:
+        deadline = scope
+    expired = False
     output = bytearray()
     try:
         assert process.stdout is not None
+        fd = process.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
         while len(output) <= output_limit:
-            chunk = os.read(process.stdout.fileno(), 65536)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                expired = True
+                break
+            if not poller.poll(max(1, math.ceil(left * 1000))):
+                continue
+            chunk = os.read(fd, 65536)
             if not chunk:
                 break
             output += chunk
-        if len(output) > output_limit:
+        if expired or len(output) > output_limit:
             process.kill()
-        code = process.wait()
+        try:
+            code = process.wait(timeout=None if expired else max(deadline - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:  # stdout closed, the plugin still running
+            expired = True
+            process.kill()
+            code = process.wait()
     finally:
-        timer.cancel()
         if process.returncode is None:
             process.kill()
             process.wait()
         if process.stdout is not None:
             process.stdout.close()
-    if expired.is_set():
+    if expired and cut:
+        raise _DeadlinePassed("the caller's deadline passed while the plugin ran")
+    if expired:
         raise TimeoutError(f"no answer within {timeout:g} s")
     return code, bytes(output[: output_limit + 1])
 
@@ -583,6 +605,8 @@ class ByteStream:
                 continue
             except ssl.SSLWantReadError:
                 continue
+            except ssl.SSLError as exc:  # a bad record from the peer: the connection is over
+                raise ConnectionError(f"TLS failed: {exc}") from exc
 
     def send_all(self, data: bytes, deadline: float | None = None) -> None:
         """Send every byte of ``data``; ``TimeoutError`` if the peer does not read in time."""
@@ -592,8 +616,15 @@ class ByteStream:
             self._sock.sendall(data)
         except TimeoutError:
             raise TimeoutError("the peer did not read before the deadline") from None
+        except ssl.SSLError as exc:
+            raise ConnectionError(f"TLS failed: {exc}") from exc
         finally:
             self._sock.settimeout(_POLL)
+
+    def peer_certified(self) -> bool:
+        """True when the peer presented a client certificate the TLS handshake verified."""
+        getpeercert = getattr(self._sock, "getpeercert", None)
+        return bool(getpeercert()) if getpeercert is not None else False
 
     def close(self) -> None:
         """Close the connection."""

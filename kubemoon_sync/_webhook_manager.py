@@ -76,7 +76,11 @@ class WebhookManager:
     ``(namespace, name)`` of the certificate Secret (default: ``<name>-webhook-certs`` in
     the Service's namespace); ``cert_dir`` (``tls.crt``, ``tls.key``, optional ``ca.crt``)
     replaces it. ``policy`` sets validity, renewal and rotation times; ``clock`` gives
-    wall-clock epoch seconds (tests inject one).
+    wall-clock epoch seconds (tests inject one). ``client_ca_file`` (mutual TLS: only
+    clients with a certificate that CA signed, such as the API server, are answered) and
+    the server's limits (``max_connections``, ``max_handshakes``, ``first_request_timeout``,
+    ``request_timeout``, ``handler_threads``) go to the :class:`WebhookServer`, with its
+    defaults.
     """
 
     def __init__(
@@ -95,6 +99,12 @@ class WebhookManager:
         refresh: float = 10.0,
         resync: float = 60.0,
         clock: Callable[[], float] | None = None,
+        client_ca_file: str | os.PathLike[str] | None = None,
+        max_connections: int = 64,
+        max_handshakes: int = 64,
+        first_request_timeout: float = 10.0,
+        request_timeout: float = 30.0,
+        handler_threads: int = 4,
     ) -> None:
         self.manager = manager
         self.declarations = declarations
@@ -118,23 +128,23 @@ class WebhookManager:
         self.resync = resync
         self._clock = clock or _backend.wall_time
         self.certificate = ServingCertificate()
-        if self.cert_dir is not None:
-            self.server = WebhookServer(
-                declarations.app(),
-                cert_file=self.cert_dir / "tls.crt",
-                key_file=self.cert_dir / "tls.key",
-                host=host,
-                port=port,
-                registry=manager.registry,
-            )
-        else:
-            self.server = WebhookServer(
-                declarations.app(),
-                certificate=self.certificate,
-                host=host,
-                port=port,
-                registry=manager.registry,
-            )
+        files = self.cert_dir is not None
+        self.server = WebhookServer(
+            declarations.app(),
+            cert_file=self.cert_dir / "tls.crt" if self.cert_dir is not None else None,
+            key_file=self.cert_dir / "tls.key" if self.cert_dir is not None else None,
+            certificate=None if files else self.certificate,
+            client_ca_file=client_ca_file,
+            host=host,
+            port=port,
+            max_connections=max_connections,
+            max_handshakes=max_handshakes,
+            first_request_timeout=first_request_timeout,
+            request_timeout=request_timeout,
+            handler_threads=handler_threads,
+            registry=manager.registry,
+        )
+        self._refusal: str | None = None  # why the Secret's pair was last refused
         self._loaded = _backend.Event()
         self._serving = _backend.Event()
         if self.cert_dir is not None:
@@ -203,8 +213,14 @@ class WebhookManager:
         try:
             changed = self.certificate.update(material.cert, material.key)
         except LocalProtocolError as exc:
-            logger.warning("webhook certificate from the Secret not loaded: %s", exc)
+            if str(exc) != self._refusal:  # once per refused pair, not every refresh
+                self._refusal = str(exc)
+                logger.warning(
+                    "webhook certificate from the Secret not loaded, serving the previous one: %s",
+                    exc,
+                )
             return
+        self._refusal = None
         if changed:
             logger.info("webhook serving certificate loaded (reload %d)", self.certificate.reloads)
         self._loaded.set()

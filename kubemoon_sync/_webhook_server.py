@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import h11
 
 from kubemoon_core import LocalProtocolError, PendingAdmission, WebhookApp, WebhookReply
-from kubemoon_io import CertificateSource, _tracing, raise_open_file_limit
+from kubemoon_io import CertificateSource, _tracing, load_cert_chain, raise_open_file_limit
 
 from ._backend import (
     TASK_STATUS_IGNORED,
@@ -112,10 +112,10 @@ class _Certificates:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.set_alpn_protocols(["http/1.1"])
-        context.load_cert_chain(self.cert_file, self.key_file)
+        load_cert_chain(context, self.cert_file, self.key_file)
         if self.client_ca_file is not None:
             context.load_verify_locations(cafile=self.client_ca_file)
-            context.verify_mode = ssl.CERT_REQUIRED
+            context.verify_mode = ssl.CERT_OPTIONAL  # required per route: see precheck
         return context
 
     def _stamp_files(self) -> tuple[_FileStamp | None, ...]:
@@ -157,8 +157,8 @@ class _Certificates:
 
 
 class _RequireClientCertificates:
-    """An in-memory certificate source whose contexts demand a client certificate that
-    ``ca_file`` signed (mutual TLS), as ``client_ca_file`` does for files."""
+    """An in-memory certificate source whose contexts verify a client certificate against
+    ``ca_file`` (mutual TLS), as ``client_ca_file`` does for files."""
 
     def __init__(self, inner: CertificateSource, ca_file: str) -> None:
         self._inner = inner
@@ -181,7 +181,7 @@ class _RequireClientCertificates:
         context = self._inner.context()
         if context is not self._prepared:  # a new certificate: a new context to prepare once
             context.load_verify_locations(cafile=self._ca_file)
-            context.verify_mode = ssl.CERT_REQUIRED
+            context.verify_mode = ssl.CERT_OPTIONAL  # required per route: see precheck
             self._prepared = context
         return context
 
@@ -343,8 +343,10 @@ class WebhookServer:
     reload, each kept-alive connection is closed after its next answer. Instead of files,
     ``certificate`` may be an in-memory source (a :class:`~kubemoon_io.ServingCertificate`
     its owner swaps). With
-    ``client_ca_file`` (PEM) the server demands a client certificate signed by that CA
-    (the API server's, see docs/webhooks.rst): other clients fail the TLS handshake.
+    ``client_ca_file`` (PEM) the server verifies client certificates against that CA (the
+    API server's, see docs/webhooks.rst): a client presenting another certificate fails
+    the TLS handshake, and one presenting none gets 403 on admission routes (conversion
+    routes answer it: the API server sends no client certificate to those).
 
     Limits: at most ``max_connections`` connections; a new one beyond that closes the
     connection idle longest (else the oldest one still reading a request or sending an
@@ -409,6 +411,7 @@ class WebhookServer:
         self.handshake_timeout = handshake_timeout
         self.max_handshakes = max_handshakes
         ca_file = None if client_ca_file is None else os.fspath(client_ca_file)
+        self._mutual = ca_file is not None
         self._certificates: CertificateSource
         if certificate is not None:  # held in memory and swapped by its owner
             self._certificates = (
@@ -607,7 +610,8 @@ class WebhookServer:
         headers = [
             (name.decode("latin-1"), value.decode("latin-1")) for name, value in request.headers
         ]
-        reply = self.app.precheck(method, target, headers)
+        certified = stream.peer_certified() if self._mutual else None
+        reply = self.app.precheck(method, target, headers, client_certified=certified)
         webhook = self.app.webhook_name(target)
         in_flight, latency = self._metrics.children(webhook)
         in_flight.inc()

@@ -345,6 +345,11 @@ class ByteStream:
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise ConnectionError(str(exc) or type(exc).__name__) from exc
 
+    def peer_certified(self) -> bool:
+        """True when the peer presented a client certificate the TLS handshake verified."""
+        getpeercert = getattr(self._stream, "getpeercert", None)
+        return bool(getpeercert()) if getpeercert is not None else False
+
     async def aclose(self) -> None:
         """Close the connection (bounded: a peer that stalls the TLS goodbye is dropped)."""
         with trio.move_on_after(1.0) as scope:

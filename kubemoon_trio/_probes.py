@@ -4,14 +4,16 @@ Rules: plain HTTP/1.1 on h11, GET (and HEAD) only. It is bounded: at most
 ``max_connections`` connections at once -- a new connection beyond that closes the one
 idle longest (then the one slowest to send its request), so idle sockets can never turn a
 liveness probe into a failure; only when every connection is being answered is a new one
-answered 503 and closed. A request head must arrive within ``header_timeout`` and an idle
-keep-alive connection is closed after ``idle_timeout``, so idle clients cannot starve the
-process of file descriptors. ``/readyz`` answers 503 with the reasons it is not ready, one
+answered 503 and closed. A peer that resets or leaves costs its own connection only. A
+request head must arrive within ``header_timeout`` and an idle keep-alive connection is
+closed after ``idle_timeout``, so idle clients cannot starve the process of file
+descriptors. ``/readyz`` answers 503 with the reasons it is not ready, one
 per line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 
@@ -113,16 +115,18 @@ class ProbeServer:
         async with _backend.TaskGroup() as group:
             slot = self._connections.admit(group)
             if slot is None:
-                await stream.send_all(
-                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
-                    b"Connection: close\r\n\r\n",
-                    _backend.current_time() + 1.0,
-                )
+                # A peer that left or stopped reading costs its connection, nothing more.
+                with contextlib.suppress(TimeoutError, ConnectionError):
+                    await stream.send_all(
+                        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                        b"Connection: close\r\n\r\n",
+                        _backend.current_time() + 1.0,
+                    )
                 return
             try:
                 await self._serve_requests(stream, slot)
-            except TimeoutError:
-                pass  # a slow or idle client: close the connection
+            except (TimeoutError, ConnectionError):
+                pass  # a slow, idle or vanished client: close the connection
             except h11.ProtocolError as exc:
                 logger.debug("bad probe request: %s", exc)
             finally:

@@ -259,6 +259,6 @@ async def start_operator(
         replica.scope.cancel()
     for replica in running:
         await replica.exited.wait()
-        await replica.operator.aclose()  # the access reviews' own pool
+        await replica.operator.aclose()  # the access reviews' own pool (self-managed)
     for c in clients:
         await c.aclose()

@@ -8,6 +8,7 @@ import contextlib
 import json
 import logging
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -609,6 +610,41 @@ async def test_a_token_that_cannot_be_a_header_is_refused_without_echo(adapter: 
             finally:
                 await adapter.close(client)
             assert "s3cret" not in str(info.value)
+        assert server.requests == []
+
+
+async def test_a_plugin_token_that_cannot_be_a_header_names_the_plugin(
+    adapter: Adapter, tmp_path: Path
+) -> None:
+    """An exec plugin's token with a NUL byte is refused, unechoed, naming the plugin that
+    printed it (the error used to name neither the plugin nor its file)."""
+    from kubemoon_core import ExecConfig
+    from kubemoon_core._kubeconfig import ConfigError
+
+    credential = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "kind": "ExecCredential",
+        "status": {"token": "s3cret\u0000x"},
+    }
+    script = tmp_path / "plugin.py"
+    script.write_text(f"print({json.dumps(json.dumps(credential))})\n")
+    exec_config = ExecConfig(
+        api_version="client.authentication.k8s.io/v1",
+        command=sys.executable,
+        args=(str(script),),
+        interactive_mode="Never",
+        source=str(tmp_path / "kubeconfig"),
+    )
+    async with ScriptedServer() as server:
+        client = adapter.client(server.client_config(exec=exec_config))
+        try:
+            with pytest.raises(ConfigError, match="not allowed in an HTTP header") as info:
+                await adapter.call(client.get, PODS, "a", namespace="ns")
+        finally:
+            await adapter.close(client)
+        assert f"exec {sys.executable}" in str(info.value)
+        assert str(tmp_path / "kubeconfig") in str(info.value)
+        assert "s3cret" not in str(info.value)
         assert server.requests == []
 
 

@@ -3,9 +3,12 @@ watches, exec plugins that hang or flood, and a probes port under idle connectio
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
+import os
+import signal
 import socket
 import sys
 import time
@@ -118,6 +121,36 @@ async def test_a_hanging_exec_plugin_is_killed_and_named(adapter: Adapter, tmp_p
         finally:
             await adapter.close(client)
         assert time.monotonic() - started < 10
+        assert server.requests == []
+
+
+async def test_a_plugin_whose_background_child_holds_stdout_is_bounded(
+    adapter: Adapter, tmp_path: Path
+) -> None:
+    """The plugin prints a token and exits, but a process it started in the background
+    keeps its stdout open for 30 s. Killing the plugin did not end the blocking adapter's
+    read (it waited for the child, however long), and asyncio left the pipe's transport
+    open; every adapter now gives up at the plugin's timeout and closes everything."""
+    pid_file = tmp_path / "child.pid"
+    code = (
+        "import subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        'print(\'{"apiVersion": "client.authentication.k8s.io/v1", '
+        '"kind": "ExecCredential", "status": {"token": "t"}}\')\n'
+    )
+    async with ScriptedServer() as server:
+        client = adapter.client(server.client_config(exec=plugin(tmp_path, code)), exec_timeout=1.0)
+        started = time.monotonic()
+        try:
+            with pytest.raises(ConfigError, match=r"exec .*python.*no answer within 1 s"):
+                await adapter.call(client.get, PODS, "a", namespace="ns")
+            elapsed = time.monotonic() - started
+        finally:
+            await adapter.close(client)
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        assert elapsed < 20  # far below the 30 s the background child holds the pipe
         assert server.requests == []
 
 

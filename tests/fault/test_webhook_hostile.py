@@ -16,6 +16,7 @@ import logging
 import os
 import socket
 import ssl
+import struct
 import threading
 import time
 import uuid
@@ -31,7 +32,7 @@ import trustme
 from adapter_driver import call_soon, start_background
 from fault_support import Adapter
 
-from kubemoon_core import AdmissionRequest, AdmissionResponse, WebhookApp
+from kubemoon_core import AdmissionRequest, AdmissionResponse, Converter, WebhookApp
 from kubemoon_testing import ScriptedServer, WebhookCertificates
 
 pytestmark = pytest.mark.fault
@@ -106,6 +107,7 @@ def make_app(handlers: Handlers) -> WebhookApp:
     app.mutating("/fat", handlers.fat)
     app.mutating("/unencodable", handlers.unencodable)
     app.validating("/big", handlers.big, max_body_size=4 << 20)
+    app.conversion("/convert", Converter())
     return app
 
 
@@ -334,23 +336,50 @@ async def test_mutual_tls_refuses_a_client_without_the_certificate(
     ca_file = tmp_path / "client-ca.crt"
     apiserver_ca.cert_pem.write_to_path(str(ca_file))
     stranger_ca = trustme.CA()
-    async with serving(adapter, tmp_path, Handlers(), client_ca_file=ca_file) as target:
+    handlers = Handlers()
+    async with serving(adapter, tmp_path, handlers, client_ca_file=ca_file) as target:
         apiserver = apiserver_ca.issue_cert("kube-apiserver")
         data = request("/validate", review_body())
         answers = await in_thread(lambda: target.exchange(data, client=apiserver))
         assert [s for s, _ in answers] == [200]
-        for client in (None, stranger_ca.issue_cert("kube-apiserver")):
+        calls = len(handlers.on_loop)
 
-            def attempt(client: trustme.LeafCert | None = client) -> list[tuple[int, bytes]]:
-                try:
-                    return target.exchange(data, client=client)
-                except (ssl.SSLError, ConnectionError, h11.RemoteProtocolError):
-                    return []  # refused in or right after the handshake (TLS 1.3)
+        # A certificate from another CA fails the handshake.
+        def stranger() -> list[tuple[int, bytes]]:
+            try:
+                return target.exchange(data, client=stranger_ca.issue_cert("kube-apiserver"))
+            except (ssl.SSLError, ConnectionError, h11.RemoteProtocolError):
+                return []  # refused in or right after the handshake (TLS 1.3)
 
-            assert await in_thread(attempt) == []
+        assert await in_thread(stranger) == []
+        # No certificate: every admission route answers 403 and no handler runs.
+        for path in ("/validate", "/fat", "/explode"):
+            answers = await in_thread(lambda p=path: target.exchange(request(p, review_body())))
+            assert [s for s, _ in answers] == [403], path
+            assert b"verified certificate" in answers[0][1]
+        assert len(handlers.on_loop) == calls
         # The server still serves the apiserver.
         answers = await in_thread(lambda: target.exchange(data, client=apiserver))
         assert [s for s, _ in answers] == [200]
+
+
+async def test_mutual_tls_leaves_conversion_to_callers_without_a_certificate(
+    adapter: Adapter, tmp_path: Path
+) -> None:
+    """The API server presents its admission client certificate to admission webhooks
+    only: a CRD's conversion webhook on the same server must answer it without one (on
+    the real apiserver: tests/e2e/test_configmirror_self_managed.py)."""
+    ca_file = tmp_path / "client-ca.crt"
+    trustme.CA().cert_pem.write_to_path(str(ca_file))
+    review = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "request": {"uid": "u", "desiredAPIVersion": "example.com/v1", "objects": []},
+    }
+    async with serving(adapter, tmp_path, Handlers(), client_ca_file=ca_file) as target:
+        status, body = await in_thread(lambda: target.post("/convert", json.dumps(review).encode()))
+    assert status == 200, body
+    assert json.loads(body)["response"]["result"]["status"] == "Success"
 
 
 async def test_garbage_instead_of_tls_costs_one_connection(
@@ -367,6 +396,31 @@ async def test_garbage_instead_of_tls_costs_one_connection(
             assert await in_thread(garbage)
         status, _ = await in_thread(target.post, "/validate", review_body())
         assert status == 200
+
+
+async def test_a_forged_tls_record_after_the_handshake_is_no_error(
+    adapter: Adapter, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bad TLS record after a good handshake ends that connection quietly on every
+    adapter: asyncio and the blocking twin let ``ssl.SSLError`` escape as a server
+    bug, one ERROR with a traceback per connection, which an anonymous client could repeat
+    without limit."""
+    async with serving(adapter, tmp_path, Handlers()) as target:
+
+        def forged() -> bool:
+            with target.tls() as tls:
+                tls.sendall(b"POST /validate HTTP/1.1\r\n")
+                # A record of application data the session keys never made.
+                socket.socket.sendall(tls, b"\x17\x03\x03\x00\x20" + os.urandom(32))
+                return closed_by_server(tls)
+
+        with caplog.at_level(logging.DEBUG, logger="kubemoon"):
+            for _ in range(5):
+                assert await in_thread(forged)
+            status, _ = await in_thread(target.post, "/validate", review_body())
+        assert status == 200
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [], [r.getMessage() for r in errors]
 
 
 async def test_idle_sockets_never_fail_the_liveness_probe(adapter: Adapter) -> None:
@@ -518,3 +572,51 @@ async def test_a_peer_that_stops_reading_answers_cannot_hold_its_slot(
         finally:
             for sock in (flood, fresh, newcomer):
                 sock.close()
+
+
+def reset(sock: socket.socket) -> None:
+    """Close ``sock`` with a TCP reset (SO_LINGER 0), as a client that vanishes does."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+async def test_a_client_that_resets_cannot_stop_the_probe_port(adapter: Adapter) -> None:
+    """A peer that resets the connection while the probe server reads its request or
+    sends its answers costs that connection only: before the fix the ConnectionError
+    escaped the probe server and ended Manager.run -- one anonymous client stopped the
+    whole operator."""
+    async with ScriptedServer() as api:
+        client = adapter.client(api.client_config())
+        manager = adapter.module.Manager(client, probe_address=("127.0.0.1", 0))
+        async with trio.open_nursery() as nursery:
+            run = await start_background(adapter, nursery, manager.run)
+            with trio.fail_after(10):
+                while manager.probe_port is None:
+                    await trio.sleep(0.01)
+            port = manager.probe_port
+
+            def ask(path: str) -> bytes:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+                    return sock.recv(4096)
+
+            def attack() -> None:
+                for round_ in range(20):
+                    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+                    if round_ % 2:  # answers pile up unread, then the peer resets
+                        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 2000)
+                        time.sleep(0.05)
+                    else:  # half a request head, then a reset mid-read
+                        sock.sendall(b"GET /healthz HTTP/1.1\r\nHo")
+                        time.sleep(0.01)
+                    reset(sock)
+
+            try:
+                await in_thread(attack)
+                await trio.sleep(0.5)
+                for _ in range(5):
+                    assert (await in_thread(ask, "/healthz")).startswith(b"HTTP/1.1 200")
+            finally:
+                call_soon(adapter, manager.stop)
+                await run.wait()
+        await adapter.close(client)

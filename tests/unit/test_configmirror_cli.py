@@ -111,3 +111,24 @@ def test_the_operator_serves_its_webhooks_through_the_manager(tmp_path: Path) ->
         [CONVERT_PATH, MUTATE_PATH, VALIDATE_PATH]
     )
     assert ConfigMirrorOperator(client).webhook_server is None
+
+
+def test_the_client_ca_reaches_the_server_in_both_webhook_modes(tmp_path: Path) -> None:
+    """--webhook-client-ca-file turns on mutual TLS for certificate files and for the
+    self-managed webhooks alike: a CA file that cannot be read fails at construction."""
+    missing = str(tmp_path / "no-such-ca.crt")
+    certs = WebhookCertificates.create(tmp_path / "certs")
+    files = ["--webhook-cert-dir", str(certs.directory)]
+    client = Client(ClientConfig(server="https://127.0.0.1:6443"))
+    for mode in (files, ["--webhook-self-managed"]):
+        argv = ["--webhook-port", "0", "--webhook-client-ca-file", missing, *mode]
+        options = options_from(parse_args(argv))
+        assert options.webhook_client_ca_file == missing
+        with pytest.raises(LocalProtocolError, match="client CA"):
+            ConfigMirrorOperator(client, options)
+        # The CA the API server's client certificate comes from is accepted.
+        options = options_from(
+            parse_args([*argv[:2], "--webhook-client-ca-file", str(certs.ca_file), *mode])
+        )
+        operator = ConfigMirrorOperator(client, options)
+        assert operator.webhook_server is not None

@@ -444,3 +444,17 @@ def test_raise_open_file_limit_in_a_child_process() -> None:
     assert first == second == soft  # raised once, then left alone
     assert hard_now == hard  # the hard limit is never touched
     assert soft > 64
+
+
+def test_admission_routes_need_a_verified_client_when_the_server_asks_for_one() -> None:
+    a = app()
+    for path in ("/validate", "/mutate"):
+        reply = a.precheck("POST", path, JSON_HEADERS, client_certified=False)
+        assert reply is not None and reply.status == 403, path
+        assert _status(reply)["reason"] == "Forbidden"
+        assert a.precheck("POST", path, JSON_HEADERS, client_certified=True) is None
+        assert a.precheck("POST", path, JSON_HEADERS) is None  # no mutual TLS asked
+    # The API server sends no client certificate to a conversion webhook.
+    assert a.precheck("POST", "/convert", JSON_HEADERS, client_certified=False) is None
+    reply = a.precheck("POST", "/nowhere", JSON_HEADERS, client_certified=False)
+    assert reply is not None and reply.status == 404

@@ -162,3 +162,31 @@ def test_serving_certificate_swaps_atomically() -> None:
     assert source.context() is before and source.check() == 0
     assert source.update(second.cert, second.key)
     assert source.check() == 1 and source.context() is not before
+
+
+def test_a_huge_or_refused_pair_keeps_the_served_one_and_is_not_parsed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whoever can write the Secret cannot make every replica parse megabytes on its event
+    loop every refresh: parts beyond 64 KiB are refused unread, and a refused pair offered
+    again is refused from memory."""
+    _, first = step(CertificateMaterial(), time.time())
+    source = ServingCertificate()
+    assert source.update(first.cert, first.key)
+    served = source.context()
+    huge = first.cert * (ServingCertificate.MAX_SIZE // len(first.cert) + 1)
+    with pytest.raises(LocalProtocolError, match="more than the 65536 accepted"):
+        source.update(huge, first.key)
+    loads: list[bytes] = []
+    real_load = ServingCertificate._load
+
+    def counting(self: ServingCertificate, cert: bytes, key: bytes) -> None:
+        loads.append(cert)
+        real_load(self, cert, key)
+
+    monkeypatch.setattr(ServingCertificate, "_load", counting)
+    for _ in range(3):
+        with pytest.raises(LocalProtocolError, match="cannot load"):
+            source.update(first.cert, b"garbage")
+    assert len(loads) == 1  # parsed once, then refused from memory
+    assert source.context() is served and source.reloads == 0

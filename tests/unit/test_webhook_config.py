@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from kubemoon_core import (
+    DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_MAX_CONVERSION_BODY_SIZE,
     AdmissionRequest,
     AdmissionResponse,
     CertificateAction,
@@ -149,6 +151,8 @@ def test_no_declaration_of_a_kind_gives_no_configuration() -> None:
         ({"timeout_seconds": True}, "timeout_seconds"),
         ({"namespace_selector": ["x"]}, "namespace_selector"),
         ({"kind": WebhookKind.CONVERSION}, "crd="),
+        ({"max_body_size": 0}, "max_body_size"),
+        ({"max_body_size": True}, "max_body_size"),
     ],
 )
 def test_bad_declarations_are_refused(changes: dict[str, Any], message: str) -> None:
@@ -308,3 +312,28 @@ def test_renewal_never_loops_at_the_ca_cap() -> None:
     capped = CertificateFacts("cert", 75.0, 100.0)
     rotating = {"serving": capped, "next_ca": NEXT, "bundle": ("ca", "next"), "bundle_digest": "d2"}
     assert plan(95.0, **rotating).action is CertificateAction.NONE
+
+
+def test_a_declared_body_limit_reaches_the_served_route() -> None:
+    """Per-route body limits are reachable through declarations (as through WebhookApp),
+    so the server Manager.serve_webhooks starts refuses an oversized review unread."""
+    declared = WebhookDeclarations("limits")
+    declared.validating("/small", CM, max_body_size=4096)(allow)
+    declared.mutating("/default", CM)(allow)
+    declared.conversion("/convert", "widgets.examples.kubemoon.dev", Converter())
+    declared.conversion(
+        "/convert-small", "gadgets.examples.kubemoon.dev", Converter(), max_body_size=8192
+    )
+    app = declared.app()
+    assert app.body_limit("/small?timeout=10s") == 4096
+    assert app.body_limit("/default") == DEFAULT_MAX_BODY_SIZE
+    assert app.body_limit("/convert") == DEFAULT_MAX_CONVERSION_BODY_SIZE
+    assert app.body_limit("/convert-small") == 8192
+    reply = app.precheck(
+        "POST", "/small", [("Content-Type", "application/json"), ("Content-Length", "4097")]
+    )
+    assert reply is not None and reply.status == 413
+    # Not part of what is registered.
+    config = declared.configurations(WebhookEndpoint(url="https://127.0.0.1:9443"))
+    assert config.validating is not None
+    assert "maxBodySize" not in str(config.validating)

@@ -62,3 +62,27 @@ async def test_an_overlap_shorter_than_the_refresh_is_refused() -> None:
 
 def _pair(tmp_path: Path) -> Path:
     return WebhookCertificates.create(tmp_path / "certs").directory
+
+
+async def test_the_servers_limits_and_mutual_tls_are_reachable(tmp_path: Path) -> None:
+    """serve_webhooks hands the wall's options to the server it starts."""
+    async with Client(ClientConfig(server="https://127.0.0.1:6443")) as client:
+        webhooks = Manager(client).serve_webhooks(
+            hooks(),
+            max_connections=7,
+            max_handshakes=3,
+            first_request_timeout=2.5,
+            request_timeout=4.0,
+            handler_threads=2,
+        )
+        server = webhooks.server
+        assert server.max_connections == 7 and server.max_handshakes == 3
+        assert (server.first_request_timeout, server.request_timeout) == (2.5, 4.0)
+        with pytest.raises(LocalProtocolError, match="max_connections must be a positive"):
+            Manager(client).serve_webhooks(hooks(), max_connections=0)
+        with pytest.raises(LocalProtocolError, match="cannot read the client CA"):
+            Manager(client).serve_webhooks(hooks(), client_ca_file=tmp_path / "none.crt")
+        with pytest.raises(LocalProtocolError, match="client CA"):
+            Manager(client).serve_webhooks(
+                hooks(), cert_dir=_pair(tmp_path), client_ca_file=tmp_path / "none.crt"
+            )
