@@ -769,6 +769,17 @@ def _construct_go_binary(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:
     return bytes(data).decode("utf-8", errors="replace")  # Go: a string of those bytes
 
 
+def _construct_go_timestamp(loader: yaml.SafeLoader, node: yaml.Node) -> str:
+    """An explicit ``!!timestamp``: kept as its text (timestamps stay strings), and refused,
+    as go-yaml refuses it, when the text is no timestamp."""
+    if not isinstance(node, yaml.ScalarNode):
+        raise _Refused("!!timestamp must be a scalar")
+    text = str(loader.construct_scalar(node))
+    if yaml.SafeLoader.timestamp_regexp.match(text) is None:
+        raise _Refused(f"cannot decode {printable(text, 60)!r} as a !!timestamp")
+    return text
+
+
 def _construct_go_pairs(loader: yaml.SafeLoader, node: yaml.Node) -> list[Any]:
     if not isinstance(node, yaml.SequenceNode):
         raise _Refused("!!omap and !!pairs must be sequences")
@@ -780,6 +791,7 @@ _GoYamlLoader.add_constructor("tag:yaml.org,2002:bool", _construct_go_bool)
 _GoYamlLoader.add_constructor("tag:yaml.org,2002:binary", _construct_go_binary)
 _GoYamlLoader.add_constructor("tag:yaml.org,2002:omap", _construct_go_pairs)
 _GoYamlLoader.add_constructor("tag:yaml.org,2002:pairs", _construct_go_pairs)
+_GoYamlLoader.add_constructor("tag:yaml.org,2002:timestamp", _construct_go_timestamp)
 _GoYamlLoader.add_constructor(None, _construct_untagged)
 
 
@@ -863,7 +875,8 @@ def _load_yaml(text: str | bytes, path: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"invalid YAML{where}", file=path) from None
-    except (ValueError, TypeError, RecursionError):
+    except (ValueError, TypeError, RecursionError, AttributeError, LookupError):
+        # PyYAML's own constructors fail with these on explicitly tagged nonsense.
         raise ConfigError("invalid YAML", file=path) from None
     finally:
         if loader is not None:

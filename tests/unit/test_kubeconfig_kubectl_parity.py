@@ -9,7 +9,7 @@ import textwrap
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kubemoon_core import KubeMoonError
@@ -406,6 +406,9 @@ def _yamlish(draw: st.DrawFn, depth: int = 0) -> str:
     st.lists(st.tuples(st.sampled_from(_KEYS), _yamlish()), min_size=1, max_size=5),
     st.text(max_size=8),
 )
+# PyYAML's own timestamp constructor failed with AttributeError on this one.
+@example(fields=[("clusters", "!!timestamp 2001-12-14")], noise="0")
+@example(fields=[("clusters", "!!timestamp [1]")], noise="")
 def test_any_document_is_read_or_refused_with_a_config_error(
     fields: list[tuple[str, str]], noise: str
 ) -> None:
@@ -460,3 +463,9 @@ def test_yaml_that_go_yaml_reads_is_read(text: str, token: str) -> None:
 def test_yaml_that_kubectl_cannot_read_is_refused(text: str, fragment: str) -> None:
     with pytest.raises(ConfigError, match=fragment):
         merge_kubeconfigs([("/k", text)])
+
+
+def test_an_explicit_timestamp_is_kept_as_text_or_refused() -> None:
+    for bad in ("!!timestamp 2001-12-140", "!!timestamp [1]", "!!timestamp {a: b}"):
+        with pytest.raises(ConfigError, match="invalid YAML"):
+            merge_kubeconfigs([("/k", f"apiVersion: v1\nkind: Config\nclusters: {bad}\n")])
