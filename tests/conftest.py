@@ -24,7 +24,11 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+# CI (.ci/run sets CI=true) replays fixed examples, so a run judges the change and not the
+# luck of the draw; local runs and `make fuzz` keep exploring and report what they find.
+settings.register_profile("ci", max_examples=100, deadline=None, derandomize=True)
+_DEFAULT_PROFILE = "ci" if os.environ.get("CI") else "default"
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", _DEFAULT_PROFILE))
 
 
 @pytest.fixture(params=["json", "orjson", "custom"])
