@@ -804,7 +804,15 @@ async def test_a_handshake_trickled_byte_by_byte_stops_at_the_first_bound(
 
     async def pump(source: trio.SocketStream, sink: trio.SocketStream, slow: bool) -> None:
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            while data := await source.receive_some(65536):
+            while True:
+                try:
+                    data = await source.receive_some(65536)
+                except trio.BrokenResourceError:
+                    # A socket closed with trickled bytes still unread is reset, not
+                    # ended: the client closed its connection all the same.
+                    data = b""
+                if not data:
+                    break
                 for i in range(len(data) if slow else 1):
                     if slow:
                         await trio.sleep(0.02)
