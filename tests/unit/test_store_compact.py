@@ -25,11 +25,17 @@ def key(name: str, namespace: str = "ns") -> ObjectKey:
     return ObjectKey(namespace, name)
 
 
-def stored_bytes(store: Store, k: ObjectKey) -> bytes:
-    """The bytes a compact store holds for ``k`` (white-box: proves what is kept)."""
+def stored_blob(store: Store, k: ObjectKey) -> bytes:
+    """The one bytes object a compact store holds for ``k`` (white-box)."""
     entry = store._objects[(k.namespace, k.name)]
-    assert isinstance(entry[1], bytes)
-    return entry[1]
+    assert isinstance(entry[0], bytes)
+    return entry[0]
+
+
+def stored_bytes(store: Store, k: ObjectKey) -> bytes:
+    """The JSON document a compact store holds for ``k`` (white-box: proves what is kept)."""
+    blob = stored_blob(store, k)
+    return blob[store_module._blob_start(blob) :]
 
 
 @pytest.fixture(params=["fast", "standard"])
@@ -76,8 +82,14 @@ def test_reads_return_equal_fresh_dicts_the_store_does_not_share(codec: str) -> 
 
 
 def test_resource_version_without_decoding(codec: str) -> None:
+    long_rv = "9" * 254  # the longest kept in a compact store's blob
     for store in (Store(), Store(compact=True)):
         store.upsert(cm("a", "7"))
+        store.upsert(cm("long", long_rv))
+        store.upsert(cm("é", "révision-é"))
+        assert store.resource_version(key("long")) == long_rv
+        assert store.upsert(cm("long", long_rv)) is None  # a replay
+        assert store.resource_version(key("é")) == "révision-é"
         store.upsert({"metadata": {"name": "bare", "namespace": "ns"}})
         store.upsert({"metadata": {"name": "odd", "namespace": "ns", "resourceVersion": 5}})
         assert store.resource_version(key("a")) == "7"
@@ -143,7 +155,7 @@ def test_raw_bytes_are_kept_as_received(codec: str) -> None:
     )
     store = Store(compact=True)
     store.upsert(obj, raw=raw)
-    assert stored_bytes(store, key("a")) is raw
+    assert stored_bytes(store, key("a")) == raw
     assert store.get(key("a")) == obj
 
 
@@ -203,7 +215,7 @@ def test_raw_that_disagrees_with_the_object_is_refused(
 ) -> None:
     store = Store(compact=True)
     store.upsert(cm("a", "1"))
-    before = stored_bytes(store, key("a"))
+    before = stored_blob(store, key("a"))
     with pytest.raises(LocalProtocolError, match=message) as caught:
         store.upsert(cm("a", "2"), raw=raw)
     assert str(caught.value).startswith("ns/a: ")
@@ -212,7 +224,7 @@ def test_raw_that_disagrees_with_the_object_is_refused(
         store.stage(cm("a", "2"), raw=raw)
     assert store.staged == 0
     store.abort_epoch()
-    assert stored_bytes(store, key("a")) is before
+    assert stored_blob(store, key("a")) is before
     assert store.resource_version(key("a")) == "1"
 
 
@@ -298,7 +310,7 @@ def test_epochs_keep_one_copy_and_hold_the_stored_keys(codec: str) -> None:
     store = Store(compact=True, indexers={"app": label_indexer("app")})
     for name in ("keep", "change", "gone"):
         store.upsert(cm(name, "1", app="x"))
-    kept = stored_bytes(store, key("keep"))
+    kept = stored_blob(store, key("keep"))
     stored_key = next(k for k in store._objects if k[1] == "keep")
     store.begin_epoch()
     store.stage(cm("keep", "1", app="x"))
@@ -322,7 +334,7 @@ def test_epochs_keep_one_copy_and_hold_the_stored_keys(codec: str) -> None:
     assert changes[0].old == cm("change", "1", app="x")
     assert changes[0].new == cm("change", "2", app="y")
     assert changes[2].old == cm("gone", "1", app="x")
-    assert stored_bytes(store, key("keep")) is kept
+    assert stored_blob(store, key("keep")) is kept
     assert sorted(store.keys_by_index("app", "y"), key=str) == [key("change"), key("new")]
     assert store.keys_by_index("app", "x") == [key("keep")]
     # An aborted epoch changes nothing.
@@ -344,6 +356,31 @@ def test_a_relist_can_bring_back_a_changed_and_then_unchanged_mark(codec: str) -
     assert store.resource_version(key("a")) == "1"
 
 
+def test_odd_resource_versions_are_not_kept_and_always_count_as_changes(codec: str) -> None:
+    """A resourceVersion a blob cannot hold (not a string, 255 bytes or more, a lone
+    surrogate) is not kept: every event of such an object is a change, and reads work."""
+    store = Store(compact=True)
+    for rv in (5, "9" * 255, "\ud800"):
+        obj = cm("odd", "1")
+        obj["metadata"]["resourceVersion"] = rv
+        if rv == "\ud800":
+            with pytest.raises(LocalProtocolError, match="JSON values"):
+                store.upsert(obj)  # no UTF-8 encoder writes it
+            raw = json.dumps(obj).encode()  # but JSON can escape it
+            if codec != "json":
+                with pytest.raises(LocalProtocolError, match="raw is not valid"):
+                    store.upsert(obj, raw=raw)  # msgspec refuses it
+                continue
+            store.upsert(obj, raw=raw)  # the standard library reads it
+            assert store.resource_version(key("odd")) is None
+            assert store.get(key("odd")) == obj
+            continue
+        assert store.upsert(obj) is not None
+        assert store.upsert(obj) is not None
+        assert store.resource_version(key("odd")) is None
+        assert store.get(key("odd")) == obj
+
+
 def test_namespaces_are_shared_between_keys(codec: str) -> None:
     store = Store(compact=True)
     for i in range(3):
@@ -351,3 +388,20 @@ def test_namespaces_are_shared_between_keys(codec: str) -> None:
         store.upsert(obj)
     namespaces = {id(k[0]) for k in store._objects}
     assert len(namespaces) == 1
+
+
+def test_nan_is_refused_even_beside_an_integer_beyond_64_bits(codec: str) -> None:
+    """orjson refuses the big integer, the fallback encoder would write NaN as null."""
+    bad = cm("a", "1")
+    bad["data"] = {"big": 2**70, "nan": float("nan")}
+    with pytest.raises(LocalProtocolError, match="ns/a: a compact store keeps JSON values"):
+        Store(compact=True).upsert(bad)
+
+
+def test_an_added_kind_that_json_cannot_hold_is_refused(codec: str) -> None:
+    raw = b'{"metadata":{"name":"a","namespace":"ns","resourceVersion":"1"}}'
+    obj = {"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "1"}}
+    store = Store(compact=True)
+    with pytest.raises(LocalProtocolError, match="ns/a: a compact store keeps JSON values"):
+        store.upsert({**obj, "kind": {"not", "json"}}, raw=raw)
+    assert len(store) == 0
