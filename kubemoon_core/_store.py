@@ -68,11 +68,9 @@ _NO_RV = 255
 def _pack(rv: Any, document: bytes) -> bytes:
     """The blob of a document whose resourceVersion is ``rv`` (always a fresh exact copy)."""
     if type(rv) is str:
-        try:
-            encoded = rv.encode()
-        except UnicodeEncodeError:  # a lone surrogate: no JSON encoder writes it either
-            encoded = None
-        if encoded is not None and len(encoded) < _NO_RV:
+        # No lone surrogate here: the document holding it could not be encoded or checked.
+        encoded = rv.encode()
+        if len(encoded) < _NO_RV:
             return b"".join((bytes((len(encoded),)), encoded, document))
     return b"".join((b"\xff", document))
 
@@ -142,6 +140,15 @@ def _non_finite(value: Any) -> bool:
 
 _STD_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 _std_decode = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float).decode
+
+
+_SORTED_ENCODE = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True
+).encode
+
+
+def _sorted_json(value: Any) -> str:
+    return _SORTED_ENCODE(value)
 
 
 def _std_dumps(value: Any) -> bytes:
@@ -660,15 +667,25 @@ class Store:
             raise LocalProtocolError(
                 f"{where}: raw does not encode the object (they differ at {', '.join(differ)})"
             )
-        if not missing:
-            return raw
-        head = {field: obj[field] for field in missing}
+        # Python's == holds for true and 1, 1 and 1.0, 0.0 and -0.0: the JSON must match
+        # too. In the same key order (a raw the object was decoded from) one encoding of
+        # each settles it; in another order, the sorted encodings.
         try:
-            prefix = self._codec.encode(head)
+            prefix = self._codec.encode({field: obj[field] for field in missing})
+            same = self._codec.encode(decoded) == self._codec.encode(obj) or _sorted_json(
+                decoded
+            ) == _sorted_json(obj)
         except _ENCODE_ERRORS as exc:
             raise LocalProtocolError(
                 f"{where}: a compact store keeps JSON values only: {exc}"
             ) from None
+        if not same:
+            raise LocalProtocolError(
+                f"{where}: raw does not encode the object (a number or boolean differs in "
+                "type: true and 1, 1 and 1.0, 0.0 and -0.0 are equal in Python, not in JSON)"
+            )
+        if not missing:
+            return raw
         body = raw.strip()  # the object is not empty: it has metadata
         return prefix[:-1] + b"," + body[1:]
 
