@@ -206,9 +206,12 @@ def _fast_codec() -> _Codec:
             try:
                 data = orjson_dumps(value)
             except TypeError as exc:
-                if "64-bit" not in str(exc):  # a non-str key, a foreign type, too deep
-                    raise
-                return fallback(value)  # an integer beyond 64 bits: exact in the others
+                message = str(exc)
+                if "64-bit" not in message and "Recursion" not in message:
+                    raise  # a non-str key, a foreign type: the others would bend them
+                # An integer beyond 64 bits or more than 255 levels (which the core's
+                # decoders read): the other encoders write them exactly.
+                return fallback(value)
             if b"null" in data and _non_finite(value):  # orjson writes NaN as null
                 raise ValueError("NaN and infinite floats are not JSON numbers (RFC 8259)")
             # orjson's bytes keep a 4 KiB buffer for a 900-byte ConfigMap (tracemalloc):

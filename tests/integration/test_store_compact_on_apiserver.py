@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 import trio
 
-from kubemoon_core import Change, GroupVersionResource, LocalProtocolError, ObjectKey, Store
+from kubemoon_core import (
+    Change,
+    GroupVersionResource,
+    LocalProtocolError,
+    NotFound,
+    ObjectKey,
+    Store,
+)
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client, Informer, Manager
 
@@ -153,3 +160,78 @@ async def test_compact_informers_make_their_own_store(client: Client) -> None:
         Informer(client, CM, store=Store(), compact=True)
     informer = Informer(client, CM, store=Store(compact=True), compact=True)
     assert informer.store.compact
+
+
+CRDS = GroupVersionResource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+
+
+async def test_a_tenants_odd_objects_are_cached_compactly_as_sent(
+    client: Client, kube_namespace: str
+) -> None:
+    """Attack: a tenant's custom object nested deeper than orjson writes (255 levels),
+    with numbers of every JSON form, unicode and escapes, must not stop a compact
+    informer; it holds what a plain one holds."""
+    group = f"g{random.getrandbits(24)}.compact.kubemoon.dev"
+    loose = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"blobs.{group}"},
+        "spec": {
+            "group": group,
+            "names": {"kind": "Blob", "plural": "blobs", "singular": "blob"},
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {"type": "object", "properties": {"spec": loose}}
+                    },
+                }
+            ],
+        },
+    }
+    await client.create(CRDS, crd)
+    blobs = GroupVersionResource(group, "v1", "blobs")
+    deep: Any = {"bottom": True}
+    for _ in range(300):
+        deep = {"d": deep}
+    spec = {
+        "deep": deep,
+        "numbers": [0, -1, 2**63 - 1, 1.5, -0.0, 1e300, 2**70],
+        "text": 'é漢🙂 \\ " <&> \u2028 \x00',
+        "flags": [True, False, None],
+    }
+    body = {"apiVersion": f"{group}/v1", "kind": "Blob", "metadata": {"name": "b"}, "spec": spec}
+    with trio.fail_after(30):
+        while True:
+            try:
+                await client.create(blobs, body, namespace=kube_namespace)
+                break
+            except NotFound:
+                await trio.sleep(0.2)  # the CRD is not served yet
+    plain = Informer(client, blobs, namespace=kube_namespace, rng=random.Random(1))
+    compact = Informer(client, blobs, namespace=kube_namespace, rng=random.Random(2), compact=True)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(plain.run)
+        nursery.start_soon(compact.run)
+        await wait_for(lambda: plain.has_synced and compact.has_synced)
+        await client.patch(blobs, "b", {"spec": {"text": "changed"}}, namespace=kube_namespace)
+        await wait_for(
+            lambda: (
+                compact.store.resource_version(ObjectKey(kube_namespace, "b"))
+                == plain.store.resource_version(ObjectKey(kube_namespace, "b"))
+                and len(compact.store) == 1
+                and compact.store.objects()[0]["spec"]["text"] == "changed"
+            )
+        )
+        nursery.cancel_scope.cancel()
+    assert compact.store.objects() == plain.store.objects()
+    got = compact.store.objects()[0]["spec"]
+    assert got["numbers"][:5] == [0, -1, 2**63 - 1, 1.5, -0.0]
+    level = got["deep"]
+    for _ in range(300):
+        level = level["d"]
+    assert level == {"bottom": True}

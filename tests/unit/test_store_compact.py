@@ -432,3 +432,34 @@ def test_raw_in_another_key_order_is_accepted(codec: str) -> None:
     assert got == obj
     assert got is not None
     assert str(got["data"]["y"][2]["z"]) == "-0.0"
+
+
+def test_objects_nested_deeper_than_orjson_goes_are_stored(codec: str) -> None:
+    """The core's decoders read about 990 levels; orjson writes 255. A tenant's object
+    between the two must not make a compact informer fail (it would retry forever)."""
+    deep: Any = "bottom"
+    for _ in range(600):
+        deep = [deep]
+    obj = cm("deep", "1")
+    obj["data"] = {"deep": deep}
+    store = Store(compact=True)
+    store.upsert(obj)
+    assert store.get(key("deep")) == obj
+    raw = json.dumps(obj).encode()
+    obj2 = cm("deep", "2")
+    obj2["data"] = {"deep": deep}
+    store.upsert(obj2, raw=raw.replace(b'"1"', b'"2"'))
+    assert store.get(key("deep")) == obj2
+
+
+def test_non_string_keys_are_refused_not_bent(codec: str) -> None:
+    """A transform's int key would come back as a string: refused where the codec can."""
+    obj = cm("a", "1")
+    obj["data"] = {1: "one"}
+    store = Store(compact=True)
+    if codec == "json":  # the standard library writes it as "1", as json.dumps does
+        store.upsert(obj)
+        assert store.get(key("a")) == {**obj, "data": {"1": "one"}}
+        return
+    with pytest.raises(LocalProtocolError, match="JSON values"):
+        store.upsert(obj)
