@@ -13,6 +13,12 @@ real one does: name, namespace, uid, resourceVersion, creationTimestamp, two lab
   ``{"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": ...}``,
   no ``data``), against a plain dict of those items.
 
+- **Compact**: the same reflectors over a ``Store(compact=True)`` (each object kept as its
+  JSON bytes, decoded on every read), full and metadata-only, with and without
+  ``managedFields`` (a transform dropping them), each against a plain dict of the very
+  objects it holds (for the rows without managedFields: the decoded items with
+  ``managedFields`` dropped). Target: at most 0.5x the plain dict.
+
 Memory is what stays allocated once the sync is done (tracemalloc, after a full
 collection), divided by the number of objects; the pages are built before tracing, so
 they are in no figure. No apiserver is needed: the pure machines are fed the pages, as
@@ -43,6 +49,7 @@ OBJECTS = 100_000
 PAGE = 500
 CONFIGMAPS = GroupVersionResource("", "v1", "configmaps")
 TARGET = 1.3
+COMPACT_TARGET = 0.5
 
 
 def metadata(i: int) -> dict[str, Any]:
@@ -102,11 +109,13 @@ def pages(count: int, metadata_only: bool) -> list[Response]:
     return out
 
 
-def hold_in_dict(pages: list[Response]) -> dict[tuple[str, str], Any]:
+def hold_in_dict(pages: list[Response], *, lean: bool = False) -> dict[tuple[str, str], Any]:
     held: dict[tuple[str, str], Any] = {}
     for page in pages:
         for item in json.loads(page.body)["items"]:
             meta = item["metadata"]
+            if lean:
+                meta.pop("managedFields", None)
             held[(meta["namespace"], meta["name"])] = item
     return held
 
@@ -118,13 +127,13 @@ def drop_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def reflector_sync(
-    pages: list[Response], metadata_only: bool, *, transform: Any = None
+    pages: list[Response], metadata_only: bool, *, transform: Any = None, compact: bool = False
 ) -> Reflector:
     reflector = Reflector(
         CONFIGMAPS,
         rng=random.Random(0),
         metadata_only=metadata_only,
-        store=Store(transform=transform),
+        store=Store(transform=transform, compact=compact),
     )
     for page in pages:
         request = reflector.next_request(0.0)
@@ -166,6 +175,16 @@ def rows() -> list[Row]:
         "store-meta-lean": retained(
             lambda: reflector_sync(meta_pages, True, transform=drop_managed_fields)
         ),
+        "dict-full-lean": retained(lambda: hold_in_dict(full_pages, lean=True)),
+        "dict-meta-lean": retained(lambda: hold_in_dict(meta_pages, lean=True)),
+        "compact-full": retained(lambda: reflector_sync(full_pages, False, compact=True)),
+        "compact-full-lean": retained(
+            lambda: reflector_sync(full_pages, False, transform=drop_managed_fields, compact=True)
+        ),
+        "compact-meta": retained(lambda: reflector_sync(meta_pages, True, compact=True)),
+        "compact-meta-lean": retained(
+            lambda: reflector_sync(meta_pages, True, transform=drop_managed_fields, compact=True)
+        ),
     }
     per = {name: size / OBJECTS for name, size in sizes.items()}
     inputs = f"{OBJECTS:,} ConfigMaps, pages of {PAGE}, tracemalloc after the sync"
@@ -202,6 +221,25 @@ def rows() -> list[Row]:
             f"({sizes['store-meta-lean'] / 2**20:.0f} MiB)",
         )
     )
+    codec = Store(compact=True)._codec
+    assert codec is not None
+    for label, store, held in (
+        ("full", "compact-full", "dict-full"),
+        ("full without managedFields", "compact-full-lean", "dict-full-lean"),
+        ("metadata-only", "compact-meta", "dict-meta"),
+        ("metadata-only without managedFields", "compact-meta-lean", "dict-meta-lean"),
+    ):
+        ratio = per[store] / per[held]
+        out.append(
+            Row(
+                f"memory per cached object: compact {label} store vs plain dict",
+                inputs + f", Store(compact=True), {codec.name} codec; the dict holds the "
+                "same objects",
+                f"{per[store]:,.0f} B/object vs {per[held]:,.0f} B/object: {ratio:.3f}x",
+                f"≤ {COMPACT_TARGET}x",
+                ratio <= COMPACT_TARGET,
+            )
+        )
     return out
 
 

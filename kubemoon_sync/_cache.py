@@ -6,8 +6,9 @@ controllers read it, and the read-only view of a cache that user code gets.
 Rules: informers are created on first request and started at once if the runtime is
 running; asking again with the same resource, namespace and selectors returns the same
 informer (a second request with other index functions adds to its indexes before it has
-started, and is refused after). Stored objects drop ``managedFields``. A cache is read by
-users through :class:`CacheReader` only: the reflector alone writes it.
+started, and is refused after). Stored objects drop ``managedFields``; with ``compact``
+every cache is a ``Store(compact=True)`` (JSON bytes, each read decodes a fresh copy). A
+cache is read by users through :class:`CacheReader` only: the reflector alone writes it.
 """
 
 from __future__ import annotations
@@ -70,9 +71,12 @@ class CacheReader:
 
     def objects(self, namespace: str | None = None) -> list[Mapping[str, Any]]:
         """Every cached object, or those of ``namespace``."""
+        store = self._store
         if namespace is None:
-            return self._store.objects()
-        return [obj for key, obj in self._store.items() if key.namespace == namespace]
+            return store.objects()
+        # Through get(): a compact store decodes only the objects of that namespace.
+        found = (store.get(key) for key in store if key.namespace == namespace)
+        return [obj for obj in found if obj is not None]
 
     def by_index(self, index: str, value: str) -> list[Mapping[str, Any]]:
         """The objects whose index function ``index`` gave ``value``."""
@@ -87,6 +91,7 @@ class SharedInformers:
     """The informers of one runtime, shared by every controller that reads a resource.
 
     ``on_failure(informer, verb, error)`` hears how every LIST and WATCH attempt went.
+    ``compact`` makes every cache a ``Store(compact=True)``.
     """
 
     def __init__(
@@ -96,8 +101,10 @@ class SharedInformers:
         on_failure: Callable[[Informer, str, BaseException | None], object] | None = None,
         stall_margin: float = 30.0,
         rng: random.Random | None = None,
+        compact: bool = False,
     ) -> None:
         self._client = client
+        self._compact = compact
         self._on_failure = on_failure
         self._stall_margin = stall_margin
         self._rng = rng if rng is not None else random.Random()
@@ -130,7 +137,11 @@ class SharedInformers:
         key: InformerKey = (gvr, namespace or None, label_selector, field_selector, metadata_only)
         informer = self._informers.get(key)
         if informer is None:
-            store = Store(indexers=dict(indexers or {}), transform=_drop_managed_fields)
+            store = Store(
+                indexers=dict(indexers or {}),
+                transform=_drop_managed_fields,
+                compact=self._compact,
+            )
             informer = Informer(
                 self._client,
                 resource,

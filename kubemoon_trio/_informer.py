@@ -18,6 +18,7 @@ from kubemoon_core import (
     APIResource,
     CacheSyncTimeout,
     GroupVersionResource,
+    LocalProtocolError,
     Request,
     ShardSelector,
 )
@@ -53,7 +54,9 @@ class Informer:
     ``streaming_list``...) are passed through, or a configured ``reflector`` is given.
     ``shard_selector`` watches one shard of the collection (server-side with the
     ``ShardedListAndWatch`` gate, and always filtered client-side too; the first object
-    the server sends outside the shard is logged once, as a warning).
+    the server sends outside the shard is logged once, as a warning). With ``compact``
+    the informer makes its own ``Store(compact=True)``: objects kept as JSON bytes (about
+    a third of the memory), every read decodes a fresh copy.
     """
 
     def __init__(
@@ -76,7 +79,14 @@ class Informer:
         reflector: Reflector | None = None,
         metadata_only: bool = False,
         shard_selector: ShardSelector | None = None,
+        compact: bool = False,
     ) -> None:
+        if compact:
+            if reflector is not None or (store is not None and not store.compact):
+                raise LocalProtocolError(
+                    "compact=True makes the informer's own store: pass no store or reflector"
+                )
+            store = store if store is not None else Store(compact=True)
         self._client = client
         gvr = resource.gvr if isinstance(resource, APIResource) else resource
         self.resource = gvr

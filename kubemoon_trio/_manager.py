@@ -111,7 +111,9 @@ class Manager:
     reporting controller. :meth:`run` closes ``client`` when it ends if the manager owns
     it: ``close_client=None`` (the default) means it does unless the client is open in an
     ``async with`` block of its creator (``Manager(Client.from_environment())`` is owned);
-    ``True`` or ``False`` says so explicitly.
+    ``True`` or ``False`` says so explicitly. ``compact_cache`` keeps every informer's
+    objects as JSON bytes (``Store(compact=True)``: about a third of the memory; each cache
+    read decodes a fresh copy).
     """
 
     def __init__(
@@ -126,6 +128,7 @@ class Manager:
         rng: random.Random | None = None,
         stall_margin: float = 30.0,
         close_client: bool | None = None,
+        compact_cache: bool = False,
     ) -> None:
         self.client = client
         self.close_client = close_client
@@ -134,7 +137,11 @@ class Manager:
         self._rng = rng if rng is not None else random.Random()
         self.failures = FailureReporter()
         self.informers = SharedInformers(
-            client, on_failure=self._informer_failed, stall_margin=stall_margin, rng=self._rng
+            client,
+            on_failure=self._informer_failed,
+            stall_margin=stall_margin,
+            rng=self._rng,
+            compact=compact_cache,
         )
         self.controllers: list[RuntimeController] = []
         identity = leader_election.identity if leader_election else _default_identity()
