@@ -190,7 +190,7 @@ class _ConnectionPool:
             return [*self._idle, *self._busy]
 
     def _take(
-        self, origin: httpcore.Origin
+        self, url: httpcore.URL
     ) -> tuple[httpcore.AsyncHTTPConnection | None, list[httpcore.AsyncHTTPConnection]]:
         """A connection to use now (None: wait) and the stale ones to close."""
         stale: list[httpcore.AsyncHTTPConnection] = []
@@ -204,7 +204,7 @@ class _ConnectionPool:
                 return connection, stale
             if len(self._busy) < self._max:
                 connection = httpcore.AsyncHTTPConnection(
-                    origin,
+                    url.origin,
                     ssl_context=self._ssl_context,
                     keepalive_expiry=self._keepalive_expiry,
                     network_backend=self._network_backend,
@@ -215,10 +215,9 @@ class _ConnectionPool:
 
     async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
         """Send ``request`` on a pooled connection; closing the response gives it back."""
-        origin = request.url.origin
         deadline: float | None = None
         while True:
-            connection, stale = self._take(origin)
+            connection, stale = self._take(request.url)
             await self._close(stale)
             if connection is not None:
                 break
@@ -531,6 +530,9 @@ class Client:
         self._encoded_headers: dict[Headers, list[tuple[bytes, bytes]]] = {}
         self._authorization: tuple[str, tuple[bytes, bytes]] | None = None
         self._crud_extensions = self._extensions(timeout)
+        # Every URL is ``config.origin`` + a target (ClientConfig.url).
+        self._base_url = httpcore.URL(config.origin)
+        self._origin_length = len(config.origin)
 
     def __repr__(self) -> str:
         context = f" context={self.config.context!r}" if self.config.context else ""
@@ -645,8 +647,17 @@ class Client:
             if read_timeout == self._timeout
             else self._extensions(read_timeout)
         )
+        # The URL from its parts: ``url`` is the origin (split once, by httpcore itself)
+        # followed by the target, so httpcore need not parse it again for every request.
+        try:
+            target = url[self._origin_length :].encode("ascii")
+        except UnicodeEncodeError:
+            parsed: httpcore.URL | str = url  # httpcore's own refusal, as before
+        else:
+            base = self._base_url
+            parsed = httpcore.URL(scheme=base.scheme, host=base.host, port=base.port, target=target)
         return httpcore.Request(
-            request.method, url, headers=headers, content=request.body, extensions=extensions
+            request.method, parsed, headers=headers, content=request.body, extensions=extensions
         )
 
     @_tracing.traced_request
