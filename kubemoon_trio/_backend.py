@@ -114,14 +114,30 @@ class _TrioStream(httpcore.AsyncNetworkStream):
     made by generators (a request reads and writes several times), and a TLS handshake
     that closes the socket when it fails in any way, cancellation included (the rule of
     :class:`kubemoon_io.ClosingNetworkBackend`). Timeouts and failures become httpcore's
-    exceptions, wrapping trio's as httpcore's own backend does."""
+    exceptions, wrapping trio's as httpcore's own backend does.
 
-    __slots__ = ("_stream",)
+    Small writes are held back and sent together just before the next read: an HTTP/1.1
+    client writes a request's head, then its body, then reads the answer, so the whole
+    request goes out in one TLS record and one ``send`` (instead of one per part). Past
+    ``COALESCE_LIMIT`` bytes the held data is sent at once. A failure to send the held
+    data at the read is what a failed write is to httpcore's connection: a ``WriteError``
+    is passed over and the answer read (a server may answer and close early), a
+    ``WriteTimeout`` is raised.
+    """
+
+    __slots__ = ("_pending", "_pending_timeout", "_stream")
+
+    COALESCE_LIMIT = 64 * 1024
 
     def __init__(self, stream: trio.abc.Stream) -> None:
         self._stream = stream
+        self._pending = b""
+        self._pending_timeout: float | None = None
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if self._pending:
+            with contextlib.suppress(httpcore.WriteError):
+                await self._flush()
         try:
             # As httpcore's own trio stream: the chunk as the stream gives it.
             if timeout is None:
@@ -135,12 +151,25 @@ class _TrioStream(httpcore.AsyncNetworkStream):
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if not buffer:
             return
+        if len(self._pending) + len(buffer) <= self.COALESCE_LIMIT:
+            self._pending += buffer
+            self._pending_timeout = timeout
+            return
+        if self._pending:
+            await self._flush()
+        await self._send(buffer, timeout)
+
+    async def _flush(self) -> None:
+        data, self._pending = self._pending, b""
+        await self._send(data, self._pending_timeout)
+
+    async def _send(self, data: bytes, timeout: float | None) -> None:
         try:
             if timeout is None:
-                await self._stream.send_all(buffer)
+                await self._stream.send_all(data)
                 return
             with trio.CancelScope(deadline=trio.current_time() + timeout):
-                await self._stream.send_all(buffer)
+                await self._stream.send_all(data)
                 return
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise httpcore.WriteError(exc) from exc
@@ -155,6 +184,8 @@ class _TrioStream(httpcore.AsyncNetworkStream):
         server_hostname: str | None = None,
         timeout: float | None = None,
     ) -> httpcore.AsyncNetworkStream:
+        if self._pending:
+            await self._flush()
         tls = trio.SSLStream(
             self._stream,
             ssl_context=ssl_context,
