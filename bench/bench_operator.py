@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from _table import Row
-from operator_floor import WRITES, Floor, measure_floor
+from operator_floor import WRITES, Floor, measure_floor, median_floor
 from operator_reaction import SETTLE_TIMEOUT, UPDATES, Reaction, measure_reaction
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,6 +72,7 @@ STEADY_SECONDS = 60.0
 CONVERGE_TIMEOUT = 300.0
 SCALE_CONVERGE_TIMEOUT = 900.0
 POLL_INTERVAL = 0.25
+FLOOR_ROUNDS = 3  # rounds of the bare-httpcore floor: two before KubeMoon's run, one after
 DISTURBED_CPU = 0.5  # seconds of other processes' CPU that make a run "disturbed"
 STOP_TIMEOUT = 20.0
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -614,7 +615,8 @@ def _cpu_per_write(run: Run) -> tuple[float, int] | None:
 def cost_rows(kubemoon: Run, floor: Floor | None) -> list[Row]:
     """KubeMoon's CPU per write against bare httpcore's, and against the servers' CPU."""
     inputs = (
-        f"{MIRRORS} mirrors, cold start; floor: {WRITES} bare creates of a copy-sized ConfigMap"
+        f"{MIRRORS} mirrors, cold start; floor: {WRITES} bare creates of a copy-sized "
+        f"ConfigMap, median of {FLOOR_ROUNDS} rounds around the run"
     )
     per = _cpu_per_write(kubemoon)
     if per is None or floor is None:
@@ -833,8 +835,12 @@ def measure(tmp: Path, *, scale: bool = True, cpu_only: bool = False) -> Measure
             install_crd(admin)
             admin.request("POST", "/api/v1/namespaces", {"metadata": {"name": SYSTEM_NAMESPACE}})
             admin.request("POST", "/api/v1/namespaces", {"metadata": {"name": "bench-floor"}})
-            # The floor first, on a server holding nothing else yet.
-            result.floor = measure_floor(admin, "bench-floor", source_data(0))
+            # The floor first, on a server holding nothing else yet: two rounds now and
+            # one after KubeMoon's run, the median of each pool (see operator_floor).
+            floors = [
+                measure_floor(admin, "bench-floor", source_data(0), tag=f"r{n}-")
+                for n in range(FLOOR_ROUNDS - 1)
+            ]
             env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
             if (missing := kopf_missing()) is not None:
                 result.kopf.error = missing
@@ -857,6 +863,8 @@ def measure(tmp: Path, *, scale: bool = True, cpu_only: bool = False) -> Measure
 
             work = Workload("bench-kubemoon", MIRRORS)
             kubemoon(result.kubemoon, "kubemoon", work, steady=not cpu_only)
+            floors.append(measure_floor(admin, "bench-floor", source_data(0), tag="last-"))
+            result.floor = median_floor(floors)
             if missing is None:
                 kopf(result.kopf, "kopf", Workload("bench-kopf", MIRRORS))
             if scale:
