@@ -22,6 +22,12 @@ Measured per operator:
   and etcd used meanwhile, and the CPU that other processes on the machine used (the
   machine may be shared: a busy neighbour slows both operators down).
 
+Both operators start from bytecode: kopf is installed in site-packages, compiled when pip
+installed it, and KubeMoon's packages (an editable install, sources only) are compiled
+with ``compileall`` before the runs, as installing them from a wheel would. Otherwise,
+with ``PYTHONDONTWRITEBYTECODE`` set, every KubeMoon start would compile its ~100 modules
+again (about 0.2 s of CPU counted against its convergence).
+
 KubeMoon runs first, so that its cluster-wide ConfigMap informer sees only its own
 ConfigMaps; kopf is restricted to its own four namespaces (``-n`` for each). Each operator
 is stopped with SIGTERM before the next one starts. Every wait is bounded: an operator
@@ -49,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from _table import Row
-from operator_floor import WRITES, Floor, measure_floor
+from operator_floor import WRITES, Floor, measure_floor, median_floor
 from operator_reaction import SETTLE_TIMEOUT, UPDATES, Reaction, measure_reaction
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,6 +72,7 @@ STEADY_SECONDS = 60.0
 CONVERGE_TIMEOUT = 300.0
 SCALE_CONVERGE_TIMEOUT = 900.0
 POLL_INTERVAL = 0.25
+FLOOR_ROUNDS = 3  # rounds of the bare-httpcore floor: two before KubeMoon's run, one after
 DISTURBED_CPU = 0.5  # seconds of other processes' CPU that make a run "disturbed"
 STOP_TIMEOUT = 20.0
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -608,7 +615,8 @@ def _cpu_per_write(run: Run) -> tuple[float, int] | None:
 def cost_rows(kubemoon: Run, floor: Floor | None) -> list[Row]:
     """KubeMoon's CPU per write against bare httpcore's, and against the servers' CPU."""
     inputs = (
-        f"{MIRRORS} mirrors, cold start; floor: {WRITES} bare creates of a copy-sized ConfigMap"
+        f"{MIRRORS} mirrors, cold start; floor: {WRITES} bare creates of a copy-sized "
+        f"ConfigMap, median of {FLOOR_ROUNDS} rounds around the run"
     )
     per = _cpu_per_write(kubemoon)
     if per is None or floor is None:
@@ -751,6 +759,18 @@ def kopf_missing() -> str | None:
     return None
 
 
+PACKAGES = ("kubemoon_core", "kubemoon_io", "kubemoon_trio", "configmirror")
+
+
+def compile_bytecode() -> None:
+    """Compile the KubeMoon packages the operator imports (see the module's docstring)."""
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", *(str(ROOT / p) for p in PACKAGES)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
 def install_crd(admin: Admin) -> None:
     # The v1beta1 version alone: deploy/crd.yaml also serves v1alpha1 through a conversion
     # webhook, which the benchmark does not run, and with that Service missing the
@@ -797,7 +817,7 @@ def _kopf_argv(work: Workload) -> list[str]:
     return argv
 
 
-def measure(tmp: Path, *, scale: bool = True) -> Measured:
+def measure(tmp: Path, *, scale: bool = True, cpu_only: bool = False) -> Measured:
     policy, audit_log = tmp / "audit-policy.yaml", tmp / "audit.log"
     policy.write_text(AUDIT_POLICY, encoding="utf-8")
     result = Measured(Run("KubeMoon configmirror"), Run("kopf"))
@@ -807,6 +827,7 @@ def measure(tmp: Path, *, scale: bool = True) -> Measured:
         f"--audit-log-path={audit_log}",
         "--audit-log-mode=batch",
     ]
+    compile_bytecode()
     # No controller manager: its garbage collector would watch and add load to the run.
     with ApiServer(extra_args=extra, controller_manager=False) as server:
         admin = Admin(server)
@@ -814,11 +835,17 @@ def measure(tmp: Path, *, scale: bool = True) -> Measured:
             install_crd(admin)
             admin.request("POST", "/api/v1/namespaces", {"metadata": {"name": SYSTEM_NAMESPACE}})
             admin.request("POST", "/api/v1/namespaces", {"metadata": {"name": "bench-floor"}})
-            # The floor first, on a server holding nothing else yet.
-            result.floor = measure_floor(admin, "bench-floor", source_data(0))
+            # The floor first, on a server holding nothing else yet: two rounds now and
+            # one after KubeMoon's run, the median of each pool (see operator_floor).
+            floors = [
+                measure_floor(admin, "bench-floor", source_data(0), tag=f"r{n}-")
+                for n in range(FLOOR_ROUNDS - 1)
+            ]
             env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
             if (missing := kopf_missing()) is not None:
                 result.kopf.error = missing
+            elif cpu_only:
+                result.kopf.error = missing = "left out (BENCH_OPERATOR_ONLY=cpu)"
 
             def kubemoon(run: Run, identity: str, work: Workload, **how: Any) -> None:
                 config = tmp / f"{identity}.kubeconfig"
@@ -834,7 +861,10 @@ def measure(tmp: Path, *, scale: bool = True) -> Measured:
                 log = tmp / f"{identity}.log"
                 run_operator(admin, work, run, argv=_kopf_argv(work), env=run_env, log=log, **how)
 
-            kubemoon(result.kubemoon, "kubemoon", Workload("bench-kubemoon", MIRRORS))
+            work = Workload("bench-kubemoon", MIRRORS)
+            kubemoon(result.kubemoon, "kubemoon", work, steady=not cpu_only)
+            floors.append(measure_floor(admin, "bench-floor", source_data(0), tag="last-"))
+            result.floor = median_floor(floors)
             if missing is None:
                 kopf(result.kopf, "kopf", Workload("bench-kopf", MIRRORS))
             if scale:
@@ -861,12 +891,16 @@ def rows() -> list[Row]:
     """Run both operators on one apiserver; the rows of each and the comparisons.
 
     ``BENCH_OPERATOR_SCALE=0`` leaves out the 3,000-mirror runs (about 10 minutes).
+    ``BENCH_OPERATOR_ONLY=cpu`` runs only the floor and KubeMoon's 300-mirror convergence
+    (no steady window, no reaction latency, no kopf, no scale runs: about a minute) and
+    returns the rows of KubeMoon's convergence and of its CPU per converged write.
     """
     inputs = f"{MIRRORS} ConfigMirrors x {TARGETS} targets = {MIRRORS * TARGETS} copies"
-    scale = os.environ.get("BENCH_OPERATOR_SCALE", "1") != "0"
+    cpu_only = os.environ.get("BENCH_OPERATOR_ONLY", "") == "cpu"
+    scale = os.environ.get("BENCH_OPERATOR_SCALE", "1") != "0" and not cpu_only
     with tempfile.TemporaryDirectory(prefix="bench-operator-") as tmp:
         try:
-            measured = measure(Path(tmp), scale=scale)
+            measured = measure(Path(tmp), scale=scale, cpu_only=cpu_only)
         except MissingBinariesError as exc:
             reason = str(exc).splitlines()[0]
             return [Row("operator: KubeMoon vs kopf", inputs, f"not run: {reason}", "", None)]
@@ -882,6 +916,8 @@ def rows() -> list[Row]:
     kubemoon, kopf = measured.kubemoon, measured.kopf
     kubemoon_inputs = f"{inputs}, --workers {WORKERS}"
     out = operator_rows(kubemoon, kubemoon_inputs)
+    if cpu_only:
+        return out + cost_rows(kubemoon, measured.floor)
     if kopf.converge_s is None and kopf.username == "":
         out.append(Row("operator: kopf", inputs, f"not run: {kopf.error}", "", None))
     else:

@@ -18,7 +18,8 @@ import dataclasses
 import logging
 import math
 import ssl
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import httpcore
@@ -121,6 +122,163 @@ def _count(name: str, value: int, minimum: int) -> int:
 
 def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> Headers:
     return tuple([(name.decode("latin-1"), value.decode("latin-1")) for name, value in raw])
+
+
+class _PooledBody:
+    """A CRUD response's body: closing it hands its connection back to the pool."""
+
+    __slots__ = ("_closed", "_connection", "_pool", "_stream")
+
+    def __init__(
+        self, stream: Any, pool: _ConnectionPool, connection: httpcore.HTTPConnection
+    ) -> None:
+        self._stream = stream
+        self._pool = pool
+        self._connection = connection
+        self._closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        iterator: Iterator[bytes] = self._stream.__iter__()
+        return iterator
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            with _backend.shielded():
+                self._stream.close()
+        finally:
+            self._pool.release(self._connection)
+
+
+class _ConnectionPool:
+    """The CRUD connections to the API server: at most ``max_connections`` open, idle ones
+    reused newest first, a request past the cap waits (up to the pool timeout) for one.
+
+    httpcore's pool serves any origin and re-examines every connection twice per request
+    (quadratically when several are idle); under concurrent requests it also hands one idle
+    connection to two requests, and the loser retries. Here every URL has the one origin
+    (``ClientConfig.url``), so a connection is taken from the idle stack and given back
+    when its response is closed: constant work per request. A connection found closed or
+    expired (kept alive too long, or closed by the server: readable while idle) is closed
+    and skipped. The counts are kept under a ``threading.Lock`` (the blocking twin's
+    requests run on several threads; nothing waits while holding it).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_connections: int,
+        keepalive_expiry: float,
+        ssl_context: ssl.SSLContext | None,
+        network_backend: Any,
+    ) -> None:
+        self._max = max_connections
+        self._keepalive_expiry = keepalive_expiry
+        self._ssl_context = ssl_context
+        self._network_backend = network_backend
+        self._idle: list[httpcore.HTTPConnection] = []
+        self._busy: set[httpcore.HTTPConnection] = set()
+        self._waiters: collections.deque[Any] = collections.deque()  # the backend's Events
+        self._lock = threading.Lock()
+
+    @property
+    def connections(self) -> list[httpcore.HTTPConnection]:
+        """The open connections, idle and busy."""
+        with self._lock:
+            return [*self._idle, *self._busy]
+
+    def _take(
+        self, url: httpcore.URL
+    ) -> tuple[httpcore.HTTPConnection | None, list[httpcore.HTTPConnection]]:
+        """A connection to use now (None: wait) and the stale ones to close."""
+        stale: list[httpcore.HTTPConnection] = []
+        with self._lock:
+            while self._idle:
+                connection = self._idle.pop()
+                if connection.is_closed() or connection.has_expired():
+                    stale.append(connection)
+                    continue
+                self._busy.add(connection)
+                return connection, stale
+            if len(self._busy) < self._max:
+                connection = httpcore.HTTPConnection(
+                    url.origin,
+                    ssl_context=self._ssl_context,
+                    keepalive_expiry=self._keepalive_expiry,
+                    network_backend=self._network_backend,
+                )
+                self._busy.add(connection)
+                return connection, stale
+            return None, stale
+
+    def handle_request(self, request: httpcore.Request) -> httpcore.Response:
+        """Send ``request`` on a pooled connection; closing the response gives it back."""
+        deadline: float | None = None
+        while True:
+            connection, stale = self._take(request.url)
+            self._close(stale)
+            if connection is not None:
+                break
+            if deadline is None:
+                timeout = request.extensions.get("timeout", {}).get("pool")
+                deadline = math.inf if timeout is None else _backend.current_time() + timeout
+            waiter = _backend.Event()
+            with self._lock:
+                self._waiters.append(waiter)
+            try:
+                woken = _backend.wait_event(waiter, deadline)
+            except BaseException:
+                self._forget(waiter)
+                raise
+            if not woken:
+                self._forget(waiter)
+                raise httpcore.PoolTimeout("no connection became free in time")
+        try:
+            response = connection.handle_request(request)
+        except BaseException:
+            self.release(connection)
+            raise
+        response.stream = _PooledBody(response.stream, self, connection)
+        return response
+
+    def _forget(self, waiter: Any) -> None:
+        """A waiter gives up: if a release had already woken it, wake the next one."""
+        with self._lock:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+                return
+            following = self._waiters.popleft() if self._waiters else None
+        if following is not None:
+            following.set()
+
+    def release(self, connection: httpcore.HTTPConnection) -> None:
+        """Take back ``connection`` (idle again, or closed) and wake one waiting request."""
+        with self._lock:
+            self._busy.discard(connection)
+            reusable = connection.is_idle() and not connection.is_closed()
+            if reusable:
+                self._idle.append(connection)
+            waiter = self._waiters.popleft() if self._waiters else None
+        if waiter is not None:
+            waiter.set()
+        if not reusable:
+            self._close([connection])
+
+    def _close(self, connections: list[httpcore.HTTPConnection]) -> None:
+        if connections:
+            with _backend.shielded():
+                for connection in connections:
+                    connection.close()
+
+    def close(self) -> None:
+        """Close every connection (a request in flight fails)."""
+        with self._lock:
+            connections = [*self._idle, *self._busy]
+            self._idle.clear()
+            self._busy.clear()
+        self._close(connections)
 
 
 class StreamResponse:
@@ -372,6 +530,9 @@ class Client:
         self._encoded_headers: dict[Headers, list[tuple[bytes, bytes]]] = {}
         self._authorization: tuple[str, tuple[bytes, bytes]] | None = None
         self._crud_extensions = self._extensions(timeout)
+        # Every URL is ``config.origin`` + a target (ClientConfig.url).
+        self._base_url = httpcore.URL(config.origin)
+        self._origin_length = len(config.origin)
 
     def __repr__(self) -> str:
         context = f" context={self.config.context!r}" if self.config.context else ""
@@ -394,7 +555,15 @@ class Client:
         """A client configured as controllers are: KUBECONFIG, in-cluster, ~/.kube/config."""
         return cls(load_config(context=context), **kwargs)
 
-    def _new_pool(self, *, max_connections: int, stream: bool = False) -> httpcore.ConnectionPool:
+    def _new_pool(self, *, max_connections: int, stream: bool = False) -> Any:
+        proxy = self._proxy
+        if proxy is None and not stream:
+            return _ConnectionPool(
+                max_connections=max_connections,
+                keepalive_expiry=60.0,
+                ssl_context=self._ssl_context,
+                network_backend=_backend.network_backend(),
+            )
         # A stream's pool holds its one connection and keeps nothing alive after it.
         limits: dict[str, Any] = {
             "max_connections": max_connections,
@@ -404,7 +573,6 @@ class Client:
             # Closes the socket of a cancelled TLS handshake (else a ResourceWarning later).
             "network_backend": _backend.network_backend(),
         }
-        proxy = self._proxy
         if proxy is None:
             return httpcore.ConnectionPool(ssl_context=self._ssl_context, **limits)
         if proxy.kind == "socks5":
@@ -479,8 +647,17 @@ class Client:
             if read_timeout == self._timeout
             else self._extensions(read_timeout)
         )
+        # The URL from its parts: ``url`` is the origin (split once, by httpcore itself)
+        # followed by the target, so httpcore need not parse it again for every request.
+        try:
+            target = url[self._origin_length :].encode("ascii")
+        except UnicodeEncodeError:
+            parsed: httpcore.URL | str = url  # httpcore's own refusal, as before
+        else:
+            base = self._base_url
+            parsed = httpcore.URL(scheme=base.scheme, host=base.host, port=base.port, target=target)
         return httpcore.Request(
-            request.method, url, headers=headers, content=request.body, extensions=extensions
+            request.method, parsed, headers=headers, content=request.body, extensions=extensions
         )
 
     @_tracing.traced_request

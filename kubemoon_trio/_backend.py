@@ -23,8 +23,6 @@ from typing import Any, Protocol, TypeVar, cast
 import httpcore
 import trio
 
-from kubemoon_io import ClosingNetworkBackend
-
 __all__ = [
     "LOOP_NAME",
     "TASK_STATUS_IGNORED",
@@ -110,10 +108,172 @@ class TaskGroup:
         self._nursery.cancel_scope.cancel()
 
 
+class _TrioStream(httpcore.AsyncNetworkStream):
+    """A trio stream as httpcore's connections use it: what ``httpcore.TrioStream`` does,
+    with each read and write under one bare cancel scope instead of two context managers
+    made by generators (a request reads and writes several times), and a TLS handshake
+    that closes the socket when it fails in any way, cancellation included (the rule of
+    :class:`kubemoon_io.ClosingNetworkBackend`). Timeouts and failures become httpcore's
+    exceptions, wrapping trio's as httpcore's own backend does.
+
+    Small writes are held back and sent together just before the next read: an HTTP/1.1
+    client writes a request's head, then its body, then reads the answer, so the whole
+    request goes out in one TLS record and one ``send`` (instead of one per part). Past
+    ``COALESCE_LIMIT`` bytes the held data is sent at once. A failure to send the held
+    data at the read is what a failed write is to httpcore's connection: a ``WriteError``
+    is passed over and the answer read (a server may answer and close early), a
+    ``WriteTimeout`` is raised.
+    """
+
+    __slots__ = ("_pending", "_pending_timeout", "_stream")
+
+    COALESCE_LIMIT = 64 * 1024
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self._stream = stream
+        self._pending = b""
+        self._pending_timeout: float | None = None
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if self._pending:
+            with contextlib.suppress(httpcore.WriteError):
+                await self._flush()
+        try:
+            # As httpcore's own trio stream: the chunk as the stream gives it.
+            if timeout is None:
+                return cast(bytes, await self._stream.receive_some(max_bytes))
+            with trio.CancelScope(deadline=trio.current_time() + timeout):
+                return cast(bytes, await self._stream.receive_some(max_bytes))
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise httpcore.ReadError(exc) from exc
+        raise httpcore.ReadTimeout(trio.TooSlowError())  # the scope ran out
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if not buffer:
+            return
+        if len(self._pending) + len(buffer) <= self.COALESCE_LIMIT:
+            self._pending += buffer
+            self._pending_timeout = timeout
+            return
+        if self._pending:
+            await self._flush()
+        await self._send(buffer, timeout)
+
+    async def _flush(self) -> None:
+        data, self._pending = self._pending, b""
+        await self._send(data, self._pending_timeout)
+
+    async def _send(self, data: bytes, timeout: float | None) -> None:
+        try:
+            if timeout is None:
+                await self._stream.send_all(data)
+                return
+            with trio.CancelScope(deadline=trio.current_time() + timeout):
+                await self._stream.send_all(data)
+                return
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise httpcore.WriteError(exc) from exc
+        raise httpcore.WriteTimeout(trio.TooSlowError())  # the scope ran out
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        if self._pending:
+            await self._flush()
+        tls = trio.SSLStream(
+            self._stream,
+            ssl_context=ssl_context,
+            server_hostname=server_hostname,
+            https_compatible=True,
+        )
+        try:
+            with trio.fail_after(math.inf if timeout is None else timeout):
+                await tls.do_handshake()
+        except BaseException as exc:
+            # Closing checkpoints, which may raise the cancellation again: the original
+            # failure is what is raised.
+            with contextlib.suppress(BaseException):
+                await self._stream.aclose()
+            if isinstance(exc, trio.TooSlowError):
+                raise httpcore.ConnectTimeout(exc) from exc
+            if isinstance(exc, trio.BrokenResourceError):
+                raise httpcore.ConnectError(exc) from exc
+            raise
+        return _TrioStream(tls)
+
+    def _socket_stream(self) -> trio.SocketStream:
+        stream = self._stream
+        while isinstance(stream, trio.SSLStream):
+            stream = stream.transport_stream
+        assert isinstance(stream, trio.SocketStream)
+        return stream
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "ssl_object":
+            stream = self._stream
+            return stream._ssl_object if isinstance(stream, trio.SSLStream) else None
+        if info == "client_addr":
+            return self._socket_stream().socket.getsockname()
+        if info == "server_addr":
+            return self._socket_stream().socket.getpeername()
+        if info == "socket":
+            return self._socket_stream().socket
+        if info == "is_readable":
+            return self._socket_stream().socket.is_readable()
+        return None
+
+
+class _TrioNetworkBackend(httpcore.AsyncNetworkBackend):
+    """Connects as ``httpcore.TrioBackend`` does; its streams are :class:`_TrioStream`."""
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.AsyncNetworkStream:
+        try:
+            with trio.fail_after(math.inf if timeout is None else timeout):
+                stream = await trio.open_tcp_stream(host, port, local_address=local_address)
+            for option in socket_options or ():
+                stream.setsockopt(*option)
+        except trio.TooSlowError as exc:
+            raise httpcore.ConnectTimeout(exc) from exc
+        except (trio.BrokenResourceError, OSError) as exc:
+            raise httpcore.ConnectError(exc) from exc
+        return _TrioStream(stream)
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.AsyncNetworkStream:
+        try:
+            with trio.fail_after(math.inf if timeout is None else timeout):
+                stream = await trio.open_unix_socket(path)
+            for option in socket_options or ():
+                stream.setsockopt(*option)
+        except trio.TooSlowError as exc:
+            raise httpcore.ConnectTimeout(exc) from exc
+        except (trio.BrokenResourceError, OSError) as exc:
+            raise httpcore.ConnectError(exc) from exc
+        return _TrioStream(stream)
+
+    async def sleep(self, seconds: float) -> None:
+        await trio.sleep(seconds)
+
+
 def network_backend() -> httpcore.AsyncNetworkBackend:
-    """The network backend of the client's connection pools: a cancelled TLS handshake
-    closes its socket at once (see :class:`kubemoon_io.ClosingNetworkBackend`)."""
-    return ClosingNetworkBackend(httpcore.TrioBackend())
+    """The network backend of the client's connection pools: httpcore's trio backend made
+    lighter per read and write; a failed or cancelled TLS handshake closes its socket at
+    once (see :class:`_TrioStream`)."""
+    return _TrioNetworkBackend()
 
 
 async def wait_event(event: trio.Event, deadline: float | None) -> bool:

@@ -41,6 +41,7 @@ _UNASYNC: tuple[tuple[str, str], ...] = (
     (r"\bawait ", ""),
     (r"\bAsyncConnectionPool\b", "ConnectionPool"),
     (r"\bAsyncHTTPProxy\b", "HTTPProxy"),
+    (r"\bAsyncHTTPConnection\b", "HTTPConnection"),
     (r"\bAsyncSOCKSProxy\b", "SOCKSProxy"),
     (r"\bAsyncIterator\b", "Iterator"),
     (r"\bAsyncIterable\b", "Iterable"),

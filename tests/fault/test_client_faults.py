@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -853,3 +854,57 @@ async def test_a_handshake_trickled_byte_by_byte_stops_at_the_first_bound(
         assert type(info.value).__name__ == "TransportTimeout"
         assert str(info.value) == f"https://127.0.0.1:{port}: {expected}"
         assert time.monotonic() - started < 10
+
+
+async def test_crud_past_the_connection_cap_waits_for_a_free_connection(adapter: Adapter) -> None:
+    # Six concurrent GETs on a client of two connections, each answer held back a little:
+    # four wait for a free connection, none opens a third, and every one gets its answer.
+    async with ScriptedServer() as server:
+        server.add(*(dataclasses.replace(Reply.json(pod(f"p{i}", str(i))), delay=0.2)
+                     for i in range(6)))  # fmt: skip
+        client = adapter.client(server.client_config(), max_connections=2)
+        names: list[str] = []
+        try:
+
+            async def get_one(i: int) -> None:
+                got = await adapter.call(client.get, PODS, f"p{i}", namespace="ns")
+                names.append(got["metadata"]["name"])
+
+            async with trio.open_nursery() as nursery:
+                for i in range(6):
+                    nursery.start_soon(get_one, i)
+            assert sorted(names) == [f"p{i}" for i in range(6)]
+            assert server.connections_opened == 2
+            assert client.connection_count == 2  # both kept alive for the next requests
+            server.add(Reply.json(pod("again", "7")))
+            await adapter.call(client.get, PODS, "again", namespace="ns")
+            assert server.connections_opened == 2  # an idle connection was reused
+        finally:
+            await adapter.close(client)
+        await server.wait(lambda: server.open_connections == 0)
+        assert client.connection_count == 0
+
+
+async def test_waiting_for_a_free_connection_is_bounded_by_the_timeout(adapter: Adapter) -> None:
+    # One connection, busy with an answer whose head trickles in (never too slow for a read
+    # timeout); a second request waits for it no longer than the client's timeout.
+    async with ScriptedServer() as server:
+        server.add(dataclasses.replace(Reply.json(pod("slow", "1")), trickle=0.02))
+        client = adapter.client(server.client_config(), max_connections=1, timeout=0.3)
+        try:
+            async with trio.open_nursery() as nursery:
+                slow: list[Any] = []
+
+                async def first() -> None:
+                    slow.append(await adapter.call(client.get, PODS, "slow", namespace="ns"))
+
+                nursery.start_soon(first)
+                await server.wait(lambda: len(server.requests) == 1)
+                with pytest.raises(TransportError, match="waiting for a free connection") as info:
+                    await adapter.call(client.get, PODS, "other", namespace="ns")
+                assert type(info.value).__name__ == "TransportTimeout"
+            assert slow[0]["metadata"]["name"] == "slow"
+            assert len(server.requests) == 1  # the second request never went out
+            assert server.connections_opened == 1
+        finally:
+            await adapter.close(client)
