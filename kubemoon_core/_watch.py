@@ -441,14 +441,24 @@ class WatchDecoder:
         """The events of the lines that end in ``data``, the first at ``first``, the last at
         ``end``; the first line starts at stream offset ``start``.
 
-        The buffered start of a line is joined to the first line; after it, a small chunk is
-        copied whole (one text, one scan), a large one is not. For the standard library the
-        lines are decoded to text in one C call (a newline never falls inside a UTF-8
-        sequence, so this equals decoding line by line) and scanned in place; any other
-        backend gets each line's bytes.
+        The buffered start of a line is joined to the first line. A small chunk is then
+        decoded in one step: for the standard library its lines are decoded to text in one
+        C call (a newline never falls inside a UTF-8 sequence, so this equals decoding line
+        by line) and scanned in place; any other backend gets each line's bytes. A large
+        chunk (``_LARGE`` bytes of lines or more) is decoded one ``PULL_WINDOW`` of lines
+        at a time, as the pull side does, so nothing the size of the chunk (its text, or
+        its lines as bytes) is built besides the events themselves.
         """
         buffer = self._buffer
         self._buffer = bytearray()
+        if end >= _LARGE:
+            rest = 0
+            if buffer:
+                buffer += memoryview(data)[: first + 1]
+                self._window(buffer, 0, len(buffer), start, events)
+                rest = first + 1
+            self._windows(data, rest, end + 1, self._offset + rest, events)
+            return
         backend = _json.json_backend()
         if backend != "json":
             lines: list[Any] = data.split(b"\n")
@@ -462,19 +472,27 @@ class WatchDecoder:
                 self._decode(lines, start, events)
             return
         view = memoryview(data)
-        if not buffer:
-            self._scan(self._text(view[: end + 1], start), start, events)
-            return
-        if end < _LARGE:
+        if buffer:
             # A small chunk is copied whole after the buffered bytes: one text, one scan.
             buffer += view[: end + 1]
             self._scan(self._text(buffer, start), start, events)
-            return
-        buffer += view[: first + 1]
-        self._scan(self._text(buffer, start), start, events)
-        if first < end:
-            rest = self._offset + first + 1
-            self._scan(self._text(view[first + 1 : end + 1], rest), rest, events)
+        else:
+            self._scan(self._text(view[: end + 1], start), start, events)
+
+    def _windows(
+        self, raw: bytes, start: int, stop: int, offset: int, events: list[WatchEvent]
+    ) -> None:
+        """Decode the complete lines ``raw[start:stop]`` (at stream offset ``offset``) one
+        window of ``PULL_WINDOW`` bytes (or one longer line) at a time."""
+        while start < stop:
+            cut = (
+                stop
+                if stop - start <= PULL_WINDOW
+                else raw.find(b"\n", start + PULL_WINDOW - 1) + 1
+            )
+            self._window(raw, start, cut, offset, events)
+            offset += cut - start
+            start = cut
 
     def _text(self, raw: bytearray | memoryview, offset: int) -> str:
         """Decode complete lines that start at stream offset ``offset`` as UTF-8."""
