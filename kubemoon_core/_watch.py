@@ -475,9 +475,9 @@ class WatchDecoder:
         if buffer:
             # A small chunk is copied whole after the buffered bytes: one text, one scan.
             buffer += view[: end + 1]
-            self._scan(self._text(buffer, start), start, events)
+            self._scan(self._text(buffer, start, events), start, events)
         else:
-            self._scan(self._text(view[: end + 1], start), start, events)
+            self._scan(self._text(view[: end + 1], start, events), start, events)
 
     def _windows(
         self, raw: bytes, start: int, stop: int, offset: int, events: list[WatchEvent]
@@ -494,12 +494,16 @@ class WatchDecoder:
             offset += cut - start
             start = cut
 
-    def _text(self, raw: bytearray | memoryview, offset: int) -> str:
-        """Decode complete lines that start at stream offset ``offset`` as UTF-8."""
+    def _text(self, raw: bytearray | memoryview, offset: int, events: list[WatchEvent]) -> str:
+        """Decode complete lines that start at stream offset ``offset`` as UTF-8.
+
+        When a line is not UTF-8, the lines before it are decoded first (into ``events``),
+        so an earlier bad line is the one reported, as when decoding line by line."""
         try:
             return str(raw, "utf-8")
         except UnicodeDecodeError as exc:
             line_start = bytes(raw[: exc.start]).rfind(b"\n") + 1
+            self._scan(str(raw[:line_start], "utf-8"), offset, events)
             raise self._fail(
                 DecodeError("watch line is not valid UTF-8", offset=offset + line_start)
             ) from None
