@@ -110,6 +110,10 @@ _PLAIN_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK"})
 # and says where it ended. Those rules cost nothing per line: the C scanner calls back into
 # Python only for a constant (always refused) or a number with a fraction or exponent.
 _SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(cast("Any", _json.STRICT_DECODER))
+# Lines shorter than this are checked for blanks before they are decoded: a stream of
+# blank lines costs no decoding attempt (and no exception) per line. Longer ones are
+# decoded first (a blank line that long costs one failed decode per this many bytes).
+_SHORT = 64
 # A chunk completing at least this many bytes of lines is large: it is not copied after
 # the start of a line left from before, but scanned in two pieces.
 _LARGE = 64 * 1024
@@ -526,6 +530,8 @@ class WatchDecoder:
         doc: Any = None
         try:
             for line in lines if todo is None else todo:
+                if len(line) < _SHORT and not line.strip(_BLANK):
+                    continue  # a blank line (or a lone \r): tolerated, at no decoding cost
                 try:
                     doc = loads(line)
                 except DecodeError as exc:
@@ -569,6 +575,8 @@ class WatchDecoder:
         new, set_type, set_object, set_raw = _NEW_EVENT, _SET_TYPE, _SET_OBJECT, _SET_RAW
         append = events.append
         for line in lines:
+            if len(line) < _SHORT and not line.strip(_BLANK):
+                continue  # a blank line (or a lone \r): tolerated, at no decoding cost
             try:
                 doc = decode(line)
                 raw = doc.object
@@ -611,6 +619,9 @@ class WatchDecoder:
         try:
             while pos < size:
                 newline = find("\n", pos)
+                if newline - pos < _SHORT and not text[pos:newline].strip(_BLANK_TEXT):
+                    pos = newline + 1
+                    continue  # a blank line (or a lone \r): tolerated, at no decoding cost
                 if keep_raw and starts('{"type":"', pos):
                     quote = find('"', pos + 9, newline)
                     kind = text[pos + 9 : quote]

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import kubemoon_core
 from kubemoon_core import (
     DecodeError,
     Expired,
@@ -19,6 +20,7 @@ from kubemoon_core import (
     use_msgspec_json,
     use_standard_json,
 )
+from kubemoon_core._json import dumps
 from kubemoon_core._watch import WatchDecoder, WatchEvent
 
 
@@ -541,3 +543,44 @@ def test_raw_of_the_scanned_path_when_the_object_spans_lines_or_is_bad() -> None
     decoder = WatchDecoder(keep_raw=True)
     with pytest.raises(DecodeError):
         decoder.receive_data(b'{"type":"ADDED","object":{"a":1}} x\n')
+
+
+# --- blank lines cost no decoding --------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["scan", "structs", "generic"])
+def test_short_blank_lines_are_skipped_without_a_decode(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flood of blank lines (a megabyte of newlines once cost seconds of failed decodes)
+    reaches no decoder; a long blank line is still tolerated after one."""
+    import kubemoon_core._watch as watch
+
+    calls: list[object] = []
+    if path == "scan":
+        scan = watch._SCAN
+        monkeypatch.setattr(watch, "_SCAN", lambda text, pos: calls.append(pos) or scan(text, pos))
+    elif path == "structs":
+        assert use_msgspec_json()
+        line_decode, raw_decode, object_decode = watch._struct_decoders()
+        monkeypatch.setattr(
+            watch,
+            "_struct_decoders",
+            lambda: (lambda b: calls.append(b) or line_decode(b), raw_decode, object_decode),
+        )
+    else:
+        kubemoon_core.set_json_backend("custom", lambda b: calls.append(b) or json.loads(b), dumps)
+    try:
+        good = b'{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n'
+        blanks = b"\n\r\n \t\r\n" * 10_000
+        for size in (100, 70_000):  # a small chunk, and a large one (decoded in windows)
+            calls.clear()
+            filler = blanks[:size] if size > len(good) else b"\n"
+            events = WatchDecoder().receive_data(filler + good + filler + good)
+            assert [e.type for e in events] == ["ADDED", "ADDED"]
+            assert len(calls) == 2
+        calls.clear()
+        assert WatchDecoder().receive_data(b" " * 100 + b"\r\n" + good) == [events[0]]
+        assert len(calls) == 2  # the long blank line was tried once
+    finally:
+        use_standard_json()
