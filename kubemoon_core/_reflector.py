@@ -381,11 +381,12 @@ def _scanned_page(text: str) -> tuple[dict[str, Any], list[bytes]] | None:
     return document, [text[start:stop].encode() for start, stop in spans]
 
 
-def _prefixed(raw: bytes, members: list[tuple[str, str]]) -> bytes:
-    """An item's bytes with the members the page filled in written first."""
-    head = b",".join(_json.dumps(name) + b":" + _json.dumps(value) for name, value in members)
+def _prefixed(raw: bytes, head: bytes) -> bytes:
+    """An item's bytes with the members the page filled in (``head``) written first."""
     rest = raw[1:]
-    return b"{" + head + (b"" if rest.lstrip(b" \t\n\r").startswith(b"}") else b",") + rest
+    if rest[:1] == b"}" or rest.lstrip(b" \t\n\r")[:1] == b"}":
+        return b"{" + head + rest  # an empty object: no comma
+    return b"{" + head + b"," + rest
 
 
 def _expired(error: BaseException) -> bool:
@@ -754,18 +755,25 @@ class Reflector:
         item_kind = kind[:-4] if isinstance(kind, str) and kind.endswith("List") else None
         if not isinstance(api_version, str):
             api_version = None
+        # The members filled into an item, as the JSON to write before its own (raw only).
+        heads: dict[tuple[bool, bool], bytes] = {}
         for index, item in enumerate(items):
             if not isinstance(item, dict):
                 raise DecodeError("LIST item is not an object", path=f"items[{index}]")
-            added = []
-            if api_version is not None and "apiVersion" not in item:
+            add_version = api_version is not None and "apiVersion" not in item
+            add_kind = bool(item_kind) and "kind" not in item
+            if add_version:
                 item["apiVersion"] = api_version
-                added.append(("apiVersion", api_version))
-            if item_kind and "kind" not in item:
+            if add_kind:
                 item["kind"] = item_kind
-                added.append(("kind", item_kind))
-            if added and raws is not None:
-                raws[index] = _prefixed(raws[index], added)
+            if raws is not None and (add_version or add_kind):
+                head = heads.get((add_version, add_kind))
+                if head is None:
+                    members = {"apiVersion": api_version} if add_version else {}
+                    if add_kind:
+                        members["kind"] = item_kind
+                    head = heads[add_version, add_kind] = _json.dumps(members)[1:-1]
+                raws[index] = _prefixed(raws[index], head)
         return items, raws, rv, token
 
     def _list_failed(self, error: BaseException | None, now: float) -> None:
