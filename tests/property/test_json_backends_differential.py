@@ -218,3 +218,39 @@ def test_apiserver_pages_have_raw_items_on_the_stdlib_and_msgspec() -> None:
         assert reflector()._page(page)[1] is None  # only when asked
     use_fast_json()
     assert reflector()._page(page, True)[1] is None  # orjson has no spans to give
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{}",
+        b" { } ",
+        b'{"metadata":{"resourceVersion":"1"},"items":null}',
+        b'{"metadata":{"resourceVersion":"1"},"items":[]}',
+        b'{"metadata":{"resourceVersion":"1"} "items":[]}',
+        b'{"metadata":{"resourceVersion":"1"},"items":[{} {}]}',
+        b'{"metadata":{"resourceVersion":"1"},"items":[{}]} x',
+        b'{"metadata":{"resourceVersion":"1"},"items":[{}]}  \n',
+        b'{"metadata":{"resourceVersion":"1"},"items":{}}',
+        b'{"metadata":{"resourceVersion":"1"},"items":[1]}',
+        b'{"metadata":{"resourceVersion":"1"},"other":1,"items":[{"a":1}]}',
+        b"{1:2}",
+        b"[]",
+        b'{"metadata" 1}',
+        b'{"metadata":{"resourceVersion":"1"},"items":[{"a":1e999}]}',
+        b'{"metadata":{"resourceVersion":"1"},"items":[{"a":"\xff"}]}',
+    ],
+)
+def test_unusual_pages_decode_as_without_keep_raw(body: bytes) -> None:
+    """Every page the raw walk gives up on is decoded (or refused) the ordinary way."""
+
+    def decode(keep_raw: bool) -> Any:
+        items, raws, rv, token = reflector()._page(body, keep_raw)
+        if raws is not None:
+            assert [json.loads(raw) for raw in raws] == items
+        return items, rv, token
+
+    plain = each_backend(lambda: decode(False))
+    kept = each_backend(lambda: decode(True))
+    assert plain["orjson"] == plain["json"] == plain["msgspec"]
+    assert kept == plain
