@@ -113,7 +113,13 @@ from ._failures import (
 )
 from ._finalizers import add_finalizer_request, has_finalizer, remove_finalizer_request
 from ._histogram import QUEUE_DURATION_BUCKETS, RECONCILE_TIME_BUCKETS, Histogram
-from ._json import json_backend, set_json_backend, use_fast_json, use_standard_json
+from ._json import (
+    json_backend,
+    set_json_backend,
+    use_fast_json,
+    use_msgspec_json,
+    use_standard_json,
+)
 from ._jsonpatch import JSONPatchError, apply_json_patch, escape_pointer_token, json_patch
 from ._kubeconfig import (
     MAX_KUBECONFIG_BYTES,
@@ -561,6 +567,7 @@ __all__ = [
     "takeover_bound",
     "use_fast_json",
     "use_msgspec",
+    "use_msgspec_json",
     "use_standard_json",
     "validate_name",
     "validate_namespace",

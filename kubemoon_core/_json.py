@@ -1,13 +1,18 @@
 """One replaceable JSON backend for everything the core decodes and encodes.
 
 The standard library is the default; ``use_fast_json()`` switches to orjson when it is
-installed (``pip install kubemoon[fast]``). Decoding errors become ``DecodeError``,
-encoding errors ``LocalProtocolError``.
+installed (``pip install kubemoon[fast]``), ``use_msgspec_json()`` to msgspec
+(``pip install kubemoon[msgspec]``), whose decoder the watch decoder also runs on each line
+in one C call. Decoding errors become ``DecodeError``, encoding errors
+``LocalProtocolError``.
 
-Both backends speak RFC 8259 and nothing more: ``NaN``, ``Infinity``, ``-Infinity`` and a
+Every backend speaks RFC 8259 and nothing more: ``NaN``, ``Infinity``, ``-Infinity`` and a
 number too large for a double (``1e999999``) are refused when decoding, and a NaN or an
-infinite float is refused when encoding (orjson would write it as ``null``). Too deep a
-nesting is an error of the same kinds, never a ``RecursionError``.
+infinite float is refused when encoding (orjson and msgspec would write it as ``null``).
+Too deep a nesting is an error of the same kinds, never a ``RecursionError``. Where the
+backends differ they differ as their parsers do: orjson reads an integer beyond 64 bits as
+a float, and orjson and msgspec refuse a lone UTF-16 surrogate escape (``"\\ud800"``)
+that the standard library accepts.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ __all__ = [
     "json_backend",
     "set_json_backend",
     "use_fast_json",
+    "use_msgspec_json",
     "use_standard_json",
 ]
 
@@ -80,10 +86,11 @@ def _non_finite(value: Any) -> bool:
     return False
 
 
-def _orjson_dumps(encode: Dumps) -> Dumps:
+def _checked_dumps(encode: Dumps) -> Dumps:
     def dumps(value: Any) -> bytes:
         data = encode(value)
-        # orjson writes a NaN or an infinity as null; only a document with a null can hide one.
+        # orjson and msgspec write a NaN or an infinity as null; only a document with a null
+        # can hide one.
         if b"null" in data and _non_finite(value):
             raise ValueError("NaN and infinite floats are not JSON numbers (RFC 8259)")
         return data
@@ -128,7 +135,23 @@ def use_fast_json() -> bool:
         import orjson  # noqa: PLC0415 - optional dependency
     except ImportError:
         return False
-    set_json_backend("orjson", orjson.loads, _orjson_dumps(orjson.dumps))
+    set_json_backend("orjson", orjson.loads, _checked_dumps(orjson.dumps))
+    return True
+
+
+def use_msgspec_json() -> bool:
+    """Switch to msgspec when it is installed; return whether it is now active.
+
+    The watch decoder then decodes each line into its event in one C call, and LIST pages
+    are parsed by msgspec too.
+    """
+    try:
+        import msgspec  # noqa: PLC0415 - optional dependency
+    except ImportError:
+        return False
+    set_json_backend(
+        "msgspec", msgspec.json.Decoder().decode, _checked_dumps(msgspec.json.Encoder().encode)
+    )
     return True
 
 

@@ -54,7 +54,8 @@ from __future__ import annotations
 
 import enum
 import random
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -68,7 +69,7 @@ from ._resources import APIResource, GroupVersionResource
 from ._shard import ShardSelector
 from ._status import ApiError, Disposition, Gone, error_from_response
 from ._store import Store
-from ._watch import DEFAULT_MAX_LINE_LENGTH, WatchDecoder, WatchEvent
+from ._watch import _SCAN, DEFAULT_MAX_LINE_LENGTH, WatchDecoder, WatchEvent
 
 __all__ = [
     "RelistReason",
@@ -265,6 +266,127 @@ class ReflectorStats:
     events: int = 0  # ADDED/MODIFIED/DELETED events received on watches
     bookmarks: int = 0
     out_of_shard: int = 0  # objects listed or watched outside the shard selector, dropped
+
+
+# A LIST page whose items' exact bytes are wanted (Reflector._page with keep_raw):
+# msgspec keeps each item as msgspec.Raw; the standard library's scanner is walked over the
+# page's top-level object. Anything unusual (another backend, a member the page struct does
+# not know, text that is not strict UTF-8, malformed JSON) gives None, and the page is then
+# decoded the ordinary way, which refuses or accepts it exactly as without keep_raw.
+_JSON_BLANK = re.compile(r"[ \t\n\r]*")
+_RAW_PAGE: Callable[[bytes], Any] | None = None
+
+
+def _raw_page(body: bytes) -> tuple[dict[str, Any], list[bytes]] | None:
+    """The page document and its items' exact bytes, or None (see above)."""
+    backend = _json.json_backend()
+    try:
+        if backend == "msgspec":
+            return _msgspec_page(body)
+        if backend == "json":
+            return _scanned_page(str(body, "utf-8"))
+    except (ValueError, RecursionError, StopIteration, IndexError):
+        pass  # UnicodeDecodeError and msgspec's errors are ValueErrors
+    return None
+
+
+def _msgspec_page(body: bytes) -> tuple[dict[str, Any], list[bytes]] | None:
+    global _RAW_PAGE
+    import msgspec  # noqa: PLC0415 - optional dependency, present when selected
+
+    if _RAW_PAGE is None:
+        page = msgspec.defstruct(
+            "RawListPage",
+            [
+                ("apiVersion", Any, None),
+                ("kind", Any, None),
+                ("metadata", Any, None),
+                ("items", list[msgspec.Raw] | None, None),
+            ],
+            forbid_unknown_fields=True,
+            gc=False,
+        )
+        _RAW_PAGE = msgspec.json.Decoder(page).decode
+    decoded: Any = _RAW_PAGE(body)
+    if decoded.items is None:
+        return None
+    decode = msgspec.json.Decoder(dict[str, Any]).decode
+    items = [decode(raw) for raw in decoded.items]
+    document = {
+        "apiVersion": decoded.apiVersion,
+        "kind": decoded.kind,
+        "metadata": decoded.metadata,
+        "items": items,
+    }
+    return document, [bytes(raw) for raw in decoded.items]
+
+
+def _skip_blank(text: str, pos: int) -> int:
+    """Where the JSON blanks at ``pos`` end."""
+    match = _JSON_BLANK.match(text, pos)
+    assert match is not None  # the pattern matches the empty string
+    return match.end()
+
+
+def _scanned_page(text: str) -> tuple[dict[str, Any], list[bytes]] | None:
+    """Walk the page's top-level object with the standard scanner, noting each item's span."""
+    scan, blank = _SCAN, _skip_blank
+    document: dict[str, Any] = {}
+    spans: list[tuple[int, int]] = []
+    pos = blank(text, 0)
+    if text[pos] != "{":
+        return None
+    pos = blank(text, pos + 1)
+    if text[pos] == "}":
+        return None  # no items: nothing to keep
+    while True:
+        if text[pos] != '"':
+            return None
+        key, pos = scan(text, pos)
+        pos = blank(text, pos)
+        if text[pos] != ":":
+            return None
+        pos = blank(text, pos + 1)
+        if key == "items" and text[pos] == "[":
+            items: list[Any] = []
+            spans = []
+            pos = blank(text, pos + 1)
+            if text[pos] != "]":
+                while True:
+                    item, stop = scan(text, pos)
+                    items.append(item)
+                    spans.append((pos, stop))
+                    pos = blank(text, stop)
+                    if text[pos] == "]":
+                        break
+                    if text[pos] != ",":
+                        return None
+                    pos = blank(text, pos + 1)
+            value: Any = items
+            pos += 1
+        else:
+            value, pos = scan(text, pos)
+        document[key] = value
+        pos = blank(text, pos)
+        if text[pos] == "}":
+            break
+        if text[pos] != ",":
+            return None
+        pos = blank(text, pos + 1)
+    if pos + 1 != len(text) and text[pos + 1 :].strip(" \t\n\r"):
+        return None
+    if not isinstance(document.get("items"), list):
+        return None
+    # Strict UTF-8 text encodes back to exactly the bytes it was decoded from.
+    return document, [text[start:stop].encode() for start, stop in spans]
+
+
+def _prefixed(raw: bytes, head: bytes) -> bytes:
+    """An item's bytes with the members the page filled in (``head``) written first."""
+    rest = raw[1:]
+    if rest[:1] == b"}" or rest.lstrip(b" \t\n\r")[:1] == b"}":
+        return b"{" + head + rest  # an empty object: no comma
+    return b"{" + head + b"," + rest
 
 
 def _expired(error: BaseException) -> bool:
@@ -572,7 +694,7 @@ class Reflector:
             )
             return []
         try:
-            items, rv, token = self._page(response.body)
+            items, _raws, rv, token = self._page(response.body)
             stage = self._store.stage
             shard = self._shard
             for item in items:
@@ -596,8 +718,19 @@ class Reflector:
         self._accept("request_failed", _LIST_OUTCOMES)
         self._list_failed(error, now)
 
-    def _page(self, body: bytes) -> tuple[list[dict[str, Any]], str, str]:
-        document = _json.loads(body)
+    def _page(
+        self, body: bytes, keep_raw: bool = False
+    ) -> tuple[list[dict[str, Any]], list[bytes] | None, str, str]:
+        """A LIST page: its items (apiVersion and kind filled in), their raw bytes when
+        ``keep_raw`` and the backend has them at hand (else None), the resourceVersion and
+        the continue token. Malformed pages raise :class:`DecodeError` naming the path."""
+        found = _raw_page(body) if keep_raw else None
+        raws: list[bytes] | None = None
+        document: Any
+        if found is not None:
+            document, raws = found
+        else:
+            document = _json.loads(body)
         if not isinstance(document, dict):
             raise DecodeError("LIST response is not a JSON object")
         metadata = document.get("metadata")
@@ -620,14 +753,28 @@ class Reflector:
         api_version = document.get("apiVersion")
         kind = document.get("kind")
         item_kind = kind[:-4] if isinstance(kind, str) and kind.endswith("List") else None
+        if not isinstance(api_version, str):
+            api_version = None
+        # The members filled into an item, as the JSON to write before its own (raw only).
+        heads: dict[tuple[bool, bool], bytes] = {}
         for index, item in enumerate(items):
             if not isinstance(item, dict):
                 raise DecodeError("LIST item is not an object", path=f"items[{index}]")
-            if isinstance(api_version, str) and "apiVersion" not in item:
+            add_version = api_version is not None and "apiVersion" not in item
+            add_kind = bool(item_kind) and "kind" not in item
+            if add_version:
                 item["apiVersion"] = api_version
-            if item_kind and "kind" not in item:
+            if add_kind:
                 item["kind"] = item_kind
-        return items, rv, token
+            if raws is not None and (add_version or add_kind):
+                head = heads.get((add_version, add_kind))
+                if head is None:
+                    members = {"apiVersion": api_version} if add_version else {}
+                    if add_kind:
+                        members["kind"] = item_kind
+                    head = heads[add_version, add_kind] = _json.dumps(members)[1:-1]
+                raws[index] = _prefixed(raws[index], head)
+        return items, raws, rv, token
 
     def _list_failed(self, error: BaseException | None, now: float) -> None:
         self._last_error = error

@@ -50,15 +50,27 @@ Rules:
   is an error) and each document is read where it stands in that text by the scanner
   ``json.loads`` itself runs, with the backend's settings; a line that is not exactly one
   document followed by blanks goes through ``_json.loads`` alone, so results and errors
-  are those of decoding line by line. Any other backend gets each line's bytes through
+  are those of decoding line by line. With the msgspec backend (``use_msgspec_json()``)
+  each line's bytes are decoded by msgspec straight into a two-member struct (``type``, a
+  string, and ``object``, an object; no other member), one C call per event; a line that
+  does not fit goes the generic way below, so what is tolerated, delivered or refused, and
+  the error, are the same. Any other backend gets each line's bytes through
   ``_json.loads``.
+- ``keep_raw=True`` hands out each event's object also as the exact bytes it was received
+  as (``WatchEvent.raw``), for a cache that stores bytes: with msgspec for every line that
+  fits the struct (which then keeps the object as ``msgspec.Raw`` and decodes those bytes
+  next); with the standard
+  library when the line has the apiserver's own shape, ``{"type":"<TYPE>","object":``,
+  the object, ``}``, then only blanks (the object is scanned where it stands and its span
+  encoded back, which gives the very bytes received as the text was decoded strictly);
+  otherwise (and for an ``ERROR`` event there), and with any other backend, ``raw`` is None.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from json.scanner import make_scanner
 from typing import Any, Literal, cast
 
@@ -98,6 +110,10 @@ _PLAIN_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK"})
 # and says where it ended. Those rules cost nothing per line: the C scanner calls back into
 # Python only for a constant (always refused) or a number with a fraction or exponent.
 _SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(cast("Any", _json.STRICT_DECODER))
+# Lines shorter than this are checked for blanks before they are decoded: a stream of
+# blank lines costs no decoding attempt (and no exception) per line. Longer ones are
+# decoded first (a blank line that long costs one failed decode per this many bytes).
+_SHORT = 64
 # A chunk completing at least this many bytes of lines is large: it is not copied after
 # the start of a line left from before, but scanned in two pieces.
 _LARGE = 64 * 1024
@@ -110,10 +126,16 @@ class WatchEvent:
     For ``ERROR`` events the object is a ``Status`` and :attr:`error` is the matching
     :class:`ApiError` (410 gives ``Gone``/``Expired``). For ``BOOKMARK`` events only
     :attr:`resource_version` and :attr:`initial_events_end` carry meaning.
+
+    ``raw`` is set only by a decoder made with ``keep_raw=True``: the exact bytes of the
+    line's ``object`` member as they were received (UTF-8 JSON text of :attr:`object`, not
+    re-encoded), or None where the decoder could not take them without parsing the line a
+    second time (see the module rules). It takes no part in equality or the repr.
     """
 
     type: WatchEventType
     object: dict[str, Any]
+    raw: bytes | None = field(default=None, compare=False, repr=False)
 
     @property
     def resource_version(self) -> str | None:
@@ -153,7 +175,9 @@ class WatchDecoder:
     Feed every chunk to :meth:`receive_data` as it arrives and ``b""`` at the end of the
     body. One decoder serves one response. With ``gc_pause`` (the default) a chunk of at
     least :data:`GC_PAUSE_MIN` bytes is decoded with the cyclic garbage collector paused for
-    that call only (see the module rules).
+    that call only (see the module rules). With ``keep_raw`` every event also carries the
+    exact bytes of its object in :attr:`WatchEvent.raw` (None where they are not at hand
+    without a second parse: see the module rules).
     """
 
     __slots__ = (
@@ -161,6 +185,7 @@ class WatchDecoder:
         "_closed",
         "_error",
         "_gc_pause",
+        "_keep_raw",
         "_late",
         "_max",
         "_next",
@@ -170,7 +195,11 @@ class WatchDecoder:
     )
 
     def __init__(
-        self, *, max_line_length: int = DEFAULT_MAX_LINE_LENGTH, gc_pause: bool = True
+        self,
+        *,
+        max_line_length: int = DEFAULT_MAX_LINE_LENGTH,
+        gc_pause: bool = True,
+        keep_raw: bool = False,
     ) -> None:
         if isinstance(max_line_length, bool) or not isinstance(max_line_length, int):
             raise LocalProtocolError("max_line_length must be an int")
@@ -178,6 +207,7 @@ class WatchDecoder:
             raise LocalProtocolError("max_line_length must be positive")
         self._max = max_line_length
         self._gc_pause = bool(gc_pause)
+        self._keep_raw = bool(keep_raw)
         # The start of an unfinished line; never longer than _max.
         self._buffer = bytearray()
         # Bytes received before the current chunk: error messages name stream offsets.
@@ -376,10 +406,14 @@ class WatchDecoder:
     ) -> None:
         """Decode the complete lines ``raw[start:stop]`` (at stream offset ``offset``) into
         ``events``; the events before a bad line are there when it raises."""
-        if _json.json_backend() != "json":
+        backend = _json.json_backend()
+        if backend != "json":
             lines: list[Any] = raw[start:stop].split(b"\n")
             lines.pop()  # b"": the window ends with a newline
-            self._decode(lines, offset, events)
+            if backend == "msgspec":
+                self._decode_structs(lines, offset, events)
+            else:
+                self._decode(lines, offset, events)
             return
         view = memoryview(raw)[start:stop]
         try:
@@ -411,58 +445,93 @@ class WatchDecoder:
         """The events of the lines that end in ``data``, the first at ``first``, the last at
         ``end``; the first line starts at stream offset ``start``.
 
-        The buffered start of a line is joined to the first line; after it, a small chunk is
-        copied whole (one text, one scan), a large one is not. For the standard library the
-        lines are decoded to text in one C call (a newline never falls inside a UTF-8
-        sequence, so this equals decoding line by line) and scanned in place; any other
-        backend gets each line's bytes.
+        The buffered start of a line is joined to the first line. A small chunk is then
+        decoded in one step: for the standard library its lines are decoded to text in one
+        C call (a newline never falls inside a UTF-8 sequence, so this equals decoding line
+        by line) and scanned in place; any other backend gets each line's bytes. A large
+        chunk (``_LARGE`` bytes of lines or more) is decoded one ``PULL_WINDOW`` of lines
+        at a time, as the pull side does, so nothing the size of the chunk (its text, or
+        its lines as bytes) is built besides the events themselves.
         """
         buffer = self._buffer
         self._buffer = bytearray()
-        if _json.json_backend() != "json":
+        if end >= _LARGE:
+            rest = 0
+            if buffer:
+                buffer += memoryview(data)[: first + 1]
+                self._window(buffer, 0, len(buffer), start, events)
+                rest = first + 1
+            self._windows(data, rest, end + 1, self._offset + rest, events)
+            return
+        backend = _json.json_backend()
+        if backend != "json":
             lines: list[Any] = data.split(b"\n")
             lines.pop()  # the start of an unfinished line (or b"")
             if buffer:
                 buffer += lines[0]
                 lines[0] = buffer
-            self._decode(lines, start, events)
+            if backend == "msgspec":
+                self._decode_structs(lines, start, events)
+            else:
+                self._decode(lines, start, events)
             return
         view = memoryview(data)
-        if not buffer:
-            self._scan(self._text(view[: end + 1], start), start, events)
-            return
-        if end < _LARGE:
+        if buffer:
             # A small chunk is copied whole after the buffered bytes: one text, one scan.
             buffer += view[: end + 1]
-            self._scan(self._text(buffer, start), start, events)
-            return
-        buffer += view[: first + 1]
-        self._scan(self._text(buffer, start), start, events)
-        if first < end:
-            rest = self._offset + first + 1
-            self._scan(self._text(view[first + 1 : end + 1], rest), rest, events)
+            self._scan(self._text(buffer, start, events), start, events)
+        else:
+            self._scan(self._text(view[: end + 1], start, events), start, events)
 
-    def _text(self, raw: bytearray | memoryview, offset: int) -> str:
-        """Decode complete lines that start at stream offset ``offset`` as UTF-8."""
+    def _windows(
+        self, raw: bytes, start: int, stop: int, offset: int, events: list[WatchEvent]
+    ) -> None:
+        """Decode the complete lines ``raw[start:stop]`` (at stream offset ``offset``) one
+        window of ``PULL_WINDOW`` bytes (or one longer line) at a time."""
+        while start < stop:
+            cut = (
+                stop
+                if stop - start <= PULL_WINDOW
+                else raw.find(b"\n", start + PULL_WINDOW - 1) + 1
+            )
+            self._window(raw, start, cut, offset, events)
+            offset += cut - start
+            start = cut
+
+    def _text(self, raw: bytearray | memoryview, offset: int, events: list[WatchEvent]) -> str:
+        """Decode complete lines that start at stream offset ``offset`` as UTF-8.
+
+        When a line is not UTF-8, the lines before it are decoded first (into ``events``),
+        so an earlier bad line is the one reported, as when decoding line by line."""
         try:
             return str(raw, "utf-8")
         except UnicodeDecodeError as exc:
             line_start = bytes(raw[: exc.start]).rfind(b"\n") + 1
+            self._scan(str(raw[:line_start], "utf-8"), offset, events)
             raise self._fail(
                 DecodeError("watch line is not valid UTF-8", offset=offset + line_start)
             ) from None
 
-    def _decode(self, lines: list[Any], start: int, events: list[WatchEvent]) -> None:
-        """Decode the lines (bytes), the first of which starts at stream offset ``start``."""
-        # The hot loop: one decode, two subscripts and three C calls per line.
+    def _decode(
+        self,
+        lines: list[Any],
+        start: int,
+        events: list[WatchEvent],
+        todo: Iterable[Any] | None = None,
+    ) -> None:
+        """Decode the lines (bytes), the first of which starts at stream offset ``start``;
+        only those of ``todo`` when given (offsets are still counted in ``lines``)."""
+        # The hot loop: one decode, two subscripts and four C calls per line.
         loads = _json.loads
         plain = _PLAIN_TYPES
-        new, set_type, set_object = _NEW_EVENT, _SET_TYPE, _SET_OBJECT
+        new, set_type, set_object, set_raw = _NEW_EVENT, _SET_TYPE, _SET_OBJECT, _SET_RAW
         append = events.append
         line: Any = b""
         doc: Any = None
         try:
-            for line in lines:
+            for line in lines if todo is None else todo:
+                if len(line) < _SHORT and not line.strip(_BLANK):
+                    continue  # a blank line (or a lone \r): tolerated, at no decoding cost
                 try:
                     doc = loads(line)
                 except DecodeError as exc:
@@ -482,11 +551,48 @@ class WatchDecoder:
                     event = new(WatchEvent)
                     set_type(event, kind)
                     set_object(event, obj)
+                    set_raw(event, None)
                     append(event)
                     continue
                 raise self._fail(_bad_event(doc, _offset_of(lines, line, start)))
         except (KeyError, TypeError):
             raise self._fail(_bad_event(doc, _offset_of(lines, line, start))) from None
+
+    def _decode_structs(self, lines: list[Any], start: int, events: list[WatchEvent]) -> None:
+        """The msgspec backend: each line (bytes) becomes its event in one C call.
+
+        msgspec decodes a line of exactly the members ``type`` (a string) and ``object``
+        (an object) straight into a small struct (with ``keep_raw``: the object's bytes as
+        they stand, then those bytes into a dict). Any other line (a blank one, a malformed
+        one, one with other members, an unknown type, an ``ERROR`` without a Status) goes
+        through :meth:`_decode` alone, so it is tolerated, accepted or refused exactly as
+        with every backend, with the same error and offset.
+        """
+        line_decode, raw_decode, object_decode = _struct_decoders()
+        keep_raw = self._keep_raw
+        decode = raw_decode if keep_raw else line_decode
+        plain = _PLAIN_TYPES
+        new, set_type, set_object, set_raw = _NEW_EVENT, _SET_TYPE, _SET_OBJECT, _SET_RAW
+        append = events.append
+        for line in lines:
+            if len(line) < _SHORT and not line.strip(_BLANK):
+                continue  # a blank line (or a lone \r): tolerated, at no decoding cost
+            try:
+                doc = decode(line)
+                raw = doc.object
+                obj = object_decode(raw) if keep_raw else raw
+            except (ValueError, RecursionError):  # msgspec's errors are ValueErrors
+                self._decode(lines, start, events, (line,))
+                continue
+            kind = doc.type
+            if kind in plain or (kind == "ERROR" and decode_status(obj) is not None):
+                event = new(WatchEvent)
+                set_type(event, kind)
+                set_object(event, obj)
+                set_raw(event, bytes(raw) if keep_raw else None)
+                append(event)
+            else:
+                self._decode(lines, start, events, (line,))
 
     def _scan(self, text: str, start: int, events: list[WatchEvent]) -> None:
         """Decode ``text``, lines each ended by a newline, the first at stream offset ``start``.
@@ -497,16 +603,48 @@ class WatchDecoder:
         invalid) is decoded alone with ``loads``, so every such case ends exactly as
         decoding line by line does.
         """
-        # The hot loop: one find, one scan, two subscripts and three C calls per line.
+        # The hot loop: one find, one scan, two subscripts and four C calls per line. With
+        # keep_raw, a line of the apiserver's own shape (``{"type":"<TYPE>","object":``, the
+        # object, ``}``) has its object scanned where it stands, so its span is known (the
+        # raw bytes) and no envelope dict is built; without keep_raw that path is not taken,
+        # as its prefix tests cost more than the envelope (measured in bench_watch).
         scan, find, size = _SCAN, text.find, len(text)
+        starts = text.startswith
+        keep_raw = self._keep_raw
         plain = _PLAIN_TYPES
-        new, set_type, set_object = _NEW_EVENT, _SET_TYPE, _SET_OBJECT
+        new, set_type, set_object, set_raw = _NEW_EVENT, _SET_TYPE, _SET_OBJECT, _SET_RAW
         append = events.append
         pos = 0
         doc: Any = None
         try:
             while pos < size:
                 newline = find("\n", pos)
+                if newline - pos < _SHORT and not text[pos:newline].strip(_BLANK_TEXT):
+                    pos = newline + 1
+                    continue  # a blank line (or a lone \r): tolerated, at no decoding cost
+                if keep_raw and starts('{"type":"', pos):
+                    quote = find('"', pos + 9, newline)
+                    kind = text[pos + 9 : quote]
+                    if quote > 0 and kind in plain and starts('","object":{', quote):
+                        try:
+                            obj, stop = scan(text, quote + 11)
+                        except (StopIteration, ValueError, RecursionError):
+                            stop = size  # not an object there: the whole line, below
+                        if (
+                            stop < newline
+                            and text[stop] == "}"
+                            and (
+                                stop + 1 == newline
+                                or not text[stop + 1 : newline].strip(_BLANK_TEXT)
+                            )
+                        ):
+                            event = new(WatchEvent)
+                            set_type(event, kind)
+                            set_object(event, obj)
+                            set_raw(event, text[quote + 11 : stop].encode() if keep_raw else None)
+                            append(event)
+                            pos = newline + 1
+                            continue
                 try:
                     doc, stop = scan(text, pos)
                 except (StopIteration, ValueError, RecursionError):
@@ -533,6 +671,7 @@ class WatchDecoder:
                     event = new(WatchEvent)
                     set_type(event, kind)
                     set_object(event, obj)
+                    set_raw(event, None)
                     append(event)
                     pos = newline + 1
                     continue
@@ -558,6 +697,39 @@ class WatchDecoder:
 _NEW_EVENT = object.__new__
 _SET_TYPE = WatchEvent.__dict__["type"].__set__
 _SET_OBJECT = WatchEvent.__dict__["object"].__set__
+_SET_RAW = WatchEvent.__dict__["raw"].__set__
+
+
+_STRUCT_DECODERS: tuple[Callable[[Any], Any], Callable[[Any], Any], Callable[[Any], Any]] | None = (
+    None
+)
+
+
+def _struct_decoders() -> tuple[Callable[[Any], Any], Callable[[Any], Any], Callable[[Any], Any]]:
+    """msgspec's decoders of a watch line (object decoded, or kept as raw bytes) and of an
+    object alone; made on first use (the msgspec backend is only selected when installed)."""
+    global _STRUCT_DECODERS
+    if _STRUCT_DECODERS is None:
+        import msgspec  # noqa: PLC0415 - optional dependency, present when selected
+
+        line = msgspec.defstruct(
+            "WatchLine",
+            [("type", str), ("object", dict[str, Any])],
+            forbid_unknown_fields=True,
+            gc=False,
+        )
+        raw_line = msgspec.defstruct(
+            "RawWatchLine",
+            [("type", str), ("object", msgspec.Raw)],
+            forbid_unknown_fields=True,
+            gc=False,
+        )
+        _STRUCT_DECODERS = (
+            msgspec.json.Decoder(line).decode,
+            msgspec.json.Decoder(raw_line).decode,
+            msgspec.json.Decoder(dict[str, Any]).decode,
+        )
+    return _STRUCT_DECODERS
 
 
 def _offset_of(lines: list[Any], line: Any, start: int) -> int:

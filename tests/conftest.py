@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from kubemoon_core import set_json_backend, use_fast_json, use_standard_json
+from kubemoon_core import set_json_backend, use_fast_json, use_msgspec_json, use_standard_json
 from kubemoon_core._json import dumps
 from kubemoon_testing import CrdSource
 
@@ -31,12 +31,14 @@ _DEFAULT_PROFILE = "ci" if os.environ.get("CI") else "default"
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", _DEFAULT_PROFILE))
 
 
-@pytest.fixture(params=["json", "orjson", "custom"])
+@pytest.fixture(params=["json", "orjson", "msgspec", "custom"])
 def backend(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Each JSON backend in turn: the standard library, orjson, and any other (which the
-    watch decoder hands bytes lines)."""
+    """Each JSON backend in turn: the standard library, orjson, msgspec (whose line structs
+    the watch decoder runs), and any other (which the watch decoder hands bytes lines)."""
     if request.param == "orjson":
         assert use_fast_json()
+    elif request.param == "msgspec":
+        assert use_msgspec_json()
     elif request.param == "custom":
         set_json_backend("custom", lambda data: json.loads(bytes(data)), dumps)
     try:

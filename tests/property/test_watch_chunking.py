@@ -5,7 +5,9 @@ objects up to a few MiB in a few examples) and every chunking, 1-byte chunks inc
 the decoder yields exactly the events of decoding the stream whole, which are the events
 the oracle reads line by line. Corrupted or truncated streams raise only
 ``KubeMoonError`` subclasses, deliver only a prefix of the oracle's events, never buffer
-more than the line limit, and leave the decoder failed. Both JSON backends are checked.
+more than the line limit, and leave the decoder failed. Every JSON backend is checked
+(the standard library, orjson, msgspec). With ``keep_raw`` each event's ``raw`` is the
+exact bytes of its object in the stream.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import msgspec
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kubemoon_core import KubeMoonError, use_fast_json, use_standard_json
+from kubemoon_core import KubeMoonError, use_fast_json, use_msgspec_json, use_standard_json
 from kubemoon_core._watch import WatchDecoder, WatchEvent
 
 TYPES = ("ADDED", "MODIFIED", "DELETED", "BOOKMARK")
@@ -64,10 +67,12 @@ def encode(
     return bytes(out)
 
 
-@pytest.fixture(params=["json", "orjson"])
+@pytest.fixture(params=["json", "orjson", "msgspec"])
 def backend(request: pytest.FixtureRequest) -> Iterator[str]:
     if request.param == "orjson":
         assert use_fast_json()
+    elif request.param == "msgspec":
+        assert use_msgspec_json()
     try:
         yield request.param
     finally:
@@ -79,9 +84,9 @@ def chunks_of(data: bytes, cuts: list[int]) -> list[bytes]:
     return [data[a:b] for a, b in itertools.pairwise(points) if b > a]
 
 
-def pull(chunks: list[bytes]) -> list[WatchEvent]:
+def pull(chunks: list[bytes], *, keep_raw: bool = False) -> list[WatchEvent]:
     """The pull side: every chunk through ``events()``, the end through ``feed(b"")``."""
-    decoder = WatchDecoder()
+    decoder = WatchDecoder(keep_raw=keep_raw)
     events: list[WatchEvent] = []
     for chunk in chunks:
         if chunk:
@@ -91,9 +96,12 @@ def pull(chunks: list[bytes]) -> list[WatchEvent]:
     return events
 
 
-def decode(chunks: list[bytes], *, max_line_length: int | None = None) -> list[WatchEvent]:
-    decoder = (
-        WatchDecoder() if max_line_length is None else WatchDecoder(max_line_length=max_line_length)
+def decode(
+    chunks: list[bytes], *, max_line_length: int | None = None, keep_raw: bool = False
+) -> list[WatchEvent]:
+    decoder = WatchDecoder(
+        max_line_length=16 << 20 if max_line_length is None else max_line_length,
+        keep_raw=keep_raw,
     )
     events: list[WatchEvent] = []
     for chunk in chunks:
@@ -105,9 +113,10 @@ def decode(chunks: list[bytes], *, max_line_length: int | None = None) -> list[W
 
 def oracle(stream: bytes, backend: str, limit: int) -> tuple[list[tuple[str, Any]], bool]:
     """Decode line by line, the obvious way: (events before any error, whether one occurs)."""
-    loads: Callable[[bytes], Any] = (
-        orjson.loads if backend == "orjson" else (lambda b: json.loads(b.decode("utf-8")))
-    )
+    loads: Callable[[bytes], Any] = {
+        "orjson": orjson.loads,
+        "msgspec": msgspec.json.decode,
+    }.get(backend, lambda b: json.loads(b.decode("utf-8")))
     *lines, tail = stream.split(b"\n")
     events: list[tuple[str, Any]] = []
     for line in lines:
@@ -266,3 +275,49 @@ def test_the_pull_side_delivers_every_event_before_the_first_bad_line(
             decoder.next_event()
         with pytest.raises(KubeMoonError):
             decoder.feed(b"{}\n")
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    events=EVENTS,
+    compact=st.booleans(),
+    ascii_only=st.booleans(),
+    crlf=st.lists(st.booleans(), min_size=1, max_size=3),
+    blanks=st.lists(st.booleans(), min_size=1, max_size=3),
+    cuts=st.lists(st.integers(0, 5000), max_size=30),
+)
+def test_raw_bytes_are_each_object_as_received(
+    backend: str,
+    *,
+    events: list[tuple[str, dict[str, Any]]],
+    compact: bool,
+    ascii_only: bool,
+    crlf: list[bool],
+    blanks: list[bool],
+    cuts: list[int],
+) -> None:
+    """keep_raw changes no event; every raw is the object's own bytes, taken from the
+    stream, whatever the chunking; lines of the apiserver's compact shape always have them
+    with the standard library (but ERROR) and msgspec."""
+    if compact:
+        stream = b"".join(
+            json.dumps(
+                {"type": kind, "object": obj}, separators=(",", ":"), ensure_ascii=ascii_only
+            ).encode()
+            + (b"\r\n" if crlf[i % len(crlf)] else b"\n")
+            for i, (kind, obj) in enumerate(events)
+        )
+    else:
+        stream = encode(events, ascii_only, crlf, blanks)
+    plain = decode([stream])
+    whole = decode([stream], keep_raw=True)
+    assert whole == plain
+    assert [e.raw for e in decode(chunks_of(stream, cuts), keep_raw=True)] == [e.raw for e in whole]
+    assert [e.raw for e in pull(chunks_of(stream, cuts), keep_raw=True)] == [e.raw for e in whole]
+    assert all(e.raw is None for e in plain)
+    for event in whole:
+        if event.raw is not None:
+            assert event.raw in stream
+            assert json.loads(event.raw) == event.object
+        elif compact:
+            assert backend == "orjson" or (backend == "json" and event.type == "ERROR")

@@ -44,6 +44,30 @@ def test_fast_backend_switches_and_behaves_the_same() -> None:
         _json.dumps({"x": object()})
 
 
+def test_msgspec_backend_switches_and_behaves_the_same() -> None:
+    assert kubemoon_core.use_msgspec_json() is True
+    assert kubemoon_core.json_backend() == "msgspec"
+    assert _json.loads(b'{"a":"\xc3\xa9","n":123456789012345678901234567890}') == {
+        "a": "é",
+        "n": 123456789012345678901234567890,
+    }
+    assert _json.loads('{"a":[1,2.5]}') == {"a": [1, 2.5]}
+    assert _json.dumps({"k": "é"}) == '{"k":"é"}'.encode()
+    for bad in (b"{", b'"\xff"', b"\xef\xbb\xbf{}", b"{}x"):
+        with pytest.raises(DecodeError, match="invalid JSON"):
+            _json.loads(bad, offset=7)
+    with pytest.raises(LocalProtocolError):
+        _json.dumps({"x": object()})
+
+
+def test_missing_msgspec_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "msgspec", None)
+    assert kubemoon_core.use_msgspec_json() is False
+    assert kubemoon_core.json_backend() == "json"
+
+
 def test_custom_backend() -> None:
     calls: list[bytes] = []
 
@@ -80,10 +104,12 @@ NON_FINITE_DOCUMENTS = [
 ]
 
 
-@pytest.fixture(params=["json", "orjson"])
+@pytest.fixture(params=["json", "orjson", "msgspec"])
 def backend(request: pytest.FixtureRequest) -> str:
     if request.param == "orjson":
         assert kubemoon_core.use_fast_json() is True
+    elif request.param == "msgspec":
+        assert kubemoon_core.use_msgspec_json() is True
     return str(request.param)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import kubemoon_core
 from kubemoon_core import (
     DecodeError,
     Expired,
@@ -16,8 +17,10 @@ from kubemoon_core import (
     LocalProtocolError,
     RemoteProtocolError,
     use_fast_json,
+    use_msgspec_json,
     use_standard_json,
 )
+from kubemoon_core._json import dumps
 from kubemoon_core._watch import WatchDecoder, WatchEvent
 
 
@@ -186,11 +189,13 @@ def test_malformed_lines_name_their_offset(
     assert info.value.path == path
 
 
-@pytest.fixture(params=["json", "orjson"])
+@pytest.fixture(params=["json", "orjson", "msgspec"])
 def shipped_backend(request: pytest.FixtureRequest) -> Iterator[str]:
     """The backends KubeMoon ships (a custom backend decides for itself)."""
     if request.param == "orjson":
         assert use_fast_json()
+    elif request.param == "msgspec":
+        assert use_msgspec_json()
     try:
         yield request.param
     finally:
@@ -227,6 +232,21 @@ def test_invalid_utf8_is_an_error_at_its_line() -> None:
     with pytest.raises(DecodeError, match="not valid UTF-8") as info:
         WatchDecoder().receive_data(good + bad)
     assert info.value.offset == len(good)
+
+
+@pytest.mark.parametrize("size", ["small", "large"])
+def test_a_bad_line_before_invalid_utf8_is_the_one_reported(
+    shipped_backend: str, size: str
+) -> None:
+    """The first bad line of a chunk is reported, whether or not a later one is UTF-8."""
+    good = line("ADDED", cm("a", "1"))
+    filler = good * (1 if size == "small" else 70_000 // len(good))
+    not_utf8 = b'{"type": "ADDED", "object": {"x": "\xff"}}\n'
+    for first_bad in (b"garbage\n", b'{"type": "BOGUS", "object": {}}\n'):
+        with pytest.raises(DecodeError) as info:
+            WatchDecoder().receive_data(filler + first_bad + good + not_utf8 + good)
+        assert info.value.offset == len(filler)
+        assert "UTF-8" not in str(info.value)
 
 
 @pytest.mark.parametrize("where", ["joined", "after"])
@@ -471,3 +491,96 @@ def test_the_collector_is_restored_when_a_large_chunk_fails(collections: list[in
     with pytest.raises(DecodeError):
         decoder.receive_data(b"not json\n" + data)
     assert gc.isenabled()
+
+
+# --- keep_raw: each object's bytes as received -------------------------------------------
+
+
+def test_raw_is_only_kept_when_asked(shipped_backend: str) -> None:
+    data = b'{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1"}}}\n'
+    assert WatchDecoder().receive_data(data)[0].raw is None
+    (event,) = WatchDecoder(keep_raw=True).receive_data(data)
+    expected = b'{"metadata":{"name":"a","resourceVersion":"1"}}'
+    assert event.raw == (None if shipped_backend == "orjson" else expected)
+    assert "raw" not in repr(event)
+    assert event == WatchEvent("ADDED", json.loads(expected))  # raw takes no part
+
+
+@pytest.mark.parametrize(
+    ("data", "has_it"),
+    [
+        (b'{"type":"MODIFIED","object":{"a":"\xc3\xa9 \\u00e9"}}\r\n', {"json", "msgspec"}),
+        (b'{"type":"DELETED","object":{"a":[1,2.5,{}]}}  \n', {"json", "msgspec"}),
+        (b'{"type": "ADDED", "object": {"a": 1}}\n', {"msgspec"}),  # not the compact shape
+        (b'{"object":{"a":1},"type":"ADDED"}\n', {"msgspec"}),  # members the other way round
+        (b'{"type":"ERROR","object":{"kind":"Status","code":410}}\n', {"msgspec"}),
+        (b'{"type":"ADD\\u0045D","object":{"a":1}}\n', {"msgspec"}),  # an escaped type
+        (b'{"type":"ADDED","object":{"a":1},"more":1}\n', set()),  # another member
+    ],
+)
+def test_raw_bytes_are_exactly_the_object(
+    shipped_backend: str, data: bytes, has_it: set[str]
+) -> None:
+    (event,) = WatchDecoder(keep_raw=True).receive_data(data)
+    assert event == WatchDecoder().receive_data(data)[0]
+    if shipped_backend not in has_it:
+        assert event.raw is None
+        return
+    assert event.raw is not None
+    assert event.raw in data
+    assert json.loads(event.raw) == event.object
+    assert event.raw.startswith(b"{") and event.raw.endswith(b"}")
+
+
+def test_raw_of_the_scanned_path_when_the_object_spans_lines_or_is_bad() -> None:
+    """The stdlib's shape path gives way to the ordinary one for anything else."""
+    decoder = WatchDecoder(keep_raw=True)
+    with pytest.raises(DecodeError, match="invalid JSON"):
+        decoder.receive_data(b'{"type":"ADDED","object":{"a":NaN}}\n')
+    decoder = WatchDecoder(keep_raw=True)
+    with pytest.raises(DecodeError, match="unknown watch event type"):
+        decoder.receive_data(b'{"type":"BOGUS","object":{"a":1}}\n')
+    decoder = WatchDecoder(keep_raw=True)
+    with pytest.raises(DecodeError):
+        decoder.receive_data(b'{"type":"ADDED","object":{"a":1}} x\n')
+
+
+# --- blank lines cost no decoding --------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["scan", "structs", "generic"])
+def test_short_blank_lines_are_skipped_without_a_decode(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flood of blank lines (a megabyte of newlines once cost seconds of failed decodes)
+    reaches no decoder; a long blank line is still tolerated after one."""
+    import kubemoon_core._watch as watch
+
+    calls: list[object] = []
+    if path == "scan":
+        scan = watch._SCAN
+        monkeypatch.setattr(watch, "_SCAN", lambda text, pos: calls.append(pos) or scan(text, pos))
+    elif path == "structs":
+        assert use_msgspec_json()
+        line_decode, raw_decode, object_decode = watch._struct_decoders()
+        monkeypatch.setattr(
+            watch,
+            "_struct_decoders",
+            lambda: (lambda b: calls.append(b) or line_decode(b), raw_decode, object_decode),
+        )
+    else:
+        kubemoon_core.set_json_backend("custom", lambda b: calls.append(b) or json.loads(b), dumps)
+    try:
+        good = b'{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n'
+        blanks = b"\n\r\n \t\r\n" * 10_000
+        for size in (100, 70_000):  # a small chunk, and a large one (decoded in windows)
+            calls.clear()
+            filler = blanks[:size] if size > len(good) else b"\n"
+            events = WatchDecoder().receive_data(filler + good + filler + good)
+            assert [e.type for e in events] == ["ADDED", "ADDED"]
+            assert len(calls) == 2
+        calls.clear()
+        assert WatchDecoder().receive_data(b" " * 100 + b"\r\n" + good) == [events[0]]
+        assert len(calls) == 2  # the long blank line was tried once
+    finally:
+        use_standard_json()
