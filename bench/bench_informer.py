@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kubemoon_core import (
     GroupVersionResource,
     Response,
+    Store,
     use_fast_json,
     use_msgspec_json,
     use_standard_json,
@@ -71,9 +72,10 @@ EMPTY_LIST = Response(
 )
 
 
-def kubemoon(chunks: list[bytes]) -> Callable[[], int]:
+def kubemoon(chunks: list[bytes], *, compact: bool = False) -> Callable[[], int]:
     def run() -> int:
-        reflector = Reflector(CONFIGMAPS, rng=random.Random(0))
+        store = Store(compact=True) if compact else None
+        reflector = Reflector(CONFIGMAPS, rng=random.Random(0), store=store)
         assert reflector.next_request(0.0) is not None
         reflector.receive_response(EMPTY_LIST, 0.0)
         request = reflector.next_request(0.0)
@@ -110,11 +112,17 @@ SELECT = {
     "kubemoon-orjson": use_fast_json,
     "kubemoon-msgspec": use_msgspec_json,
     "kubemoon-raw": use_msgspec_json,
+    "kubemoon-compact-std": use_standard_json,
+    "kubemoon-compact-orjson": use_fast_json,
+    "kubemoon-compact-msgspec": use_msgspec_json,
 }
 BACKEND = {
     "kubemoon-std": "stdlib json",
     "kubemoon-orjson": "orjson",
     "kubemoon-msgspec": "msgspec",
+    "kubemoon-compact-std": "stdlib json, compact store",
+    "kubemoon-compact-orjson": "orjson, compact store",
+    "kubemoon-compact-msgspec": "msgspec, compact store",
 }
 
 
@@ -250,6 +258,9 @@ def rows() -> list[Row]:
     runs: dict[str, Callable[[], int]] = {"kubemoon-std": kubemoon(chunks)}
     runs["kubemoon-orjson"] = runs["kubemoon-msgspec"] = runs["kubemoon-std"]
     runs["kubemoon-raw"] = kubemoon_raw(chunks)
+    compact = kubemoon(chunks, compact=True)
+    for name in ("kubemoon-compact-std", "kubemoon-compact-orjson", "kubemoon-compact-msgspec"):
+        runs[name] = compact
     others: dict[str, str] = {}
     missing: list[str] = []
     if (v := version("kubernetes")) is not None:
@@ -313,7 +324,7 @@ def rows() -> list[Row]:
         ours = max((n for n in BACKEND if n in rate), key=rate.__getitem__)
         ratio = rate[ours] / rate[fastest]
         each = "; ".join(
-            f"{BACKEND[n].split()[0]} {rate[n] / rate[fastest]:.2f}x"
+            f"{BACKEND[n]} {rate[n] / rate[fastest]:.2f}x"
             for n in BACKEND
             if n in rate and n != ours
         )
@@ -321,7 +332,7 @@ def rows() -> list[Row]:
             Row(
                 "informer throughput: KubeMoon vs the fastest other client",
                 inputs + (f"; not installed: {', '.join(missing)}" if missing else ""),
-                f"{ratio:.2f}x ({BACKEND[ours].split()[0]}; {each}) the fastest, {fastest} "
+                f"{ratio:.2f}x ({BACKEND[ours]}; {each}) the fastest, {fastest} "
                 f"({rate[fastest]:,.0f} events/s)",
                 f"≥ {TARGET}x",
                 ratio >= TARGET,
