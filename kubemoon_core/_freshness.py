@@ -133,13 +133,13 @@ def written_object(request: Request, answer: object) -> WrittenObject | None:
             return None  # a collection delete: which objects went is not said
         key = ObjectKey(path.namespace or "", path.name)
         if answer.get("kind") == "Status":
+            # No version: the tombstone is judged by the uid of the deleted object, so
+            # without one there is nothing to judge by.
             details = answer.get("details")
             found = details.get("uid") if isinstance(details, Mapping) else None
-            if answer.get("status") != "Success":
+            if answer.get("status") != "Success" or not isinstance(found, str) or not found:
                 return None
-            return WrittenObject(
-                path.gvr, key, None, None, found if isinstance(found, str) and found else None
-            )
+            return WrittenObject(path.gvr, key, None, None, found)
         if name != path.name or namespace != key.namespace:
             return None
         rv = metadata.get("resourceVersion")
@@ -166,7 +166,10 @@ class Floor:
 
     ``obj`` is None for a tombstone (the write deleted the object). ``resource_version`` is
     None only for a tombstone from a delete answered with a Status: it then hides the cached
-    object of the same ``uid`` (any, when the uid is unknown).
+    object of the same ``uid``, and one of another uid only if it is not newer than
+    ``after``, the version this process last wrote of the deleted object (a cached object
+    of another uid and a later version may have been created after the delete: with no
+    version to compare, the cache wins).
     """
 
     key: ObjectKey
@@ -174,6 +177,7 @@ class Floor:
     resource_version: str | None
     uid: str | None
     recorded_at: float
+    after: str | None = None
 
     @property
     def deleted(self) -> bool:
@@ -239,21 +243,27 @@ class WriteFloors:
         order) does not lower it.
         """
         self.expire(now)
+        if written.resource_version is None and written.uid is None:
+            return  # a tombstone with nothing to judge it by
         key = written.key
         current = self._floors.get(key)
+        after: str | None = None
         if current is not None and current.resource_version is not None:
             if written.resource_version is None:
-                if written.uid is not None and written.uid != current.uid:
-                    return  # a delete of an older incarnation: the newer write stands
+                if written.uid == current.uid:
+                    after = current.resource_version  # the delete came after that write
+                # Another incarnation's delete: which came first is unknown, so no bound.
             elif (
                 compare_resource_versions(written.resource_version, current.resource_version) == -1
             ):
                 return
+        elif current is not None and written.resource_version is None:
+            after = current.after  # deleted again: what bounded the first still does
         obj = written.obj
         if obj is not None and self._transform is not None:
             obj = self._transform(obj)
         self._floors.pop(key, None)
-        self._floors[key] = Floor(key, obj, written.resource_version, written.uid, now)
+        self._floors[key] = Floor(key, obj, written.resource_version, written.uid, now, after)
         while len(self._floors) > self._max_entries and (oldest := self._oldest()) is not None:
             self._floors.pop(oldest.key, None)
             self.evicted += 1
@@ -296,10 +306,16 @@ class WriteFloors:
             # A tombstone without a version: it hides the incarnation it deleted only.
             if cached is None:
                 return floor
-            cached_uid = _metadata(cached).get("uid")
-            if floor.uid is not None and cached_uid != floor.uid:
-                self._floors.pop(key, None)  # created again since
-                return None
+            if _metadata(cached).get("uid") != floor.uid:
+                # Another incarnation: older than the deleted one if not newer than our own
+                # write of it; otherwise it may be a re-creation, and the cache is read (the
+                # tombstone stays: it still hides a late copy of the incarnation it deleted).
+                cached_rv = _cached_resource_version(store, key) or ""
+                if floor.after is None or compare_resource_versions(cached_rv, floor.after) not in (
+                    -1,
+                    0,
+                ):
+                    return None
             self.stale_reads_avoided += 1
             return floor
         if cached is None:
@@ -327,7 +343,7 @@ class WriteFloors:
         seen = change.old if change.type is ChangeType.DELETED else change.new
         metadata = _metadata(seen) if seen is not None else {}
         if floor.resource_version is None:
-            if change.type is ChangeType.DELETED and floor.uid in (None, metadata.get("uid")):
+            if change.type is ChangeType.DELETED and floor.uid == metadata.get("uid"):
                 self._floors.pop(change.key, None)
             return
         rv = metadata.get("resourceVersion")

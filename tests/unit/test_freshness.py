@@ -184,8 +184,10 @@ def test_a_delete_answered_with_a_status_leaves_a_tombstone_of_that_uid() -> Non
         written_object(delete_request(CM, "a", namespace="ns"), {**status, "status": "Failure"})
         is None
     )
-    no_uid = written_object(delete_request(CM, "a", namespace="ns"), {**status, "details": {}})
-    assert no_uid == WrittenObject(CM, KEY, None, None, None)
+    # Without a uid (and no version) there is nothing to judge a tombstone by.
+    assert (
+        written_object(delete_request(CM, "a", namespace="ns"), {**status, "details": {}}) is None
+    )
 
 
 def test_a_delete_answered_with_the_object_is_a_tombstone_unless_finalizers_hold_it() -> None:
@@ -291,30 +293,47 @@ def test_a_versionless_tombstone_hides_its_own_incarnation_only() -> None:
     assert floors.fresher(Store(), KEY, "99", now=1.0) is not None  # no version to pass
     assert floors.fresher(store_with(cm("5", uid="u1")), KEY, "5", now=1.0) is not None
     assert floors.stale_reads_avoided == 1
-    # Created again by someone: another uid, the cache is right.
+    # Another incarnation, and nothing says it is older than the delete: the cache is read,
+    # and the tombstone stays for a late copy of the one it deleted.
     assert floors.fresher(store_with(cm("12", uid="u2")), KEY, "12", now=1.0) is None
-    assert len(floors) == 0
-
-
-def test_a_versionless_tombstone_without_uid_hides_any_until_the_delete_is_seen() -> None:
-    floors = WriteFloors()
-    floors.record(written(None, obj=False, uid=None), now=0.0)
-    assert floors.fresher(store_with(cm("5", uid="u9")), KEY, "5", now=1.0) is not None
+    assert floors.fresher(store_with(cm("5", uid="u1")), KEY, "5", now=1.0) is not None
+    floors.observe(Change(ChangeType.DELETED, KEY, cm("13", uid="u2"), None))
+    assert len(floors) == 1  # the delete of another incarnation
     floors.observe(Change(ChangeType.MODIFIED, KEY, cm("4"), cm("5")))
     assert len(floors) == 1  # a change of the object is not its delete
-    floors.observe(Change(ChangeType.DELETED, KEY, cm("6", uid="u9"), None))
+    floors.observe(Change(ChangeType.DELETED, KEY, cm("6", uid="u1"), None))
     assert len(floors) == 0
 
 
-def test_a_versionless_tombstone_of_another_uid_does_not_replace_a_newer_write() -> None:
+def test_a_versionless_tombstone_hides_incarnations_older_than_our_own_write() -> None:
     floors = WriteFloors()
-    floors.record(written("9", uid="u2"), now=0.0)
-    floors.record(written(None, obj=False, uid="u1"), now=0.1)
-    floor = floors.fresher(Store(), KEY, "5", now=1.0)
-    assert floor is not None and floor.obj is not None
+    floors.record(written("9", uid="u2"), now=0.0)  # we wrote u2 at 9, then deleted it
+    floors.record(written(None, obj=False, uid="u2"), now=0.1)
+    # u1 at 6 is older than our write of u2: deleted before u2 existed.
+    floor = floors.fresher(store_with(cm("6", uid="u1")), KEY, "6", now=1.0)
+    assert floor is not None and floor.deleted and floor.after == "9"
+    # u3 at 12 may be newer than the delete: the cache is read.
+    assert floors.fresher(store_with(cm("12", uid="u3")), KEY, "12", now=1.0) is None
+    # Deleted again (a retried delete): the bound stays.
     floors.record(written(None, obj=False, uid="u2"), now=0.2)
+    floor = floors.fresher(store_with(cm("6", uid="u1")), KEY, "6", now=1.0)
+    assert floor is not None and floor.after == "9"
+
+
+def test_a_tombstone_with_neither_version_nor_uid_is_not_kept() -> None:
+    floors = WriteFloors()
+    floors.record(written(None, obj=False, uid=None), now=0.0)
+    assert len(floors) == 0
+
+
+def test_a_versionless_tombstone_of_another_uid_has_no_bound() -> None:
+    floors = WriteFloors()
+    floors.record(written("9", uid="u1"), now=0.0)
+    floors.record(written(None, obj=False, uid="u2"), now=0.1)  # u1 went, u2 came, we deleted
     floor = floors.fresher(Store(), KEY, "5", now=1.0)
-    assert floor is not None and floor.deleted
+    assert floor is not None and floor.deleted and floor.after is None
+    # u1 is not u2, and with no bound it may be newer than the delete: the cache is read.
+    assert floors.fresher(store_with(cm("9", uid="u1")), KEY, "9", now=1.0) is None
 
 
 def test_observed_changes_drop_floors_they_reach_only() -> None:
