@@ -9,12 +9,14 @@ a 409 or creates twice, which shows the test fails without the layer.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 import trio
 
+import kubemoon_sync
 from kubemoon_core import (
     ApiError,
     GroupVersionResource,
@@ -40,7 +42,7 @@ class HeldWatch:
     Lists still go through (the first sync completes); watch events wait, in order, and
     are fed with the next chunk after :meth:`release`."""
 
-    def __init__(self, informer: Informer) -> None:
+    def __init__(self, informer: Informer | kubemoon_sync.Informer) -> None:
         self._real = informer.reflector
         self._buffer = bytearray()
         self.held = True
@@ -64,7 +66,8 @@ class HeldWatch:
 @pytest.fixture(params=[True, False], ids=["layer", "without-layer"])
 def layer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
     enabled: bool = request.param
-    monkeypatch.setattr(_cache, "_READ_YOUR_WRITES", enabled)
+    for module in (_cache, kubemoon_sync._cache):
+        monkeypatch.setattr(module, "_READ_YOUR_WRITES", enabled)
     return enabled
 
 
@@ -109,6 +112,8 @@ async def run_controller(
                 for hold in held:
                     hold.release()
                 manager.stop()
+        # The runtime stopped recording the client's writes when it ended.
+        assert client._write_observers == []
         return manager
 
 
@@ -326,3 +331,88 @@ async def test_the_metric_counts_stale_reads_avoided(
         and 'resource="widgets.examples.kubemoon.dev"' in line
     )
     assert float(line.rsplit(" ", 1)[1]) >= 2
+
+
+def test_the_blocking_adapter_reads_its_own_write(
+    kube_apiserver: ApiServer, kube_namespace: str, layer: bool
+) -> None:
+    """The generated twin, with its informer and reconciles on threads of their own."""
+    seen: list[str | None] = []
+    with kubemoon_sync.Client.from_kubeconfig(str(kube_apiserver.kubeconfig_path)) as client:
+        client.create(WIDGETS, widget("subject", kube_namespace))
+        manager = kubemoon_sync.Manager(client)
+
+        def reconcile(ctx: Any) -> Outcome:
+            if not seen:
+                seen.append(rv(ctx.raw))
+                answer = ctx.client.patch(
+                    WIDGETS, ctx.name, {"spec": {"data": {"v": "9"}}}, namespace=ctx.namespace
+                )
+                seen.extend([rv(answer), rv(ctx.raw)])
+                manager.stop()
+            return Reconciled()
+
+        manager.controller("ryow", WIDGETS, kind="Widget", namespace=kube_namespace).complete(
+            reconcile
+        )
+        held = [HeldWatch(informer) for informer in manager.informers]
+        guard = threading.Timer(30, manager.stop)  # never hang the session
+        guard.start()
+        try:
+            manager.run()
+        finally:
+            guard.cancel()
+        for hold in held:
+            hold.release()
+    before, written, after = seen
+    assert written != before
+    assert after == (written if layer else before)
+
+
+async def test_a_failing_write_observer_is_logged_and_the_write_stands(
+    kube_apiserver: ApiServer, kube_namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(request: Any, answer: Any) -> None:
+        raise RuntimeError("bookkeeping bug")
+
+    seen: list[tuple[str, Any]] = []
+    async with Client.from_kubeconfig(str(kube_apiserver.kubeconfig_path)) as client:
+        client.add_write_observer(broken)
+        client.add_write_observer(lambda request, answer: seen.append((request.method, answer)))
+        created = await client.create(WIDGETS, widget("observed", kube_namespace))
+        await client.get(WIDGETS, "observed", namespace=kube_namespace)  # reads are not told
+        client.remove_write_observer(broken)
+        client.remove_write_observer(broken)  # absent is fine
+        await client.delete(WIDGETS, "observed", namespace=kube_namespace)
+    assert created["metadata"]["name"] == "observed"
+    assert seen[0] == ("POST", created) and [m for m, _ in seen] == ["POST", "DELETE"]
+    failures = [r for r in caplog.records if "write observer failed" in r.getMessage()]
+    assert len(failures) == 1 and "POST" in failures[0].getMessage()
+
+
+async def test_a_dry_run_answer_is_never_read_back(
+    kube_apiserver: ApiServer, kube_namespace: str
+) -> None:
+    """A dry run answers with the current resourceVersion (measured: unchanged) and the
+    content the write would have stored: recorded, it would pass for the object."""
+
+    async def patch_then_dry_run(ctx: ReconcileContext[Any]) -> str | None:
+        written = await patch(ctx)
+        body = widget(ctx.name, ctx.namespace)
+        body["spec"] = {"tier": "large"}
+        answer = await ctx.client.apply(
+            WIDGETS, body, field_manager="ryow-test", force=True, dry_run=True
+        )
+        assert answer["spec"]["tier"] == "large" and rv(answer) == written
+        return written
+
+    seen: list[Any] = []
+
+    async def check(ctx: ReconcileContext[Any]) -> str | None:
+        written = await patch_then_dry_run(ctx)
+        seen.append(ctx.raw)
+        return written
+
+    _, written, after, _ = await write_then_read(kube_apiserver, kube_namespace, check)
+    assert after == written
+    assert seen[0]["spec"]["tier"] == "small" and seen[0]["spec"]["data"] == {"v": "2"}

@@ -163,3 +163,68 @@ def test_a_read_is_never_older_than_our_write_nor_than_the_cache(steps: list[Any
         or model.store.get(KEY) is None
         for floor_key in model.floors.written_keys()
     )
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+SEGMENT = st.sampled_from(["api", "apis", "v1", "namespaces", "ns", "a", "status", "scale", ""])
+METADATA = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": st.sampled_from(["a", "b", "", 3]) | st.text(max_size=4),
+        "namespace": st.sampled_from(["ns", "", None]),
+        "resourceVersion": st.sampled_from(["7", "0", "07", "", "\u0661", 7]),
+        "uid": st.sampled_from(["u", "", None]),
+        "deletionTimestamp": st.sampled_from(["2026-12-01T00:00:00Z", ""]),
+    },
+)
+ANSWER = JSON | st.fixed_dictionaries(
+    {"metadata": METADATA | JSON},
+    optional={
+        "kind": st.sampled_from(["Status", "ConfigMap"]),
+        "status": st.sampled_from(["Success", "Failure"]) | JSON,
+        "details": st.fixed_dictionaries({}, optional={"uid": st.sampled_from(["u", "", 3])})
+        | JSON,
+    },
+)
+
+
+@given(
+    st.sampled_from(["GET", "POST", "PUT", "PATCH", "DELETE", "WATCH"]),
+    st.one_of(
+        st.lists(SEGMENT, max_size=9).map(lambda parts: "/" + "/".join(parts)),
+        st.tuples(
+            st.sampled_from(["/api/v1", "/apis/g/v1"]),
+            st.sampled_from(["", "/namespaces/ns", "/namespaces/other"]),
+            st.sampled_from(["/configmaps", "/namespaces"]),
+            st.sampled_from(["", "/a", "/b"]),
+            st.sampled_from(["", "/status", "/scale", "/finalize"]),
+        ).map("".join),
+    ),
+    st.lists(st.tuples(st.sampled_from(["dryRun", "force"]), st.just("All")), max_size=1),
+    ANSWER,
+)
+def test_whatever_a_server_answers_a_write_never_raises(
+    method: str, path: str, query: list[tuple[str, str]], answer: Any
+) -> None:
+    """The answers are the API server's bytes: outside input. Anything recorded names a
+    key and holds a comparable version, or is a tombstone with a uid."""
+    from kubemoon_core import Request, written_object
+
+    found = written_object(Request(method, path, tuple(query)), answer)
+    if found is not None:
+        assert method in {"POST", "PUT", "PATCH", "DELETE"}
+        assert ("dryRun", "All") not in query
+        assert (
+            found.resource_version is None
+            or compare_resource_versions(found.resource_version, found.resource_version) == 0
+        )
+        assert found.resource_version is not None or (found.deleted and found.uid)
+        floors = WriteFloors()
+        floors.record(found, now=0.0)
+        assert len(floors) == 1
