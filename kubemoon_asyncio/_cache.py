@@ -133,7 +133,7 @@ class CacheReader:
         """The cached object ``namespace/name`` (or an :class:`ObjectKey`), or None."""
         key = name if isinstance(name, ObjectKey) else ObjectKey(namespace, name)
         floors = self._floors
-        if floors is None or not len(floors):
+        if floors is None or key not in floors:
             return self._store.get(key)
         watermark = self._informer.reflector.resource_version
         store = self._store
@@ -146,27 +146,26 @@ class CacheReader:
 
     def objects(self, namespace: str | None = None) -> list[Mapping[str, Any]]:
         """Every cached object, or those of ``namespace``."""
-        fresher = self._fresher()
         store = self._store
+        if namespace is None:
+            cached = store.objects()
+        else:
+            cached = [obj for key, obj in store.items() if key.namespace == namespace]
+        fresher = self._fresher()
         if not fresher:
-            if namespace is None:
-                return store.objects()
-            return [obj for key, obj in store.items() if key.namespace == namespace]
-        found: list[Mapping[str, Any]] = []
-        for key, cached in store.items():
-            if namespace is not None and key.namespace != namespace:
-                continue
-            if key in fresher:
-                written = fresher.pop(key)
-                if written is not None:  # None: deleted by this process
-                    found.append(written)
-            else:
-                found.append(cached)
-        found.extend(
-            obj
-            for key, obj in fresher.items()
-            if obj is not None and (namespace is None or key.namespace == namespace)
-        )
+            return cached
+        # Cached copies are swapped by identity (every stored object is alive and distinct):
+        # one pass, however large the cache.
+        swap: dict[int, Mapping[str, Any] | None] = {}
+        added: list[Mapping[str, Any]] = []
+        for key, written in fresher.items():
+            held = store.get(key)
+            if held is not None:
+                swap[id(held)] = written
+            elif written is not None and (namespace is None or key.namespace == namespace):
+                added.append(written)
+        found = [w for obj in cached if (w := swap.get(id(obj), obj)) is not None]
+        found.extend(added)
         return found
 
     def _indexed(self, index: str, value: str) -> list[tuple[ObjectKey, Mapping[str, Any]]]:

@@ -233,6 +233,10 @@ class WriteFloors:
     def __len__(self) -> int:
         return len(self._floors)
 
+    def __contains__(self, key: object) -> bool:
+        """True if ``key`` (an :class:`ObjectKey`) has a floor, ahead of the cache or not."""
+        return key in self._floors
+
     def __repr__(self) -> str:
         return f"<WriteFloors floors={len(self._floors)} avoided={self.stale_reads_avoided}>"
 

@@ -231,6 +231,7 @@ def test_a_created_object_the_cache_lacks_is_read_from_the_floor() -> None:
     assert floor is not None and floor.obj == cm("7")
     assert floors.stale_reads_avoided == 1
     assert floors.written_keys() == [KEY]
+    assert KEY in floors and ObjectKey("ns", "b") not in floors
 
 
 def test_the_collection_version_passing_the_floor_drops_it_even_without_the_key() -> None:
