@@ -94,6 +94,7 @@ class CacheReader:
         self._informer = informer
         self._store = informer.store
         self._floors = floors
+        self._floor_keys = floors.live_keys() if floors is not None else frozenset()
         self._indexers = indexers if indexers is not None else {}
         self._selective = selective
 
@@ -132,9 +133,10 @@ class CacheReader:
     def get(self, name: str | ObjectKey, namespace: str = "") -> Mapping[str, Any] | None:
         """The cached object ``namespace/name`` (or an :class:`ObjectKey`), or None."""
         key = name if isinstance(name, ObjectKey) else ObjectKey(namespace, name)
-        floors = self._floors
-        if floors is None or key not in floors:
+        if key not in self._floor_keys:
             return self._store.get(key)
+        floors = self._floors
+        assert floors is not None
         watermark = self._informer.reflector.resource_version
         store = self._store
         if self._selective and key not in store:

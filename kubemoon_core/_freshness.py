@@ -27,7 +27,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, KeysView, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -356,6 +356,10 @@ class WriteFloors:
             1,
         ):
             self._floors.pop(change.key, None)
+
+    def live_keys(self) -> KeysView[ObjectKey]:
+        """A live view of the keys that have a floor (a membership test costs one lookup)."""
+        return self._floors.keys()
 
     def written_keys(self) -> list[ObjectKey]:
         """The keys that have a floor (for readers that must look at every one)."""

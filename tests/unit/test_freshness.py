@@ -232,6 +232,9 @@ def test_a_created_object_the_cache_lacks_is_read_from_the_floor() -> None:
     assert floors.stale_reads_avoided == 1
     assert floors.written_keys() == [KEY]
     assert KEY in floors and ObjectKey("ns", "b") not in floors
+    keys = floors.live_keys()
+    floors.record(WrittenObject(CM, ObjectKey("ns", "b"), cm("3", "b"), "3", None), now=0.0)
+    assert ObjectKey("ns", "b") in keys  # live
 
 
 def test_the_collection_version_passing_the_floor_drops_it_even_without_the_key() -> None:
