@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import trio
 
+import kubemoon_asyncio
 import kubemoon_sync
 from kubemoon_core import (
     ApiError,
@@ -42,7 +43,9 @@ class HeldWatch:
     Lists still go through (the first sync completes); watch events wait, in order, and
     are fed with the next chunk after :meth:`release`."""
 
-    def __init__(self, informer: Informer | kubemoon_sync.Informer) -> None:
+    def __init__(
+        self, informer: Informer | kubemoon_sync.Informer | kubemoon_asyncio.Informer
+    ) -> None:
         self._real = informer.reflector
         self._buffer = bytearray()
         self.held = True
@@ -66,7 +69,7 @@ class HeldWatch:
 @pytest.fixture(params=[True, False], ids=["layer", "without-layer"])
 def layer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
     enabled: bool = request.param
-    for module in (_cache, kubemoon_sync._cache):
+    for module in (_cache, kubemoon_sync._cache, kubemoon_asyncio._cache):
         monkeypatch.setattr(module, "_READ_YOUR_WRITES", enabled)
     return enabled
 
@@ -416,3 +419,41 @@ async def test_a_dry_run_answer_is_never_read_back(
     _, written, after, _ = await write_then_read(kube_apiserver, kube_namespace, check)
     assert after == written
     assert seen[0]["spec"]["tier"] == "small" and seen[0]["spec"]["data"] == {"v": "2"}
+
+
+def test_the_asyncio_adapter_reads_its_own_write(
+    kube_apiserver: ApiServer, kube_namespace: str, layer: bool
+) -> None:
+    """The generated asyncio twin, on a loop of its own."""
+    import asyncio
+
+    seen: list[str | None] = []
+
+    async def main() -> None:
+        config = str(kube_apiserver.kubeconfig_path)
+        async with kubemoon_asyncio.Client.from_kubeconfig(config) as client:
+            await client.create(WIDGETS, widget("subject", kube_namespace))
+            manager = kubemoon_asyncio.Manager(client)
+
+            async def reconcile(ctx: Any) -> Outcome:
+                if not seen:
+                    seen.append(rv(ctx.raw))
+                    answer = await ctx.client.patch(
+                        WIDGETS, ctx.name, {"spec": {"data": {"v": "8"}}}, namespace=ctx.namespace
+                    )
+                    seen.extend([rv(answer), rv(ctx.raw)])
+                    manager.stop()
+                return Reconciled()
+
+            manager.controller("ryow", WIDGETS, kind="Widget", namespace=kube_namespace).complete(
+                reconcile
+            )
+            held = [HeldWatch(informer) for informer in manager.informers]
+            await asyncio.wait_for(manager.run(), 30)
+            for hold in held:
+                hold.release()
+
+    asyncio.run(main())
+    before, written, after = seen
+    assert written != before
+    assert after == (written if layer else before)
