@@ -147,11 +147,11 @@ class CacheReader:
     def objects(self, namespace: str | None = None) -> list[Mapping[str, Any]]:
         """Every cached object, or those of ``namespace``."""
         store = self._store
+        fresher = self._fresher()  # first: the store is then read at least as new
         if namespace is None:
             cached = store.objects()
         else:
             cached = [obj for key, obj in store.items() if key.namespace == namespace]
-        fresher = self._fresher()
         if not fresher:
             return cached
         # Cached copies are swapped by identity (every stored object is alive and distinct):
@@ -170,8 +170,8 @@ class CacheReader:
 
     def _indexed(self, index: str, value: str) -> list[tuple[ObjectKey, Mapping[str, Any]]]:
         store = self._store
+        fresher = self._fresher()  # first: the store is then read at least as new
         keys = store.keys_by_index(index, value)  # raises for an unknown index
-        fresher = self._fresher()
         function = self._indexers.get(index)
         found: list[tuple[ObjectKey, Mapping[str, Any]]] = []
         for key in keys:
