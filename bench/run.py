@@ -24,6 +24,7 @@ MODULES = [
     "bench_client",
     "bench_operator",
     "bench_tracing",
+    "bench_freshness",
 ]
 
 

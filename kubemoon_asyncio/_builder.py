@@ -96,10 +96,10 @@ class RuntimeController:
         self.runner = ControllerRunner(self.controller, self._reconcile_item, name=name)
         self._reconcile = reconcile
         self.primary_informer = sources[0][1]
-        self.primary = CacheReader(self.primary_informer)
+        self.primary = manager.informers.reader(self.primary_informer)
         self._caches: dict[GroupVersionResource, CacheReader] = {}
         for source, informer in sources:
-            self._caches.setdefault(informer.resource, CacheReader(informer))
+            self._caches.setdefault(informer.resource, manager.informers.reader(informer))
             informer.add_handler(self._receiver(source.name, informer))
 
     def __repr__(self) -> str:

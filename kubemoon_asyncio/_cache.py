@@ -9,10 +9,19 @@ informer (a second request with other index functions adds to its indexes before
 started, and is refused after). Stored objects drop ``managedFields``; with ``compact``
 every cache is a ``Store(compact=True)`` (JSON bytes, each read decodes a fresh copy). A
 cache is read by users through :class:`CacheReader` only: the reflector alone writes it.
+
+Read-your-own-writes: while the runtime runs, every successful write made with its client
+(create, replace, patch, apply, the status subresource, delete) is recorded as the *floor*
+of its key in each cache of that resource (:class:`~kubemoon_core.WriteFloors`), and a
+reader answers with the written object, or not at all after a delete, until the cache holds
+a version at least as new. Caches with a label, field or shard selector only have the keys
+they already hold refreshed (a write may take an object out of them; whether it still
+matches is the server's to say), and tombstones hide deleted ones.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -23,7 +32,10 @@ from kubemoon_core import (
     GroupVersionResource,
     LocalProtocolError,
     ObjectKey,
+    Request,
     Store,
+    WriteFloors,
+    written_object,
 )
 
 from . import _backend
@@ -35,6 +47,9 @@ __all__ = ["CacheReader", "SharedInformers"]
 IndexFunc = Callable[[Mapping[str, Any]], tuple[str, ...]]
 InformerKey = tuple[GroupVersionResource, str | None, str | None, str | None, bool]
 
+# The private switch of read-your-own-writes (tests turn it off to show what it prevents).
+_READ_YOUR_WRITES = True
+
 
 def _drop_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     metadata = obj.get("metadata")
@@ -43,12 +58,46 @@ def _drop_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-class CacheReader:
-    """Read-only access to one informer's cache. Objects are shared: do not mutate them."""
+def _as_cached(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A written object as a full cache stores it: a copy without ``managedFields``."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping) or "managedFields" not in metadata:
+        return obj
+    return {**obj, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
 
-    def __init__(self, informer: Informer) -> None:
+
+def _as_metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A written object as a metadata-only cache stores it (``PartialObjectMetadata``)."""
+    metadata = _as_cached(obj).get("metadata")
+    return {
+        "apiVersion": "meta.k8s.io/v1",
+        "kind": "PartialObjectMetadata",
+        "metadata": metadata if isinstance(metadata, Mapping) else {},
+    }
+
+
+class CacheReader:
+    """Read-only access to one informer's cache. Objects are shared: do not mutate them.
+
+    Reads (:meth:`get`, :meth:`objects`, :meth:`by_index`, :meth:`keys_by_index`) see this
+    process's own writes at once (``floors``, given by :class:`SharedInformers`); ``len()``
+    and iteration are the cache's own keys.
+    """
+
+    def __init__(
+        self,
+        informer: Informer,
+        *,
+        floors: WriteFloors | None = None,
+        indexers: Mapping[str, IndexFunc] | None = None,
+        selective: bool = False,
+    ) -> None:
         self._informer = informer
         self._store = informer.store
+        self._floors = floors
+        self._floor_keys = floors.live_keys() if floors is not None else frozenset()
+        self._indexers = indexers if indexers is not None else {}
+        self._selective = selective
 
     def __repr__(self) -> str:
         return f"<CacheReader {self._informer.name} objects={len(self._store)}>"
@@ -64,27 +113,106 @@ class CacheReader:
         """True once the first complete list has been applied."""
         return self._informer.has_synced
 
+    def _fresher(self) -> dict[ObjectKey, Mapping[str, Any] | None]:
+        """Every key whose floor is ahead of the cache: the written object (None: deleted)."""
+        floors = self._floors
+        if floors is None or not len(floors):
+            return {}
+        # The collection's resourceVersion first: the store read after it is at least as new.
+        watermark = self._informer.reflector.resource_version
+        now = _backend.current_time()
+        store = self._store
+        found: dict[ObjectKey, Mapping[str, Any] | None] = {}
+        for key in floors.written_keys():
+            if self._selective and key not in store:
+                continue  # whether it belongs here is the server's to say
+            floor = floors.fresher(store, key, watermark, now)
+            if floor is not None:
+                found[key] = floor.obj
+        return found
+
     def get(self, name: str | ObjectKey, namespace: str = "") -> Mapping[str, Any] | None:
         """The cached object ``namespace/name`` (or an :class:`ObjectKey`), or None."""
         key = name if isinstance(name, ObjectKey) else ObjectKey(namespace, name)
-        return self._store.get(key)
+        if key not in self._floor_keys:
+            return self._store.get(key)
+        floors = self._floors
+        assert floors is not None
+        watermark = self._informer.reflector.resource_version
+        store = self._store
+        if self._selective and key not in store:
+            return None
+        floor = floors.fresher(store, key, watermark, _backend.current_time())
+        if floor is None:
+            return store.get(key)
+        return floor.obj
 
     def objects(self, namespace: str | None = None) -> list[Mapping[str, Any]]:
         """Every cached object, or those of ``namespace``."""
         store = self._store
+        fresher = self._fresher()  # first: the store is then read at least as new
         if namespace is None:
-            return store.objects()
-        # Through get(): a compact store decodes only the objects of that namespace.
-        found = (store.get(key) for key in store if key.namespace == namespace)
-        return [obj for obj in found if obj is not None]
+            if not fresher:
+                return store.objects()
+            pairs = store.items()
+        else:
+            # Through get(): a compact store decodes only the objects of that namespace.
+            pairs = [
+                (key, obj)
+                for key in store
+                if key.namespace == namespace and (obj := store.get(key)) is not None
+            ]
+            if not fresher:
+                return [obj for _, obj in pairs]
+        # By key, not by identity: a compact store decodes a fresh copy on every read.
+        found: list[Mapping[str, Any]] = []
+        for key, cached in pairs:
+            if key not in fresher:
+                found.append(cached)
+            elif (written := fresher.pop(key)) is not None:
+                found.append(written)  # else deleted by our own write
+        found.extend(
+            written
+            for key, written in fresher.items()
+            if written is not None and (namespace is None or key.namespace == namespace)
+        )
+        return found
+
+    def _indexed(self, index: str, value: str) -> list[tuple[ObjectKey, Mapping[str, Any]]]:
+        store = self._store
+        fresher = self._fresher()  # first: the store is then read at least as new
+        keys = store.keys_by_index(index, value)  # raises for an unknown index
+        function = self._indexers.get(index)
+        found: list[tuple[ObjectKey, Mapping[str, Any]]] = []
+        for key in keys:
+            obj = store.get(key)
+            if key in fresher:
+                written = fresher.pop(key)
+                if written is None or function is None or value not in function(written):
+                    continue  # deleted, or no longer under this value
+                obj = written
+            if obj is not None:
+                found.append((key, obj))
+        if function is not None:
+            # Written objects the cache has not indexed under this value (yet).
+            found.extend(
+                (key, obj)
+                for key, obj in fresher.items()
+                if obj is not None and value in function(obj)
+            )
+        return found
 
     def by_index(self, index: str, value: str) -> list[Mapping[str, Any]]:
         """The objects whose index function ``index`` gave ``value``."""
-        return self._store.by_index(index, value)
+        if self._floors is None or not len(self._floors):
+            return self._store.by_index(index, value)
+        return [obj for _, obj in self._indexed(index, value)]
 
     def keys_by_index(self, index: str, value: str) -> list[ObjectKey]:
         """The keys of the objects whose index function ``index`` gave ``value``."""
-        return self._store.keys_by_index(index, value)
+        if self._floors is None or not len(self._floors):
+            return self._store.keys_by_index(index, value)
+        return [key for key, _ in self._indexed(index, value)]
 
 
 class SharedInformers:
@@ -111,6 +239,10 @@ class SharedInformers:
         self._informers: dict[InformerKey, Informer] = {}
         self._indexers: dict[InformerKey, dict[str, IndexFunc]] = {}
         self._tasks: _backend.TaskGroup | None = None
+        # Read-your-own-writes: the floors of every cache, by resource.
+        self._read_your_writes = _READ_YOUR_WRITES
+        self._floors: dict[InformerKey, WriteFloors] = {}
+        self._by_resource: dict[GroupVersionResource, list[tuple[Informer, WriteFloors]]] = {}
 
     def __iter__(self) -> Iterator[Informer]:
         return iter(list(self._informers.values()))
@@ -158,6 +290,10 @@ class SharedInformers:
             informer.set_failure_handler(handler)
             self._informers[key] = informer
             self._indexers[key] = dict(indexers or {})
+            floors = WriteFloors(transform=_as_metadata if metadata_only else _as_cached)
+            informer.add_handler(floors.observe)
+            self._floors[key] = floors
+            self._by_resource.setdefault(gvr, []).append((informer, floors))
             if self._tasks is not None:
                 self._tasks.start_soon(informer.run)
         elif indexers:
@@ -178,8 +314,48 @@ class SharedInformers:
         return informer
 
     def reader(self, informer: Informer) -> CacheReader:
-        """The read-only view of ``informer``'s cache."""
+        """The read-only view of ``informer``'s cache (seeing this runtime's own writes)."""
+        for key, known in self._informers.items():
+            if known is informer:
+                _, _, label_selector, field_selector, _ = key
+                selective = bool(
+                    label_selector or field_selector or informer.reflector.shard_selector
+                )
+                return CacheReader(
+                    informer,
+                    floors=self._floors[key] if self._read_your_writes else None,
+                    indexers=self._indexers[key],
+                    selective=selective,
+                )
         return CacheReader(informer)
+
+    def record_write(self, request: Request, answer: object) -> None:
+        """Make a successful write's answer the floor of its key in every cache of its
+        resource (the client calls this while the runtime runs)."""
+        written = written_object(request, answer)
+        if written is None:
+            return
+        now = _backend.current_time()
+        for informer, floors in self._by_resource.get(written.resource, ()):
+            if informer.namespace is None or informer.namespace == written.key.namespace:
+                floors.record(written, now)
+
+    def stale_reads_avoided(self) -> dict[GroupVersionResource, int]:
+        """Reads answered with this runtime's own write because the cache lagged, by resource."""
+        counts: dict[GroupVersionResource, int] = {}
+        for resource, tables in self._by_resource.items():
+            counts[resource] = sum(floors.stale_reads_avoided for _, floors in tables)
+        return counts
+
+    async def _record_writes(self) -> None:
+        """Record the client's writes until cancelled (the runtime's lifetime)."""
+        if not self._read_your_writes:
+            return
+        self._client.add_write_observer(self.record_write)
+        try:
+            await _backend.sleep_until(math.inf)
+        finally:
+            self._client.remove_write_observer(self.record_write)
 
     def _failed(self, informer: Informer, verb: str, error: BaseException | None) -> None:
         if self._on_failure is not None:
@@ -188,6 +364,7 @@ class SharedInformers:
     def start(self, tasks: _backend.TaskGroup) -> None:
         """Run every informer in ``tasks``; informers asked for later start at once."""
         self._tasks = tasks
+        tasks.start_soon(self._record_writes)
         for informer in self._informers.values():
             tasks.start_soon(informer.run)
 

@@ -19,7 +19,7 @@ import logging
 import math
 import ssl
 import threading
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import httpcore
@@ -533,6 +533,8 @@ class Client:
         # Every URL is ``config.origin`` + a target (ClientConfig.url).
         self._base_url = httpcore.URL(config.origin)
         self._origin_length = len(config.origin)
+        # Told (request, answer) after every successful write (read-your-own-writes).
+        self._write_observers: list[Callable[[Request, Any], object]] = []
 
     def __repr__(self) -> str:
         context = f" context={self.config.context!r}" if self.config.context else ""
@@ -811,6 +813,17 @@ class Client:
         self._streams.add(stream)
         return stream
 
+    def add_write_observer(self, observer: Callable[[Request, Any], object]) -> None:
+        """Call ``observer(request, answer)`` after each successful write made with
+        :meth:`request` or a verb (a runtime's caches use it to read their own writes).
+        An observer that raises is logged; the write's result stands."""
+        self._write_observers.append(observer)
+
+    def remove_write_observer(self, observer: Callable[[Request, Any], object]) -> None:
+        """Stop calling ``observer`` (added with :meth:`add_write_observer`); absent is fine."""
+        if observer in self._write_observers:
+            self._write_observers.remove(observer)
+
     async def request(self, request: Request) -> Any:
         """Perform ``request`` and return its decoded JSON body; raise the ApiError otherwise.
 
@@ -821,7 +834,10 @@ class Client:
         while True:
             response = await self.send(request)
             try:
-                return decode_response(response, request)
+                answer = decode_response(response, request)
+                if self._write_observers and request.method != "GET":
+                    self._tell_observers(request, answer)
+                return answer
             except ApiError as exc:
                 delay = retry_delay(exc, attempt, max_retries=self._max_retries)
                 if delay is None:
@@ -836,6 +852,13 @@ class Client:
                     attempt,
                 )
                 await _backend.sleep(delay)
+
+    def _tell_observers(self, request: Request, answer: Any) -> None:
+        for observer in list(self._write_observers):
+            try:
+                observer(request, answer)
+            except Exception:  # bookkeeping must never fail a write that succeeded
+                logger.exception("a write observer failed on %s %s", request.method, request.path)
 
     # -- verbs ----------------------------------------------------------------------------
 

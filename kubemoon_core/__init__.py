@@ -112,6 +112,15 @@ from ._failures import (
     ReportKind,
 )
 from ._finalizers import add_finalizer_request, has_finalizer, remove_finalizer_request
+from ._freshness import (
+    DEFAULT_FLOOR_MAX_AGE,
+    DEFAULT_FLOOR_MAX_ENTRIES,
+    Floor,
+    WriteFloors,
+    WrittenObject,
+    compare_resource_versions,
+    written_object,
+)
 from ._histogram import QUEUE_DURATION_BUCKETS, RECONCILE_TIME_BUCKETS, Histogram
 from ._json import (
     json_backend,
@@ -572,4 +581,12 @@ __all__ = [
     "validate_name",
     "validate_namespace",
     "watch_request",
+    # read-your-own-writes
+    "DEFAULT_FLOOR_MAX_AGE",
+    "DEFAULT_FLOOR_MAX_ENTRIES",
+    "Floor",
+    "WriteFloors",
+    "WrittenObject",
+    "compare_resource_versions",
+    "written_object",
 ]

@@ -4,7 +4,8 @@ Rules: the numbers are plain data kept by the core machines and the client; this
 only reads a snapshot at scrape time and shapes it, so nothing on the hot path touches
 Prometheus objects. Names: ``controller_runtime_reconcile_*``, ``workqueue_*`` (label
 ``name``), ``leader_election_master_status``, ``rest_client_requests_total``, and the
-reflector's ``kubemoon_reflector_*`` counters.
+reflector's ``kubemoon_reflector_*`` counters and ``kubemoon_cache_stale_reads_avoided_total``
+(label ``resource``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ class MetricsSource(Protocol):
 
     def request_counts(self) -> Mapping[tuple[str, str, str], int]:
         """Requests made: (code, method, host) -> count."""
+
+    def stale_reads_avoided(self) -> Mapping[str, int]:
+        """Cache reads answered with the runtime's own write: resource -> count."""
 
 
 def _histogram(
@@ -83,6 +87,14 @@ class RuntimeCollector(Collector):
         for (code, method, host), count in sorted(source.request_counts().items()):
             requests.add_metric([code, method, host], count)
         yield requests
+        avoided = CounterMetricFamily(
+            "kubemoon_cache_stale_reads_avoided",
+            "Cache reads answered with this process's own write because the cache lagged.",
+            labels=["resource"],
+        )
+        for resource, count in sorted(source.stale_reads_avoided().items()):
+            avoided.add_metric([resource], count)
+        yield avoided
 
     def _reconcile_families(
         self, controllers: list[tuple[str, ControllerMetrics]]

@@ -310,7 +310,7 @@ class Manager:
             label_selector=label_selector,
             metadata_only=metadata_only,
         )
-        return CacheReader(informer)
+        return self.informers.reader(informer)
 
     # -- state ---------------------------------------------------------------------------
 
@@ -358,6 +358,13 @@ class Manager:
     def request_counts(self) -> Mapping[tuple[str, str, str], int]:
         """Requests made by the client, by (code, method, host)."""
         return self.client.request_counts
+
+    def stale_reads_avoided(self) -> Mapping[str, int]:
+        """Cache reads answered with this runtime's own write, by resource (``plural.group``)."""
+        return {
+            f"{r.resource}.{r.group}" if r.group else r.resource: count
+            for r, count in self.informers.stale_reads_avoided().items()
+        }
 
     # -- failures ------------------------------------------------------------------------
 

@@ -1,8 +1,10 @@
 """What a reconcile function is given: the key, the caches, the client and a bound logger.
 
 Rules: a context lives for one reconcile. Reads go to the caches (read-only); writes go
-through :attr:`ReconcileContext.client`. The logger carries the controller's name, the key
-and the reconcile id on every record, and its lines read ``controller NAME: NS/NAME: ...``.
+through :attr:`ReconcileContext.client`, and the caches answer with them at once, until
+their watch catches up (read-your-own-writes: the manager's floors, see ``_cache``). The
+logger carries the controller's name, the key and the reconcile id on every record, and its
+lines read ``controller NAME: NS/NAME: ...``.
 A controller of a declared class (``manager.controller("widgets", Widget)``) gets a
 ``ReconcileContext[Widget]``: ``obj`` is decoded into the class; the other methods take
 both mappings and declared objects.
