@@ -78,8 +78,10 @@ class Replica:
         running[key] = self.name
         try:
             value = _uid_hash(obj)
-            active = self.sharding.membership.active()
-            if not any(r.contains_hash(value) for r in active):
+            # Handed out while its range was active; it may have started stopping since
+            # (then it stays claimed until this reconcile ends): working, never beyond.
+            working = self.sharding.membership.member.working(trio.current_time())
+            if not any(r.contains_hash(value) for r in working):
                 self.shared["outside"].append((key, self.name))
             await ctx.ensure(
                 SECRETS,
