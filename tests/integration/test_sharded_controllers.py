@@ -341,3 +341,64 @@ async def test_the_asyncio_adapter_shards_a_controller(kube_apiserver: ApiServer
                 manager.stop()
             await asyncio.gather(*tasks)
     await asyncio.to_thread(kube_apiserver.delete_namespace, namespace)
+
+
+async def test_an_owned_object_relabelled_into_another_bucket_is_healed_by_its_owner(
+    kube_apiserver: ApiServer,
+) -> None:
+    """The attacker: someone moves an owned Secret's bucket label to another replica's
+    bucket (or removes it). The owning replica stops seeing it, and must not loop on
+    AlreadyExists: its ensure() finds the object, sees it is its own and writes the label
+    back; the other replica never reconciles the primary (not in its ranges)."""
+    server = kube_apiserver
+    namespace = await trio.to_thread.run_sync(lambda: server.create_namespace(prefix="shatk"))
+    shared: dict[str, Any] = {"running": {}, "overlaps": [], "outside": []}
+    path = str(server.kubeconfig_path)
+    async with Client.from_kubeconfig(path) as c0, Client.from_kubeconfig(path) as c1:
+        await _create(c0, namespace, 30)
+        names = ["replica-0", "replica-1"]
+        replicas = [
+            Replica(c, n, namespace, namespace, shared)
+            for c, n in zip((c0, c1), names, strict=True)
+        ]
+        owners = assign_ranges(names)
+        everything = {f"cm-{n:04d}" for n in range(30)}
+        with trio.fail_after(90):
+            async with trio.open_nursery() as nursery:
+                for replica in replicas:
+                    await nursery.start(replica.manager.run)
+
+                def settled() -> bool:
+                    cached = set().union(*(set(r.cached(SECRETS)) for r in replicas))
+                    ranges = all(
+                        r.sharding.membership.active() == (owners[r.name],) for r in replicas
+                    )
+                    return ranges and cached == everything
+
+                await _wait(settled, "settled", shared)
+                victim_name = next(iter(sorted(replicas[0].cached(SECRETS))))
+                other_bucket = f"{buckets_of([owners['replica-1']])[0]:02x}"
+                for label in (other_bucket, None):
+                    await c1.patch(
+                        SECRETS,
+                        victim_name,
+                        {"metadata": {"labels": {OWNER_BUCKET_LABEL: label}}},
+                        namespace=namespace,
+                    )
+
+                    async def healed(v: str = victim_name) -> bool:
+                        secret = await c0.get(SECRETS, v, namespace=namespace)
+                        uid = secret["metadata"]["ownerReferences"][0]["uid"]
+                        labels = secret["metadata"].get("labels") or {}
+                        return bool(labels.get(OWNER_BUCKET_LABEL) == owner_bucket_label(uid))
+
+                    while not await healed():
+                        await trio.sleep(0.1)
+                    await _wait(
+                        lambda v=victim_name: v in replicas[0].cached(SECRETS), "back", shared
+                    )
+                assert replicas[0].controller.controller.metrics(0).reconcile_errors_total == 0
+                for replica in replicas:
+                    replica.manager.stop()
+    assert not shared["overlaps"] and not shared["outside"]
+    await trio.to_thread.run_sync(lambda: server.delete_namespace(namespace))
