@@ -107,6 +107,7 @@ class ShardMembership:
         self._rv: str | None = None
         self._seen: tuple[tuple[ShardRange, ...], tuple[ShardRange, ...]] = ((), ())
         self._changed = _backend.Event()
+        self._refused = False
 
     def __repr__(self) -> str:
         return f"<ShardMembership {self.group}/{self.identity} {self.member.state.name}>"
@@ -205,6 +206,8 @@ class ShardMembership:
                     current = await self._send(
                         get_request(LEASES, lease["metadata"]["name"], namespace=self.namespace)
                     )
+                    if not self._mine(current):
+                        return False
                     lease["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
                     stored = await self._send(replace_request(LEASES, lease))
             else:
@@ -218,6 +221,34 @@ class ShardMembership:
             return False
         self._rv = stored["metadata"]["resourceVersion"]
         return True
+
+    def _mine(self, current: Any) -> bool:
+        """Whether an existing Lease of this name is this member's own (a restart's).
+
+        ``<group>-<identity>`` can name the Lease of another group or holder (group
+        ``a-b`` with identity ``c`` and group ``a`` with identity ``b-c``): taking it over
+        would hide that member's claims from its group, so it is never written.
+        """
+        metadata = current.get("metadata") if isinstance(current, dict) else None
+        spec = current.get("spec") if isinstance(current, dict) else None
+        labels = metadata.get("labels") if isinstance(metadata, dict) else None
+        holder = spec.get("holderIdentity") if isinstance(spec, dict) else None
+        group = labels.get(GROUP_LABEL) if isinstance(labels, dict) else None
+        if holder == self.identity and group == self.group:
+            return True
+        if not self._refused:
+            self._refused = True
+            logger.error(
+                "membership Lease %s/%s belongs to holder %r of group %r, not to %s of %s: "
+                "not taking it over; this replica cannot join (choose another identity)",
+                self.namespace,
+                (metadata or {}).get("name"),
+                holder,
+                group,
+                self.identity,
+                self.group,
+            )
+        return False
 
     async def _read(self) -> list[MemberRecord] | None:
         options = ListOptions(label_selector=f"{GROUP_LABEL}={self.group}")
