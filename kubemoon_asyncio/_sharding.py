@@ -23,8 +23,10 @@ from kubemoon_core import (
     GroupVersionResource,
     KubeMoonError,
     ListOptions,
+    LocalProtocolError,
     MemberRecord,
     MemberState,
+    NotFound,
     ShardMember,
     ShardRange,
     ShardSelector,
@@ -110,6 +112,9 @@ class ShardMembership:
         self._seen: tuple[tuple[ShardRange, ...], tuple[ShardRange, ...]] = ((), ())
         self._changed = _backend.Event()
         self._refused = False
+        self._missing_reported = False
+        self.last_error: BaseException | None = None
+        """The last failed write or read of the membership Leases (None after a success)."""
 
     def __repr__(self) -> str:
         return f"<ShardMembership {self.group}/{self.identity} {self.member.state.name}>"
@@ -209,6 +214,9 @@ class ShardMembership:
                         get_request(LEASES, lease["metadata"]["name"], namespace=self.namespace)
                     )
                     if not self._mine(current):
+                        self.last_error = LocalProtocolError(
+                            f"the Lease {lease['metadata']['name']} is another member's"
+                        )
                         return False
                     lease["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
                     stored = await self._send(replace_request(LEASES, lease))
@@ -219,9 +227,20 @@ class ShardMembership:
             logger.warning("membership Lease of %s was changed by someone else", self.identity)
             return False
         except (KubeMoonError, TransportError, TimeoutError) as exc:
-            logger.info("membership Lease write failed: %s", exc)
+            self.last_error = exc
+            if isinstance(exc, NotFound) and not self._missing_reported:
+                self._missing_reported = True
+                logger.error(
+                    "membership Lease of %s cannot be created: does the namespace %r exist? %s",
+                    self.identity,
+                    self.namespace,
+                    exc,
+                )
+            else:
+                logger.info("membership Lease write failed: %s", exc)
             return False
         self._rv = stored["metadata"]["resourceVersion"]
+        self.last_error = None
         return True
 
     def _mine(self, current: Any) -> bool:
@@ -259,6 +278,7 @@ class ShardMembership:
                 list_request(LEASES, namespace=self.namespace, options=options)
             )
         except (KubeMoonError, TransportError, TimeoutError) as exc:
+            self.last_error = exc
             logger.info("membership Lease list failed: %s", exc)
             return None
         records = []

@@ -166,6 +166,14 @@ class ShardedControl:
             self.controller.controller.metrics(_backend.current_time()).dropped,
         )
 
+    def problems(self) -> list[str]:
+        """Why this replica cannot work (for ``/readyz``): it holds no range and its last
+        membership request failed."""
+        error = self.membership.last_error
+        if self._active or error is None:
+            return []
+        return [f"controller {self.controller.name}: cannot join its shard group: {error}"]
+
     def note(self) -> str:
         """One line for ``/readyz?verbose``."""
         status = self.status()

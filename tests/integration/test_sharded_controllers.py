@@ -434,3 +434,27 @@ async def test_a_member_never_takes_over_a_lease_of_its_name_held_by_another_gro
         after = await client.get(LEASES, "cms-a-x", namespace=namespace)
         assert after["metadata"]["resourceVersion"] == foreign["metadata"]["resourceVersion"]
     await trio.to_thread.run_sync(lambda: server.delete_namespace(namespace))
+
+
+async def test_a_missing_lease_namespace_is_a_readiness_reason_naming_it(
+    kube_apiserver: ApiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = kube_apiserver
+    namespace = await trio.to_thread.run_sync(lambda: server.create_namespace(prefix="shmiss"))
+    async with Client.from_kubeconfig(str(server.kubeconfig_path)) as client:
+        manager = Manager(client)
+        config = ShardingConfig(identity="lonely", namespace="no-such-namespace", **TIMINGS)
+        manager.controller("c", CM, kind="ConfigMap", namespace=namespace).sharded(config).complete(
+            lambda ctx: Reconciled()
+        )  # type: ignore[arg-type,return-value]
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(manager.run)
+                while not any("cannot join" in p for p in manager.readiness_problems()):
+                    await trio.sleep(0.1)
+                manager.stop()
+    (problem,) = [p for p in manager.readiness_problems() if "cannot join" in p]
+    assert "controller c: cannot join its shard group" in problem
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert any("'no-such-namespace' exist" in e for e in errors), errors
+    await trio.to_thread.run_sync(lambda: server.delete_namespace(namespace))
