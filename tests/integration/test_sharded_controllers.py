@@ -171,6 +171,9 @@ async def test_three_replicas_split_a_controller_and_one_hands_its_ranges_over(
                     )
                     assert cms
                 assert all(r.sharding.server_side is (gate == "on") for r in replicas)
+                # With the gate the server sent each replica only its share.
+                dropped = [r.controller.primary_informer.reflector.out_of_shard for r in replicas]
+                assert (sum(dropped) == 0) is (gate == "on"), dropped
                 # Owned Secrets carry their owner's bucket and reach its replica only.
                 for replica in replicas:
                     buckets = {f"{b:02x}" for b in buckets_of([owners[replica.name]])}
@@ -457,4 +460,58 @@ async def test_a_missing_lease_namespace_is_a_readiness_reason_naming_it(
     assert "controller c: cannot join its shard group" in problem
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert any("'no-such-namespace' exist" in e for e in errors), errors
+    await trio.to_thread.run_sync(lambda: server.delete_namespace(namespace))
+
+
+async def test_a_range_moves_only_after_its_running_reconcile_finished(
+    kube_apiserver: ApiServer,
+) -> None:
+    """Replica a holds everything and is stuck reconciling one object of what becomes
+    b's half when b joins: a's range stays claimed (stopping) and b does not start that
+    half until the reconcile ends; then b takes it over and reconciles the object."""
+    server = kube_apiserver
+    namespace = await trio.to_thread.run_sync(lambda: server.create_namespace(prefix="shmove"))
+    shared: dict[str, Any] = {"running": {}, "overlaps": [], "outside": []}
+    path = str(server.kubeconfig_path)
+    owners = assign_ranges(["replica-a", "replica-b"])
+    async with Client.from_kubeconfig(path) as ca, Client.from_kubeconfig(path) as cb:
+        await _create(ca, namespace, 20)
+        objects = {o["metadata"]["name"]: o async for o in ca.list(CM, namespace=namespace)}
+        stuck = next(
+            n for n, o in sorted(objects.items()) if owners["replica-b"].contains_hash(_uid_hash(o))
+        )
+        release = trio.Event()
+        a = Replica(ca, "replica-a", namespace, namespace, shared)
+        plain = a.reconcile
+
+        async def slow(ctx: ReconcileContext) -> Reconciled:
+            if ctx.name == stuck and not release.is_set():
+                shared["stuck"] = True
+                await release.wait()
+            return await plain(ctx)
+
+        a.controller._reconcile = slow  # the test's hook: one slow reconcile
+        b = Replica(cb, "replica-b", namespace, namespace, shared)
+        with trio.fail_after(90):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(a.manager.run)
+                await _wait(lambda: "stuck" in shared, "a stuck on its object", shared)
+                await nursery.start(b.manager.run)
+                await _wait(lambda: bool(a.sharding.membership.stopping()), "a stopping", shared)
+                for _ in range(30):  # three seconds: six retry periods
+                    assert a.sharding.membership.stopping()
+                    assert b.sharding.membership.active() == ()
+                    await trio.sleep(0.1)
+                release.set()
+                await _wait(
+                    lambda: (
+                        b.sharding.membership.active() == (owners["replica-b"],)
+                        and stuck in b.reconciled
+                    ),
+                    "b took over and reconciled the object",
+                    shared,
+                )
+                a.manager.stop()
+                b.manager.stop()
+    assert not shared["overlaps"] and not shared["outside"]
     await trio.to_thread.run_sync(lambda: server.delete_namespace(namespace))
