@@ -231,7 +231,7 @@ class ShardedControl:
         active = membership.active()
         gained = [r for r in active if r not in self._active]
         self._active = active
-        self.keys.admit(active)
+        newly = self.keys.admit(active)
         if active:
             self.primary.reselect(ShardSelector(active), self._label_selector)
             buckets = owner_bucket_selector(active)
@@ -245,11 +245,10 @@ class ShardedControl:
                 len(active),
                 100 * ShardSelector(active).fraction,
             )
+        if newly:
             now = _backend.current_time()
-            for key in list(self.primary.store):
-                value = self.keys.hash_of(key)
-                if value is not None and any(r.contains_hash(value) for r in gained):
-                    self.controller.controller.enqueue(key, now, priority=LOW_PRIORITY)
+            for key in newly:
+                self.controller.controller.enqueue(key, now, priority=LOW_PRIORITY)
         self._cancel_unworked()
         self.check_stopping()
         self.controller.runner.wake()

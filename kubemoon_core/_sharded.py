@@ -135,13 +135,25 @@ class ShardedKeys:
         """The admitted ranges."""
         return self._ranges
 
-    def admit(self, ranges: Iterable[ShardRange]) -> None:
-        """Admit exactly the keys whose hash lies in ``ranges`` from now on."""
+    def admit(self, ranges: Iterable[ShardRange]) -> list[ObjectKey]:
+        """Admit exactly the keys whose hash lies in ``ranges`` from now on; return the
+        known keys this newly admits (queue them: changes seen while their range was
+        elsewhere were dropped)."""
         admitted = tuple(ranges)
         for item in admitted:
             if not isinstance(item, ShardRange):
                 raise ShardSelectorError(f"admit() takes ShardRange values, got {item!r}")
+        before = self._ranges
         self._ranges = admitted
+        gained = [r for r in admitted if r not in before]
+        if not gained:
+            return []
+        return [
+            key
+            for key, value in self._hashes.items()
+            if any(r.start <= value < r.end for r in gained)
+            and not any(r.start <= value < r.end for r in before)
+        ]
 
     def _in_ranges(self, value: int) -> bool:
         return any(r.start <= value < r.end for r in self._ranges)

@@ -131,7 +131,9 @@ def test_sharded_keys_admit_only_objects_hashing_into_the_ranges() -> None:
     half, inside, outside = split(UIDS)
     for uid in UIDS:
         assert keys.observe(change(ChangeType.ADDED, uid, uid)) is False  # nothing admitted
-    keys.admit([half])
+    newly = keys.admit([half])  # the keys to queue again: seen while nothing was admitted
+    assert sorted(newly) == sorted(ObjectKey("ns", u) for u in inside)
+    assert keys.admit([half]) == []  # nothing new
     assert all(keys.admits(ObjectKey("ns", u)) for u in inside)
     assert not any(keys.admits(ObjectKey("ns", u)) for u in outside)
     assert not keys.admits(ObjectKey("ns", "never-seen"))
