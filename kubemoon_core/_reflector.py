@@ -586,7 +586,13 @@ class Reflector:
         self._shard = shard_selector
         self._label_selector = label_selector
         self._stream_fallback = False
-        self._restart(RelistReason.RESELECTED, now)
+        if self._synced:
+            self._restart(RelistReason.RESELECTED, now)
+        else:  # still the first sync: no relist to count
+            if self._store.epoch_open:
+                self._store.abort_epoch()
+            self._sync_rv = None
+            self._ready_at = now
 
     @property
     def label_selector(self) -> str | None:

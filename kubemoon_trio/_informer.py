@@ -181,8 +181,9 @@ class Informer:
         self._pending = (shard_selector, label_selector)
         self._held = False
         self._reselected.set()
-        if self._drive_group is not None:
-            self._drive_group.cancel()
+        group = self._drive_group  # read once: on the blocking adapter another thread runs
+        if group is not None:
+            group.cancel()
 
     async def run(self, *, until: Callable[[], bool] | None = None) -> None:
         """Drive the reflector until cancelled, or until ``until()`` returns True.

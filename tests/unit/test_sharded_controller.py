@@ -298,3 +298,19 @@ def test_objects_without_a_usable_uid_are_never_admitted() -> None:
 def test_a_reflector_reports_its_label_selector() -> None:
     r = Reflector(CM, rng=random.Random(1), label_selector="a=b")
     assert r.label_selector == "a=b"
+
+
+def test_a_selection_before_the_first_sync_is_no_relist() -> None:
+    r = Reflector(CM, rng=random.Random(1), namespace="ns")
+    r.reselect(0.0, shard_selector=ShardSelector.equal_split(2, 0), label_selector=None)
+    assert r.stats.relists == 0
+    first = r.next_request(0.0)
+    assert first is not None
+    r.request_failed(0.0)  # a page that failed: the list is retried after a backoff...
+    r.reselect(0.5, shard_selector=ShardSelector.equal_split(2, 1), label_selector=None)
+    again = r.next_request(0.5)  # ...or restarted at once with the new selector
+    assert again is not None
+    assert dict(again.query)["shardSelector"] == ShardSelector.equal_split(2, 1).render()
+    assert r.stats.relists == 0
+    r.receive_response(page([obj("a", UIDS[0])], "3"), 0.5)
+    assert r.has_synced
