@@ -314,3 +314,62 @@ def test_a_selection_before_the_first_sync_is_no_relist() -> None:
     assert r.stats.relists == 0
     r.receive_response(page([obj("a", UIDS[0])], "3"), 0.5)
     assert r.has_synced
+
+
+def test_readyz_verbose_adds_the_notes_and_never_fails_on_them() -> None:
+    from kubemoon_trio import ProbeServer
+
+    problems: list[str] = []
+
+    def notes() -> list[str]:
+        return ["controller c: sharded as r, client-side"]
+
+    server = ProbeServer(healthy=list, ready=lambda: problems, notes=notes)
+    assert server.answer("GET", "/readyz") == (200, "text/plain", b"ok\n")
+    for target in ("/readyz?verbose", "/readyz?verbose=1", "/readyz?x=1&verbose"):
+        body = b"ok\ncontroller c: sharded as r, client-side\n"
+        assert server.answer("GET", target) == (200, "text/plain", body)
+    assert server.answer("GET", "/readyz?verbosely") == (200, "text/plain", b"ok\n")
+    assert server.answer("GET", "/healthz?verbose")[2] == b"ok\n"  # readyz only
+    problems.append("cache not synced")
+    code, _, body = server.answer("GET", "/readyz?verbose")
+    assert code == 503
+    assert body == b"cache not synced\ncontroller c: sharded as r, client-side\n"
+
+    def broken() -> list[str]:
+        raise RuntimeError("user code")
+
+    quiet = ProbeServer(healthy=list, ready=list, notes=broken)
+    assert quiet.answer("GET", "/readyz?verbose") == (200, "text/plain", b"ok\n")
+
+
+def test_the_collector_exports_the_shard_families() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from kubemoon_io import RuntimeCollector
+    from kubemoon_trio import ShardStatus
+
+    class Source:
+        def controller_metrics(self) -> list[Any]:
+            return []
+
+        def informer_stats(self) -> list[Any]:
+            return []
+
+        def leader_status(self) -> None:
+            return None
+
+        def request_counts(self) -> dict[Any, int]:
+            return {}
+
+        def shard_status(self) -> list[ShardStatus]:
+            first = assign_ranges(["a", "b"])["a"]
+            return [ShardStatus("c", "a", False, (first,), 7)]
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RuntimeCollector(Source()))
+    text = generate_latest(registry).decode()
+    assert 'kubemoon_shard_server_side{controller="c"} 0.0' in text
+    assert 'kubemoon_shard_owned_ranges{controller="c",identity="a"} 1.0' in text
+    assert 'kubemoon_shard_owned_fraction{controller="c",identity="a"} 0.5' in text
+    assert 'kubemoon_shard_dropped_keys_total{controller="c"} 7.0' in text
