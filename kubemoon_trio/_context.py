@@ -19,6 +19,8 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, overload
 
 from kubemoon_core import (
+    OWNER_BUCKET_LABEL,
+    AlreadyExists,
     ApiError,
     Declared,
     GroupVersionKind,
@@ -29,8 +31,10 @@ from kubemoon_core import (
     Request,
     WorkItem,
     WriteAction,
+    controller_of,
     decode,
     encode,
+    owner_bucket_label,
     plan_status,
     plan_write,
     resource_info,
@@ -96,8 +100,10 @@ class ReconcileContext(Generic[ObjT]):
         caches: Mapping[GroupVersionResource, CacheReader],
         events: EventRecorder,
         cls: type[ObjT] | None = None,
+        sharded: bool = False,
     ) -> None:
         self.controller = controller
+        self._sharded = sharded
         self._cls = cls
         self._decoded: tuple[Mapping[str, Any], Any] | None = None
         self.primary_resource = primary_resource
@@ -157,6 +163,16 @@ class ReconcileContext(Generic[ObjT]):
         return reader
 
     # -- helpers every operator needs ------------------------------------------------------
+
+    def owner_labels(self) -> dict[str, str]:
+        """The labels an object this reconcile owns must carry: in a sharded controller,
+        :data:`~kubemoon_core.OWNER_BUCKET_LABEL` with the primary's bucket (so the
+        replica owning the primary watches it); nothing otherwise. :meth:`ensure` adds them.
+        """
+        if not self._sharded:
+            return {}
+        uid = self.owner_reference()["uid"]
+        return {OWNER_BUCKET_LABEL: owner_bucket_label(uid)}
 
     def owner_reference(self) -> dict[str, Any]:
         """The ``ownerReferences`` entry making the primary the controller of an object."""
@@ -224,15 +240,37 @@ class ReconcileContext(Generic[ObjT]):
             metadata.setdefault("namespace", self.namespace)
         if owned:
             metadata["ownerReferences"] = [self.owner_reference()]
+            metadata["labels"] = {**(metadata.get("labels") or {}), **self.owner_labels()}
         wanted["metadata"] = metadata
         name = metadata.get("name")
         if not isinstance(name, str):
             raise LocalProtocolError("the desired object has no metadata.name")
-        existing = self.cache(resource).get(name, metadata.get("namespace") or "")
+        namespace = metadata.get("namespace") or ""
+        existing = self.cache(resource).get(name, namespace)
         plan = plan_write(resource, wanted, existing)
         if plan.action is WriteAction.NONE or plan.request is None:
             return False
-        await self.client.request(plan.request)
+        try:
+            await self.client.request(plan.request)
+        except AlreadyExists:
+            # A sharded controller watches only its owner buckets: an object of its own
+            # whose bucket label was changed or removed is out of its sight for good, so
+            # look it up and write the label back (never someone else's object).
+            if not (self._sharded and owned and plan.action is WriteAction.CREATE):
+                raise
+            live = await self.client.get(resource, name, namespace=namespace or None)
+            ref = controller_of(live)
+            if ref is None or ref.get("uid") != metadata["ownerReferences"][0]["uid"]:
+                raise
+            plan = plan_write(resource, wanted, live)
+            if plan.action is WriteAction.NONE or plan.request is None:
+                return False
+            self.log.warning(
+                "%s %s was outside this replica's owner buckets: its labels are restored",
+                resource.resource,
+                name,
+            )
+            await self.client.request(plan.request)
         self.writes += 1
         self.log.info("%s %s (%s)", plan.action.value, name, ", ".join(plan.changed))
         return True
