@@ -27,6 +27,7 @@ MODULES = [
     "bench_client",
     "bench_operator",
     "bench_tracing",
+    "bench_priority",
 ]
 
 
