@@ -17,7 +17,7 @@ from pathlib import Path
 import trio
 
 from kubemoon_core import KubeMoonError, LeadershipLost, LocalProtocolError
-from kubemoon_trio import Client, LeaderElectionConfig
+from kubemoon_trio import Client, LeaderElectionConfig, ShardingConfig
 
 from ._logs import configure_logging, configure_tracing
 from ._operator import ConfigMirrorOperator
@@ -140,6 +140,30 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--renew-deadline", type=float, default=10.0)
     parser.add_argument("--retry-period", type=float, default=2.0)
     parser.add_argument("--identity", help="leader-election identity (default: host + random)")
+    shards = parser.add_argument_group(
+        "sharding",
+        "split the ConfigMirrors across every replica started with --sharded: each joins "
+        "the group with a Lease of its own in --lease-namespace (which must exist) and "
+        "reconciles only the mirrors whose uid hashes into its ranges; with the API "
+        "server's ShardedListAndWatch feature gate each replica also receives only its "
+        "share of them, without it they are filtered client-side (a warning, a /readyz "
+        "verbose line and the metric kubemoon_shard_server_side say which). Do not "
+        "combine with --leader-elect",
+    )
+    shards.add_argument(
+        "--sharded",
+        action="store_true",
+        help="run the mirror controller sharded across the replicas",
+    )
+    shards.add_argument(
+        "--shard-identity",
+        help="this replica's member identity (default: POD_NAME, else host name and pid)",
+    )
+    shards.add_argument(
+        "--shard-group",
+        default="configmirror",
+        help="the group every replica of one deployment shares (default: %(default)s)",
+    )
     parser.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
@@ -166,6 +190,20 @@ def options_from(args: argparse.Namespace) -> OperatorOptions:
             retry_period=args.retry_period,
             **extra,
         )
+    if args.sharded and args.leader_elect:
+        raise LocalProtocolError("--sharded replicas all work: do not add --leader-elect")
+    sharding = None
+    if args.sharded:
+        sharding = ShardingConfig(
+            identity=args.shard_identity or None,
+            namespace=args.lease_namespace,
+            group=args.shard_group,
+            lease_duration=args.lease_duration,
+            renew_deadline=args.renew_deadline,
+            retry_period=args.retry_period,
+        )
+    elif args.shard_identity:
+        raise LocalProtocolError("--shard-identity needs --sharded")
     address, cert, key = None, "", ""
     if args.webhook_self_managed:
         if args.webhook_port is None or args.webhook_cert_dir or args.webhook_cert_file:
@@ -189,6 +227,7 @@ def options_from(args: argparse.Namespace) -> OperatorOptions:
         write_concurrency=args.write_concurrency,
         probe_address=args.probe_address,
         leader_election=election,
+        sharding=sharding,
         target_namespace_selector=args.target_namespace_selector,
         webhook_address=address,
         webhook_cert_file=cert,

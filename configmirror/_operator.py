@@ -11,6 +11,7 @@ label change re-reconciles the mirrors that target that namespace.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 
@@ -113,10 +114,17 @@ class ConfigMirrorOperator:
         selector = opts.target_namespace_selector
         self.namespaces: Informer = informers.get(NAMESPACES, label_selector=selector)
         for namespace in opts.namespaces or (None,):
-            informers.get(CONFIGMIRRORS_V1BETA1, namespace=namespace, indexers=MIRROR_INDEXERS)
-            mirrors = self.manager.cache(CONFIGMIRRORS_V1BETA1, namespace=namespace)
             name = f"configmirror-{namespace}" if len(opts.namespaces) > 1 else "configmirror"
             builder = self.manager.controller(name, CONFIGMIRRORS_V1BETA1, namespace=namespace)
+            if opts.sharding is not None:
+                # This replica's mirrors only: the mappers find them in its shard's cache.
+                sharding = opts.sharding
+                if len(opts.namespaces) > 1 and sharding.group:
+                    sharding = dataclasses.replace(sharding, group=f"{sharding.group}-{namespace}")
+                builder.sharded(sharding, indexers=MIRROR_INDEXERS)
+            else:
+                informers.get(CONFIGMIRRORS_V1BETA1, namespace=namespace, indexers=MIRROR_INDEXERS)
+            mirrors = builder.primary_cache()
             builder.watches(
                 CONFIGMAPS, functools.partial(mirrors_of_configmap, mirrors, configmap_cache)
             )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kubemoon_trio import LeaderElectionConfig
+from kubemoon_trio import LeaderElectionConfig, ShardingConfig
 
 from ._plan import ACCEPT_MIRRORS_SELECTOR
 
@@ -20,6 +20,8 @@ class OperatorOptions:
     write_concurrency: int = 4  # a mirror's copy writes in flight at once
     probe_address: tuple[str, int] | None = None
     leader_election: LeaderElectionConfig | None = None
+    # Sharded: the mirrors are split across every replica run with the same group.
+    sharding: ShardingConfig | None = None
     target_namespace_selector: str = ACCEPT_MIRRORS_SELECTOR
     stall_margin: float = 30.0
     grace_period: float = 30.0

@@ -44,6 +44,7 @@ from ._cache import CacheReader
 from ._context import CONTROLLER_UID_INDEX, ObjT, ReconcileContext
 from ._controller import ControllerRunner
 from ._informer import Informer
+from ._sharded import ShardedControl, ShardingConfig
 
 if TYPE_CHECKING:
     from ._manager import Manager
@@ -86,6 +87,7 @@ class RuntimeController:
         rate_limiter: RateLimiter | None,
         cls: type[Any] | None = None,
         priority_queue: bool = True,
+        sharding: ShardingConfig | None = None,
     ) -> None:
         self.name = name
         self._kind = kind
@@ -97,10 +99,25 @@ class RuntimeController:
             rate_limiter=rate_limiter,
             priority_queue=priority_queue,
         )
-        self.runner = ControllerRunner(self.controller, self._reconcile_item, name=name)
+        self.runner = ControllerRunner(
+            self.controller, self._reconcile_item, name=name, on_report=self._reported
+        )
         self._reconcile = reconcile
         self.primary_informer = sources[0][1]
         self.primary = CacheReader(self.primary_informer)
+        self.sharding: ShardedControl | None = None
+        if sharding is not None:
+            namespace = sharding.namespace or (
+                manager.lease_name.split("/")[0] if manager.lease_name else "default"
+            )
+            self.sharding = ShardedControl(
+                self,
+                sharding,
+                namespace=namespace,
+                primary=self.primary_informer,
+                owned=[i for s, i in sources[1:] if s.name.startswith("owns:")],
+            )
+            self.controller.set_admission(self.sharding.keys.admits)
         self._caches: dict[GroupVersionResource, CacheReader] = {}
         for source, informer in sources:
             self._caches.setdefault(informer.resource, CacheReader(informer))
@@ -110,7 +127,11 @@ class RuntimeController:
         return f"<RuntimeController {self.name}>"
 
     def _receiver(self, source: str, informer: Informer) -> Callable[[Change], None]:
+        keys = self.sharding.keys if self.sharding is not None and source == "primary" else None
+
         def receive(change: Change) -> None:
+            if keys is not None and not keys.observe(change):
+                return  # outside this replica's ranges: leaving them is no deletion
             try:
                 added = self.controller.receive(source, change, now=_backend.current_time())
             except Exception:  # a mapper or predicate (user code) must not stop the informer
@@ -140,6 +161,14 @@ class RuntimeController:
             self.controller.enqueue(key, now=_backend.current_time(), priority=LOW_PRIORITY)
         self.runner.wake()
 
+    def _reported(self, item: WorkItem) -> None:
+        sharding = self.sharding
+        if sharding is None:
+            return
+        if item.key not in self.primary_informer.store:
+            sharding.keys.forget(item.key)  # gone: nothing of it is left to reconcile
+        sharding.check_stopping()
+
     def stop(self) -> None:
         """Hand out no new work; running reconciles finish."""
         self.runner.stop()
@@ -161,6 +190,7 @@ class RuntimeController:
             caches=self._caches,
             events=self.manager.events,
             cls=self._cls,
+            sharded=self.sharding is not None,
         )
         try:
             return await self._reconcile(context)
@@ -208,12 +238,11 @@ class ControllerBuilder(Generic[ObjT]):
         if self._declared_scope is not None:
             self._scope = self._declared_scope
         self._namespace = namespace
-        self._sources: list[tuple[Source, Informer]] = [
-            (
-                Source.primary("primary", predicate=predicate),
-                manager.informers.get(resource, namespace=namespace, label_selector=label_selector),
-            )
-        ]
+        self._label_selector = label_selector
+        self._primary_source = Source.primary("primary", predicate=predicate)
+        self._primary_informer: Informer | None = None
+        self._sharding: ShardingConfig | None = None
+        self._sources: list[tuple[Source, Informer]] = []
         self._workers = 1
         self._rate_limiter: RateLimiter | None = None
         self._priority_queue = True
@@ -225,7 +254,7 @@ class ControllerBuilder(Generic[ObjT]):
             if resource.group
             else f"{what}:{resource.resource}"
         )
-        taken = {source.name for source, _ in self._sources}
+        taken = {"primary"} | {source.name for source, _ in self._sources}
         name, suffix = base, 1
         while name in taken:
             suffix += 1
@@ -261,9 +290,56 @@ class ControllerBuilder(Generic[ObjT]):
             namespace=namespace or self._namespace,
             indexers={CONTROLLER_UID_INDEX: _controller_uid},
             metadata_only=metadata_only,
+            sharded_for=self._name if self._sharding is not None else None,
         )
         self._sources.append((source, informer))
         return self
+
+    def sharded(
+        self,
+        config: ShardingConfig | None = None,
+        *,
+        indexers: Mapping[str, Callable[[Mapping[str, Any]], tuple[str, ...]]] | None = None,
+    ) -> ControllerBuilder[ObjT]:
+        """Split the primary objects across the replicas that run this controller.
+
+        Call it first, before :meth:`owns` and :meth:`watches`. This replica joins the
+        controller's group with a Lease of its own (:class:`ShardingConfig`) and reconciles
+        only the objects whose uid hashes into its ranges: its primary informer lists and
+        watches only those (server-side with the ``ShardedListAndWatch`` gate, else
+        filtered client-side). Objects written through :meth:`ReconcileContext.ensure`
+        carry their owner's bucket label (:data:`~kubemoon_core.OWNER_BUCKET_LABEL`) and
+        the :meth:`owns` informers watch only this replica's buckets. Mapped keys
+        (:meth:`watches`) are reconciled only when their primary is in the ranges.
+        ``indexers`` index the primary cache (see :meth:`primary_cache`).
+        """
+        if self._sources or self._primary_informer is not None:
+            raise LocalProtocolError(
+                f"{self._name}: call sharded() before owns(), watches() and primary_cache()"
+            )
+        if config is not None and not isinstance(config, ShardingConfig):
+            raise LocalProtocolError(f"{self._name}: sharded() takes a ShardingConfig")
+        self._sharding = config if config is not None else ShardingConfig()
+        self._primary_informer = self._manager.informers.get(
+            self._resource,
+            namespace=self._namespace,
+            label_selector=self._label_selector,
+            indexers=indexers,
+            sharded_for=self._name,
+        )
+        return self
+
+    def primary_cache(self) -> CacheReader:
+        """The cache of the primary resource this controller reconciles (a sharded one
+        holds only this replica's ranges): for mappers given to :meth:`watches`."""
+        return CacheReader(self._primary())
+
+    def _primary(self) -> Informer:
+        if self._primary_informer is None:
+            self._primary_informer = self._manager.informers.get(
+                self._resource, namespace=self._namespace, label_selector=self._label_selector
+            )
+        return self._primary_informer
 
     def watches(
         self,
@@ -318,7 +394,7 @@ class ControllerBuilder(Generic[ObjT]):
         controller = RuntimeController(
             self._manager,
             self._name,
-            self._sources,
+            [(self._primary_source, self._primary()), *self._sources],
             reconcile,
             kind=None
             if self._kind is None
@@ -327,6 +403,7 @@ class ControllerBuilder(Generic[ObjT]):
             rate_limiter=self._rate_limiter,
             cls=self._cls,
             priority_queue=self._priority_queue,
+            sharding=self._sharding,
         )
         self._manager.add(controller)
         return controller

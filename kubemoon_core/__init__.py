@@ -229,6 +229,17 @@ from ._shard import (
     fnv1a_64,
     shard_hash,
 )
+from ._sharded import (
+    OWNER_BUCKET_BITS,
+    OWNER_BUCKET_LABEL,
+    OWNER_BUCKETS,
+    ShardedKeys,
+    bucket_range,
+    buckets_of,
+    owner_bucket,
+    owner_bucket_label,
+    owner_bucket_selector,
+)
 from ._status import (
     AlreadyExists,
     ApiError,
@@ -327,6 +338,15 @@ __all__ = [
     "ShardRange",
     "ShardSelector",
     "ShardSelectorError",
+    "ShardedKeys",
+    "OWNER_BUCKET_BITS",
+    "OWNER_BUCKET_LABEL",
+    "OWNER_BUCKETS",
+    "bucket_range",
+    "buckets_of",
+    "owner_bucket",
+    "owner_bucket_label",
+    "owner_bucket_selector",
     "fnv1a_64",
     "shard_hash",
     "shard_probe_request",

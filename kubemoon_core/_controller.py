@@ -20,6 +20,10 @@ Rules:
   ``Reconciled`` forgets the key's backoff; ``RequeueAfter`` forgets it and adds the key
   back after the delay; ``Requeue`` and ``Failed`` add it back rate-limited;
   ``FailedTerminally`` forgets it and does not requeue (a new change will bring it back).
+- Admission (sharded controllers): with :meth:`Controller.set_admission`, a key the
+  admission function refuses is not queued, and one already queued is dropped when it
+  comes out of the queue (forgotten, never reconciled, counted in
+  :attr:`ControllerMetrics.dropped`).
 - After ``shutdown`` no new work is handed out (a controller that lost its leadership must
   stop at once); ``is_drained`` tells when every running reconcile has been reported.
 - Metrics are plain data (:meth:`Controller.metrics`) for adapters to export under
@@ -34,7 +38,7 @@ from __future__ import annotations
 import bisect
 import enum
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -344,6 +348,8 @@ class ControllerMetrics:
     queue: WorkQueueMetrics
     reconcile_time: Histogram
     max_concurrent_reconciles: int
+    dropped: int = 0
+    """Keys the admission function refused (outside a sharded controller's ranges)."""
 
     @property
     def reconcile_total(self) -> Mapping[str, int]:
@@ -403,6 +409,8 @@ class Controller:
     """
 
     __slots__ = (
+        "_admit",
+        "_dropped",
         "_ids",
         "_priorities",
         "_queue",
@@ -439,6 +447,17 @@ class Controller:
         self._ids = 0
         self._shutdown = False
         self._stats = _Stats()
+        self._admit: Callable[[ObjectKey], bool] | None = None
+        self._dropped = 0
+
+    def set_admission(self, admit: Callable[[ObjectKey], bool] | None) -> None:
+        """Reconcile only keys for which ``admit(key)`` is True (None: every key).
+
+        Refused keys are not queued; queued ones are dropped when they come out of the
+        queue. The function is asked again for every add and every hand-out, so it may
+        change its answers (a sharded controller's ranges change).
+        """
+        self._admit = admit
 
     @property
     def queue(self) -> WorkQueue[ObjectKey]:
@@ -466,11 +485,15 @@ class Controller:
         batch = (changes,) if isinstance(changes, Change) else changes
         added = 0
         add = self._queue.add
+        admit = self._admit
         for change in batch:
             if spec.predicate is not None and not spec.predicate(change):
                 continue
             priority = LOW_PRIORITY if self._priorities and _background(change) else NORMAL_PRIORITY
             for key in spec.map(change):
+                if admit is not None and not admit(key):
+                    self._dropped += 1
+                    continue
                 add(key, now, priority=priority)
                 added += 1
         return added
@@ -480,7 +503,11 @@ class Controller:
     ) -> None:
         """Add ``key`` directly (an external trigger; a resync should pass
         ``priority=LOW_PRIORITY``); ``now`` as for receive. Without the priority queue
-        every key goes in at ``NORMAL_PRIORITY``."""
+        every key goes in at ``NORMAL_PRIORITY``. A key the admission function refuses is
+        not queued."""
+        if self._admit is not None and not self._admit(key):
+            self._dropped += 1
+            return
         if not self._priorities:
             priority = NORMAL_PRIORITY
         self._queue.add(key, now, priority=priority)
@@ -489,7 +516,14 @@ class Controller:
         """The next reconcile to run, or None (no free worker, nothing ready, shut down)."""
         if self._shutdown or len(self._running) >= self._workers:
             return None
-        key = self._queue.get(now)
+        queue = self._queue
+        key = queue.get(now)
+        admit = self._admit
+        while key is not None and admit is not None and not admit(key):
+            queue.forget(key)
+            queue.done(key, now)
+            self._dropped += 1
+            key = queue.get(now)
         if key is None:
             return None
         self._ids += 1
@@ -573,4 +607,5 @@ class Controller:
             queue=self._queue.metrics(now),
             reconcile_time=stats.reconcile_time.snapshot(),
             max_concurrent_reconciles=self._workers,
+            dropped=self._dropped,
         )

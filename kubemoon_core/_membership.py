@@ -113,13 +113,28 @@ _RANGE_TRANSITIONS: dict[tuple[RangeState, RangeInput], RangeState | None] = {
 del _R, _I
 
 
+_BUCKETS = 256  # kubemoon_core._sharded.OWNER_BUCKETS
+
+
 def assign_ranges(members: Iterable[str]) -> dict[str, ShardRange]:
-    """The equal split of the hash space among ``members``, in sorted identity order."""
+    """The split of the hash space among ``members``, in sorted identity order.
+
+    Ranges are as equal as whole owner buckets (1/256 of the space each) allow, so each is
+    exactly a set of buckets; with more than 256 members the last ones get no range.
+    """
     ordered = sorted(set(members))
     count = len(ordered)
+    if not count:
+        return {}
+    # Cut at owner-bucket boundaries (the top 8 bits), so a range is a whole set of
+    # buckets and the owned objects' label selector is exact; beyond 256 members the
+    # last ones get nothing.
+    size = HASH_SPACE // _BUCKETS
+    cuts = [_BUCKETS * i // count * size for i in range(count + 1)]
     return {
-        identity: ShardRange(HASH_SPACE * i // count, HASH_SPACE * (i + 1) // count)
+        identity: ShardRange(cuts[i], cuts[i + 1])
         for i, identity in enumerate(ordered)
+        if cuts[i] < cuts[i + 1]
     }
 
 

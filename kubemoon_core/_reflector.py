@@ -44,6 +44,10 @@ Rules (client-go's reflector is the reference):
   it are dropped before they reach the store (a server without the gate, or several
   apiservers behind one balancer, send them anyway); a dropped event still moves the
   resume point. :attr:`ReflectorStats.out_of_shard` counts them.
+- :meth:`Reflector.reselect` switches the shard and label selectors between requests: the
+  next sync lists the newest state with them (a consistent read), and its commit reports
+  the objects that left the selection as deletions, exactly as if they had been deleted;
+  a sharded controller tells the two apart by the object's hash (it left the range).
 - The changes of the first complete list are marked ``initial`` (``Change.initial``);
   those of later relists and watches are not.
 - Stalls: when no byte arrives on a watch for longer than its ``timeoutSeconds`` plus
@@ -131,6 +135,7 @@ class ReflectorInput(enum.Enum):
     STALL = "stall"
     ENDED = "ended"
     DROPPED = "dropped"
+    RESELECT = "selectors changed"
 
 
 class RelistReason(enum.Enum):
@@ -143,11 +148,15 @@ class RelistReason(enum.Enum):
     STREAM_EXPIRED = "a streaming list answered 410: stream the newest state"
     STREAM_FAILED = "a streaming list failed before its initial events ended: LIST once"
     STREAM_REFUSED = "the server refused streaming lists: LIST from now on"
+    RESELECTED = "the shard or label selector changed: list the newest state with it"
 
 
 S, In = ReflectorState, ReflectorInput
 _TRANSITIONS: dict[tuple[ReflectorState, ReflectorInput], ReflectorState] = {
     (S.SYNC_DUE, In.START_LIST): S.LISTING,
+    (S.SYNC_DUE, In.RESELECT): S.SYNC_DUE,
+    (S.PAGE_DUE, In.RESELECT): S.SYNC_DUE,
+    (S.WATCH_DUE, In.RESELECT): S.SYNC_DUE,
     (S.SYNC_DUE, In.START_STREAM): S.STREAM_CONNECTING,
     (S.PAGE_DUE, In.REQUEST_PAGE): S.LISTING,
     (S.LISTING, In.PAGE_MORE): S.PAGE_DUE,
@@ -558,6 +567,37 @@ class Reflector:
             allow_watch_bookmarks=True,
             **kwargs,
         )
+
+    def reselect(
+        self,
+        now: float,
+        *,
+        shard_selector: ShardSelector | None,
+        label_selector: str | None,
+    ) -> None:
+        """Switch to new selectors: the next sync, due at once, lists with them.
+
+        Only between requests (a ``*_DUE`` state: cancel the request in flight and report
+        its end first). A list in progress is abandoned; the store keeps its objects until
+        the new sync commits, which reports those no longer selected as deletions.
+        """
+        if self._state not in _DUE:
+            raise LocalProtocolError(f"reselect() is not allowed in state {self._state.name}")
+        ListOptions(
+            label_selector=label_selector,
+            field_selector=self._field_selector,
+            shard_selector=shard_selector,
+        )
+        self._move(ReflectorInput.RESELECT)
+        self._shard = shard_selector
+        self._label_selector = label_selector
+        self._stream_fallback = False
+        self._restart(RelistReason.RESELECTED, now)
+
+    @property
+    def label_selector(self) -> str | None:
+        """The label selector this reflector lists and watches with."""
+        return self._label_selector
 
     def _connect(self, request: Request, now: float) -> Request:
         self._decoder = WatchDecoder(max_line_length=self._max_line_length)

@@ -75,6 +75,9 @@ class RuntimeCollector(Collector):
             )
             status.add_metric([leader[0]], 1.0 if leader[1] else 0.0)
             yield status
+        shards = getattr(source, "shard_status", None)
+        if shards is not None:
+            yield from self._shard_families(shards())
         requests = CounterMetricFamily(
             "rest_client_requests",
             "Requests made to the API server, by status code, method and host.",
@@ -83,6 +86,35 @@ class RuntimeCollector(Collector):
         for (code, method, host), count in sorted(source.request_counts().items()):
             requests.add_metric([code, method, host], count)
         yield requests
+
+    def _shard_families(self, statuses: Iterable[Any]) -> Iterator[Metric]:
+        server = GaugeMetricFamily(
+            "kubemoon_shard_server_side",
+            "1 when the API server filters this sharded controller's lists and watches "
+            "(ShardedListAndWatch), 0 when they are filtered client-side.",
+            labels=["controller"],
+        )
+        ranges = GaugeMetricFamily(
+            "kubemoon_shard_owned_ranges",
+            "Hash ranges this replica works on now, per sharded controller.",
+            labels=["controller", "identity"],
+        )
+        fraction = GaugeMetricFamily(
+            "kubemoon_shard_owned_fraction",
+            "The share of the hash space this replica works on now, per sharded controller.",
+            labels=["controller", "identity"],
+        )
+        dropped = CounterMetricFamily(
+            "kubemoon_shard_dropped_keys",
+            "Keys not reconciled because their object is outside this replica's ranges.",
+            labels=["controller"],
+        )
+        for status in statuses:
+            server.add_metric([status.controller], 1.0 if status.server_side else 0.0)
+            ranges.add_metric([status.controller, status.identity], len(status.ranges))
+            fraction.add_metric([status.controller, status.identity], status.fraction)
+            dropped.add_metric([status.controller], status.dropped)
+        yield from (server, ranges, fraction, dropped)
 
     def _reconcile_families(
         self, controllers: list[tuple[str, ControllerMetrics]]

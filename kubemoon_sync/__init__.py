@@ -33,6 +33,7 @@ from ._informer import Informer
 from ._leader import LeaderElection
 from ._manager import LeaderElectionConfig, Manager
 from ._probes import ProbeServer
+from ._sharded import ShardedControl, ShardingConfig, ShardStatus, default_shard_identity
 from ._sharding import ShardMembership, detect_sharded_list_and_watch
 from ._webhook_manager import WebhookManager
 from ._webhook_server import WebhookServer
@@ -55,6 +56,9 @@ __all__ = [
     "ResponseTooLarge",
     "RuntimeController",
     "ShardMembership",
+    "ShardStatus",
+    "ShardedControl",
+    "ShardingConfig",
     "SharedInformers",
     "StreamResponse",
     "TLSError",
@@ -63,6 +67,7 @@ __all__ = [
     "Watch",
     "WebhookManager",
     "WebhookServer",
+    "default_shard_identity",
     "detect_sharded_list_and_watch",
     "load_config",
     "load_in_cluster_config",

@@ -32,7 +32,7 @@ from ._informer import FailureHandler, Informer
 __all__ = ["CacheReader", "SharedInformers"]
 
 IndexFunc = Callable[[Mapping[str, Any]], tuple[str, ...]]
-InformerKey = tuple[GroupVersionResource, str | None, str | None, str | None, bool]
+InformerKey = tuple[GroupVersionResource, str | None, str | None, str | None, bool, str | None]
 
 
 def _drop_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
@@ -120,14 +120,25 @@ class SharedInformers:
         field_selector: str | None = None,
         indexers: Mapping[str, IndexFunc] | None = None,
         metadata_only: bool = False,
+        sharded_for: str | None = None,
     ) -> Informer:
         """The informer of ``resource`` (in ``namespace``, with the selectors), shared.
 
         ``metadata_only`` informers cache ``PartialObjectMetadata`` and are distinct from
-        full ones.
+        full ones. ``sharded_for`` names the sharded controller that owns the informer: it
+        is that controller's alone (its selectors change with its ranges), starts held
+        (requests nothing until the controller's first :meth:`Informer.reselect`) and is
+        shared only by asking again with the same name.
         """
         gvr = resource.gvr if isinstance(resource, APIResource) else resource
-        key: InformerKey = (gvr, namespace or None, label_selector, field_selector, metadata_only)
+        key: InformerKey = (
+            gvr,
+            namespace or None,
+            label_selector,
+            field_selector,
+            metadata_only,
+            sharded_for,
+        )
         informer = self._informers.get(key)
         if informer is None:
             store = Store(indexers=dict(indexers or {}), transform=_drop_managed_fields)
@@ -141,6 +152,7 @@ class SharedInformers:
                 stall_margin=self._stall_margin,
                 rng=self._rng,
                 metadata_only=metadata_only,
+                held=sharded_for is not None,
             )
             informer_ref = informer
             handler: FailureHandler = lambda verb, error: self._failed(informer_ref, verb, error)  # noqa: E731

@@ -19,6 +19,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, overload
 
 from kubemoon_core import (
+    OWNER_BUCKET_LABEL,
     ApiError,
     Declared,
     GroupVersionKind,
@@ -31,6 +32,7 @@ from kubemoon_core import (
     WriteAction,
     decode,
     encode,
+    owner_bucket_label,
     plan_status,
     plan_write,
     resource_info,
@@ -96,8 +98,10 @@ class ReconcileContext(Generic[ObjT]):
         caches: Mapping[GroupVersionResource, CacheReader],
         events: EventRecorder,
         cls: type[ObjT] | None = None,
+        sharded: bool = False,
     ) -> None:
         self.controller = controller
+        self._sharded = sharded
         self._cls = cls
         self._decoded: tuple[Mapping[str, Any], Any] | None = None
         self.primary_resource = primary_resource
@@ -157,6 +161,16 @@ class ReconcileContext(Generic[ObjT]):
         return reader
 
     # -- helpers every operator needs ------------------------------------------------------
+
+    def owner_labels(self) -> dict[str, str]:
+        """The labels an object this reconcile owns must carry: in a sharded controller,
+        :data:`~kubemoon_core.OWNER_BUCKET_LABEL` with the primary's bucket (so the
+        replica owning the primary watches it); nothing otherwise. :meth:`ensure` adds them.
+        """
+        if not self._sharded:
+            return {}
+        uid = self.owner_reference()["uid"]
+        return {OWNER_BUCKET_LABEL: owner_bucket_label(uid)}
 
     def owner_reference(self) -> dict[str, Any]:
         """The ``ownerReferences`` entry making the primary the controller of an object."""
@@ -224,6 +238,7 @@ class ReconcileContext(Generic[ObjT]):
             metadata.setdefault("namespace", self.namespace)
         if owned:
             metadata["ownerReferences"] = [self.owner_reference()]
+            metadata["labels"] = {**(metadata.get("labels") or {}), **self.owner_labels()}
         wanted["metadata"] = metadata
         name = metadata.get("name")
         if not isinstance(name, str):

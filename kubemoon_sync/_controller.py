@@ -54,12 +54,21 @@ class ControllerRunner:
 
     Feed changes with ``controller.receive(...)`` and then call :meth:`wake`. ``run`` ends
     after :meth:`stop` once every running reconcile has finished. ``name`` is the
-    controller's name in log lines.
+    controller's name in log lines; ``on_report(item)`` is called after each outcome is
+    reported.
     """
 
-    def __init__(self, controller: Controller, reconcile: Reconcile, *, name: str = "-") -> None:
+    def __init__(
+        self,
+        controller: Controller,
+        reconcile: Reconcile,
+        *,
+        name: str = "-",
+        on_report: Callable[[WorkItem], object] | None = None,
+    ) -> None:
         self.controller = controller
         self.name = name
+        self._on_report = on_report
         self._reconcile = reconcile
         self._wakeup = _backend.Event()
 
@@ -103,6 +112,8 @@ class ControllerRunner:
             logger.error("%s", error, extra=extra)
             outcome = Failed(error)
         self.controller.report(item, outcome, _backend.current_time())
+        if self._on_report is not None:
+            self._on_report(item)
         self.wake()
 
     def run(self) -> None:

@@ -56,6 +56,9 @@ class Informer:
     ``shard_selector`` watches one shard of the collection (server-side with the
     ``ShardedListAndWatch`` gate, and always filtered client-side too; the first object
     the server sends outside the shard is logged once, as a warning).
+    :meth:`reselect` switches the shard and label selectors while it runs (a relist);
+    with ``held`` it requests nothing until the first :meth:`reselect` (a sharded
+    controller's replica that has no range yet).
     """
 
     def __init__(
@@ -78,6 +81,7 @@ class Informer:
         reflector: Reflector | None = None,
         metadata_only: bool = False,
         shard_selector: ShardSelector | None = None,
+        held: bool = False,
     ) -> None:
         self._client = client
         gvr = resource.gvr if isinstance(resource, APIResource) else resource
@@ -108,6 +112,10 @@ class Informer:
         self._synced = _backend.Event()
         self._filtering_reported = False
         self.handler_errors = 0
+        self._held = held
+        self._pending: tuple[ShardSelector | None, str | None] | None = None
+        self._reselected = _backend.Event()
+        self._drive_group: _backend.TaskGroup | None = None
 
     def __repr__(self) -> str:
         return f"<Informer {self.reflector.state.name} rv={self.reflector.resource_version!r}>"
@@ -150,13 +158,61 @@ class Informer:
                 last_error=self.reflector.last_error,
             )
 
+    @property
+    def shard_selector(self) -> ShardSelector | None:
+        """The shard selector requests are made with (the pending one after reselect)."""
+        if self._pending is not None:
+            return self._pending[0]
+        return self.reflector.shard_selector
+
+    @property
+    def label_selector(self) -> str | None:
+        """The label selector requests are made with (the pending one after reselect)."""
+        if self._pending is not None:
+            return self._pending[1]
+        return self.reflector.label_selector
+
+    def reselect(self, shard_selector: ShardSelector | None, label_selector: str | None) -> None:
+        """List and watch with these selectors from now on: the request in flight is
+        abandoned and the cache is relisted; objects no longer selected leave it as
+        deletions (a sharded controller knows them for objects leaving its ranges)."""
+        if (shard_selector, label_selector) == (self.shard_selector, self.label_selector) and (
+            not self._held
+        ):
+            return
+        self._pending = (shard_selector, label_selector)
+        self._held = False
+        self._reselected.set()
+        if self._drive_group is not None:
+            self._drive_group.cancel()
+
     def run(self, *, until: Callable[[], bool] | None = None) -> None:
         """Drive the reflector until cancelled, or until ``until()`` returns True.
 
         ``until`` is checked after every request and every chunk of a watch.
         """
-        reflector = self.reflector
         while until is None or not until():
+            if self._held:
+                self._reselected.wait()
+                self._reselected = _backend.Event()
+                continue
+            pending, self._pending = self._pending, None
+            if pending is not None:
+                self.reflector.reselect(
+                    _backend.current_time(), shard_selector=pending[0], label_selector=pending[1]
+                )
+            with _backend.TaskGroup() as group:
+                self._drive_group = group
+                try:
+                    self._drive(until)
+                finally:
+                    self._drive_group = None
+            if self._pending is None:
+                return
+
+    def _drive(self, until: Callable[[], bool] | None) -> None:
+        reflector = self.reflector
+        while (until is None or not until()) and self._pending is None:
             now = _backend.current_time()
             request = reflector.next_request(now)
             if request is None:

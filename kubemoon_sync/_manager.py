@@ -65,6 +65,7 @@ from ._events import EventRecorder
 from ._informer import Informer
 from ._leader import LeaderElection
 from ._probes import ProbeServer
+from ._sharded import ShardStatus
 from ._webhook_manager import WebhookManager
 from ._webhook_server import WebhookServer
 
@@ -163,6 +164,7 @@ class Manager:
             healthy=self.health_problems,
             ready=self.readiness_problems,
             metrics=lambda: generate_latest(self.registry),
+            notes=self.readiness_notes,
         )
         self.webhook_servers: list[WebhookServer] = []
         self.webhooks: WebhookManager | None = None
@@ -331,7 +333,16 @@ class Manager:
             reasons.append("stopping")
         return reasons
 
+    def readiness_notes(self) -> list[str]:
+        """Lines ``/readyz?verbose`` adds that explain, not fail: how each sharded
+        controller shards (server-side, or client-side when the gate is off)."""
+        return [c.sharding.note() for c in self.controllers if c.sharding is not None]
+
     # -- metrics source ------------------------------------------------------------------
+
+    def shard_status(self) -> Sequence[ShardStatus]:
+        """The status of every sharded controller (for metrics)."""
+        return [c.sharding.status() for c in self.controllers if c.sharding is not None]
 
     def controller_metrics(self) -> Sequence[tuple[str, ControllerMetrics]]:
         """(name, snapshot) of every controller."""
@@ -461,6 +472,9 @@ class Manager:
             tasks.start_soon(self.events.run)
             if self.election is not None:
                 tasks.start_soon(self.election.run)
+            for controller in self.controllers:
+                if controller.sharding is not None:
+                    tasks.start_soon(controller.sharding.run)
             tasks.start_soon(self._reconcile_while_leading)
             task_status.started(None)
             self._stop.wait()
@@ -468,6 +482,9 @@ class Manager:
                 self._report_stuck()
                 tasks.abandon()
             else:
+                for controller in self.controllers:
+                    if controller.sharding is not None:  # hand the ranges over at once
+                        controller.sharding.leave(controller.sharding.config.renew_deadline)
                 if self.election is not None and self.election.is_leader:
                     self.election.release()
                 tasks.cancel()

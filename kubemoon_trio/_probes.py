@@ -32,11 +32,17 @@ Check = Callable[[], Sequence[str]]
 _MAX_HEAD = 16 * 1024
 
 
+def _verbose(target: str) -> bool:
+    query = target.partition("?")[2]
+    return any(part.partition("=")[0] == "verbose" for part in query.split("&"))
+
+
 class ProbeServer:
     """Serves the health of a process and its metrics.
 
     ``healthy`` and ``ready`` return the reasons the process is not healthy or not ready
-    (empty: it is); ``metrics`` returns the Prometheus text exposition.
+    (empty: it is); ``metrics`` returns the Prometheus text exposition. ``notes`` returns
+    lines that explain without failing: ``/readyz?verbose`` adds them to its answer.
     """
 
     def __init__(
@@ -48,9 +54,11 @@ class ProbeServer:
         max_connections: int = 32,
         header_timeout: float = 5.0,
         idle_timeout: float = 5.0,
+        notes: Check | None = None,
     ) -> None:
         self._checks = {"/healthz": healthy, "/livez": healthy, "/readyz": ready}
         self._metrics = metrics
+        self._notes = notes
         self._connections = Connections(max_connections)
         self.header_timeout = header_timeout
         self.idle_timeout = idle_timeout
@@ -107,9 +115,15 @@ class ProbeServer:
         except Exception as exc:  # a check is user-facing code: its failure is a reason
             logger.exception("the %s check failed", path)
             reasons = [f"the check failed: {type(exc).__name__}"]
+        notes: list[str] = []
+        if self._notes is not None and path == "/readyz" and _verbose(target):
+            try:
+                notes = list(self._notes())
+            except Exception:  # user-facing code, like a check
+                logger.exception("the /readyz notes failed")
         if reasons:
-            return 503, "text/plain", "".join(f"{r}\n" for r in reasons).encode()
-        return 200, "text/plain", b"ok\n"
+            return 503, "text/plain", "".join(f"{r}\n" for r in [*reasons, *notes]).encode()
+        return 200, "text/plain", "".join(f"{r}\n" for r in ["ok", *notes]).encode()
 
     async def _connection(self, stream: _backend.ByteStream) -> None:
         async with _backend.TaskGroup() as group:

@@ -1,0 +1,254 @@
+"""Sharded controllers: one controller's primary objects split across replicas.
+
+Rules: the decisions are the core's -- which ranges this replica may work on
+(:class:`~kubemoon_core.ShardMember`, driven by :class:`ShardMembership`), which keys are
+admitted (:class:`~kubemoon_core.ShardedKeys`), which owner buckets a range holds
+(:func:`~kubemoon_core.owner_bucket_selector`). This module wires them to a controller:
+
+- The primary informer lists and watches with the active ranges as its shard selector
+  (server-side with the ``ShardedListAndWatch`` gate, client-side without it) and is
+  switched (relisted) whenever they change; the owned objects' informers watch the
+  ranges' owner buckets with a label selector.
+- A key is queued and handed out only while its object's hash is in an active range;
+  objects leaving the range leave the cache and their keys are dropped, never reconciled
+  as deletions.
+- A range that must stop is reported stopped to the membership only once no reconcile of
+  its objects is running, so its claim stays in this replica's Lease until then and no
+  other replica can start it: no object is reconciled by two replicas at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kubemoon_core import (
+    LOW_PRIORITY,
+    KubeMoonError,
+    LocalProtocolError,
+    ShardedKeys,
+    ShardRange,
+    ShardSelector,
+    owner_bucket_selector,
+)
+from kubemoon_io import TransportError
+
+from . import _backend
+from ._informer import Informer
+from ._sharding import ShardMembership, detect_sharded_list_and_watch
+
+if TYPE_CHECKING:
+    from ._builder import RuntimeController
+
+__all__ = ["ShardStatus", "ShardedControl", "ShardingConfig", "default_shard_identity"]
+
+logger = logging.getLogger("kubemoon.sharding")
+
+_UNSAFE = re.compile(r"[^a-z0-9-]+")
+
+
+def _dns_part(text: str, limit: int) -> str:
+    part = _UNSAFE.sub("-", text.lower()).strip("-")[:limit].strip("-")
+    return part or "x"
+
+
+def default_shard_identity() -> str:
+    """This process's member identity: ``POD_NAME`` when set (a pod keeps its Lease across
+    restarts of its container), else the host name and the process id."""
+    pod = os.environ.get("POD_NAME")
+    if pod:
+        return _dns_part(pod, 50)
+    return f"{_dns_part(socket.gethostname(), 40)}-{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class ShardingConfig:
+    """How a sharded controller's replica joins its group.
+
+    ``identity`` (default: :func:`default_shard_identity`) names this
+    replica; its Lease ``<group>-<identity>`` lives in ``namespace`` (default: the
+    Manager's leader-election namespace, else ``default``). ``group`` (default: the
+    controller's name) is shared by every replica of the controller. The timings are the
+    membership's (:class:`~kubemoon_core.ShardMember`).
+    """
+
+    identity: str | None = None
+    namespace: str | None = None
+    group: str | None = None
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    clock_skew: float = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class ShardStatus:
+    """What a sharded controller reports: for metrics and ``/readyz?verbose``."""
+
+    controller: str
+    identity: str
+    server_side: bool | None  # None until detected
+    ranges: tuple[ShardRange, ...]
+    dropped: int
+
+    @property
+    def fraction(self) -> float:
+        """The share of the hash space this replica works on now."""
+        return ShardSelector(self.ranges).fraction if self.ranges else 0.0
+
+
+class ShardedControl:
+    """Drives one sharded controller: membership, informer selectors, key admission."""
+
+    def __init__(
+        self,
+        controller: RuntimeController,
+        config: ShardingConfig,
+        *,
+        namespace: str,
+        primary: Informer,
+        owned: Sequence[Informer],
+    ) -> None:
+        self.controller = controller
+        self.config = config
+        identity = config.identity or default_shard_identity()
+        group = config.group or _dns_part(controller.name, 40)
+        self.keys = ShardedKeys()
+        self.primary = primary
+        self.owned = list(owned)
+        self._label_selector = primary.label_selector
+        self.server_side: bool | None = None
+        self._active: tuple[ShardRange, ...] = ()
+        self._left = _backend.Event()
+        try:
+            self.membership = ShardMembership(
+                controller.manager.client,
+                group=group,
+                identity=identity,
+                namespace=namespace,
+                lease_duration=config.lease_duration,
+                renew_deadline=config.renew_deadline,
+                retry_period=config.retry_period,
+                clock_skew=config.clock_skew,
+                on_change=self._changed,
+            )
+        except KubeMoonError as exc:
+            raise LocalProtocolError(f"controller {controller.name}: sharding: {exc}") from None
+
+    def __repr__(self) -> str:
+        return f"<ShardedControl {self.controller.name} {self.membership!r}>"
+
+    @property
+    def identity(self) -> str:
+        """This replica's member identity."""
+        return self.membership.identity
+
+    def status(self) -> ShardStatus:
+        """The current status."""
+        return ShardStatus(
+            self.controller.name,
+            self.identity,
+            self.server_side,
+            self._active,
+            self.controller.controller.metrics(_backend.current_time()).dropped,
+        )
+
+    def note(self) -> str:
+        """One line for ``/readyz?verbose``."""
+        status = self.status()
+        if status.server_side is None:
+            mode = "gate not detected yet"
+        elif status.server_side:
+            mode = "server-side (ShardedListAndWatch)"
+        else:
+            mode = (
+                "client-side: the API server lacks ShardedListAndWatch, so this replica "
+                "receives the whole collection and filters it"
+            )
+        return (
+            f"controller {status.controller}: sharded as {status.identity}, "
+            f"{len(status.ranges)} range(s), {status.fraction:.1%} of the objects, {mode}"
+        )
+
+    async def run(self) -> None:
+        """Detect the gate, then run the membership until cancelled or left."""
+        try:
+            async with _backend.fail_after(self.config.renew_deadline):
+                self.server_side = await detect_sharded_list_and_watch(
+                    self.controller.manager.client
+                )
+        except (KubeMoonError, TransportError, TimeoutError) as exc:
+            logger.warning(
+                "controller %s: could not tell whether the API server shards lists (%s); "
+                "filtering client-side",
+                self.controller.name,
+                exc,
+            )
+            self.server_side = False
+        else:
+            if not self.server_side:
+                logger.warning(
+                    "controller %s: the API server lacks the ShardedListAndWatch feature "
+                    "gate: shards are filtered client-side (every replica receives the "
+                    "whole collection)",
+                    self.controller.name,
+                )
+        try:
+            await self.membership.run()
+        finally:
+            self._left.set()
+
+    async def leave(self, timeout: float) -> None:
+        """Stop every range, release the claims and wait (at most ``timeout`` seconds)
+        for the Lease to say so, so the others take over at once."""
+        self.membership.leave()
+        await _backend.wait_event(self._left, _backend.current_time() + timeout)
+
+    # -- ranges ---------------------------------------------------------------------------
+
+    def _changed(self, membership: ShardMembership) -> None:
+        active = membership.active()
+        gained = [r for r in active if r not in self._active]
+        self._active = active
+        self.keys.admit(active)
+        if active:
+            self.primary.reselect(ShardSelector(active), self._label_selector)
+            buckets = owner_bucket_selector(active)
+            for informer in self.owned:
+                informer.reselect(None, buckets)
+        if gained:
+            logger.info(
+                "controller %s: %s starts %d range(s): %.1f%% of the objects",
+                self.controller.name,
+                self.identity,
+                len(active),
+                100 * ShardSelector(active).fraction,
+            )
+            now = _backend.current_time()
+            for key in list(self.primary.store):
+                value = self.keys.hash_of(key)
+                if value is not None and any(r.contains_hash(value) for r in gained):
+                    self.controller.controller.enqueue(key, now, priority=LOW_PRIORITY)
+        self.check_stopping()
+        self.controller.runner.wake()
+
+    def check_stopping(self) -> None:
+        """Report stopped every stopping range none of whose reconciles still runs."""
+        membership = self.membership
+        stopping = membership.stopping()
+        if not stopping:
+            return
+        running = [item.key for item in self.controller.controller.running]
+        for shard in stopping:
+            if shard not in membership.stopping():
+                continue  # reported by a nested call
+            if not self.keys.keys_in(shard, running):
+                logger.info(
+                    "controller %s: %s stopped range %s", self.controller.name, self.identity, shard
+                )
+                membership.stopped(shard)

@@ -1,0 +1,225 @@
+"""Sharded controllers' pure parts: owner buckets, assign_ranges' bucket-aligned cuts,
+key admission (ShardedKeys + Controller.set_admission) and the reflector's reselect."""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kubemoon_core import (
+    HASH_SPACE,
+    OWNER_BUCKET_LABEL,
+    OWNER_BUCKETS,
+    GroupVersionResource,
+    KubeMoonError,
+    LocalProtocolError,
+    ObjectKey,
+    Reconciled,
+    Response,
+    ShardedKeys,
+    ShardRange,
+    ShardSelector,
+    ShardSelectorError,
+    assign_ranges,
+    bucket_range,
+    buckets_of,
+    fnv1a_64,
+    owner_bucket,
+    owner_bucket_label,
+    owner_bucket_selector,
+)
+from kubemoon_core._changes import Change, ChangeType
+from kubemoon_core._controller import Controller, Source
+from kubemoon_core._reflector import Reflector, ReflectorState, RelistReason
+
+CM = GroupVersionResource("", "v1", "configmaps")
+
+
+# -- buckets ------------------------------------------------------------------------------
+
+
+def test_an_owner_bucket_is_the_top_byte_of_the_uid_hash() -> None:
+    uid = "4f1c2d9e-0000-4000-8000-000000000001"
+    assert owner_bucket(uid) == fnv1a_64(uid.encode()) >> 56
+    assert owner_bucket_label(uid) == f"{fnv1a_64(uid.encode()) >> 56:02x}"
+    assert bucket_range(owner_bucket(uid)).contains_hash(fnv1a_64(uid.encode()))
+    for bad in ("", None, 3, "\udc80"):
+        with pytest.raises(ShardSelectorError):
+            owner_bucket(bad)  # type: ignore[arg-type]
+    for bad_bucket in (-1, OWNER_BUCKETS, True, "1"):
+        with pytest.raises(ShardSelectorError):
+            bucket_range(bad_bucket)  # type: ignore[arg-type]
+
+
+@given(st.integers(min_value=1, max_value=300))
+def test_assigned_ranges_are_exact_bucket_sets_covering_the_space_once(count: int) -> None:
+    members = [f"m{i:03d}" for i in range(count)]
+    ranges = assign_ranges(members)
+    assert len(ranges) == min(count, OWNER_BUCKETS)
+    seen: list[int] = []
+    for r in ranges.values():
+        seen += buckets_of([r])
+        # Every hash of the range is in exactly the buckets buckets_of names.
+        assert ShardRange(bucket_range(buckets_of([r])[0]).start, r.end) == r
+    assert sorted(seen) == list(range(OWNER_BUCKETS))  # disjoint and complete
+    sizes = [len(buckets_of([r])) for r in ranges.values()]
+    assert max(sizes) - min(sizes) <= 1  # as equal as whole buckets allow
+
+
+@given(st.text(min_size=1, max_size=40))
+def test_an_owner_is_in_a_range_exactly_when_its_bucket_is_selected(uid: str) -> None:
+    try:
+        value = fnv1a_64(uid.encode("utf-8"))
+    except UnicodeEncodeError:
+        return
+    for count in (1, 2, 3, 7):
+        for r in assign_ranges([str(i) for i in range(count)]).values():
+            assert r.contains_hash(value) == (owner_bucket(uid) in buckets_of([r]))
+
+
+def test_the_bucket_selector_lists_the_buckets_or_none_for_the_whole_space() -> None:
+    assert owner_bucket_selector([ShardRange(0, HASH_SPACE)]) is None
+    first = assign_ranges(["a", "b", "c"])["a"]
+    text = owner_bucket_selector([first])
+    assert text is not None
+    assert text.startswith(f"{OWNER_BUCKET_LABEL} in (00,01,")
+    assert text.endswith(",54)")  # 85 buckets: 0x00 to 0x54
+    with pytest.raises(ShardSelectorError, match="boundaries"):
+        buckets_of([ShardRange(0, HASH_SPACE // 3)])  # the old unaligned cut
+    with pytest.raises(ShardSelectorError):
+        owner_bucket_selector([])
+    with pytest.raises(ShardSelectorError):
+        buckets_of(["0-1"])  # type: ignore[list-item]
+
+
+# -- admission ----------------------------------------------------------------------------
+
+
+def obj(name: str, uid: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": uid}}
+
+
+def change(kind: ChangeType, name: str, uid: str) -> Change:
+    o = obj(name, uid)
+    return Change(
+        kind,
+        ObjectKey("ns", name),
+        None if kind is ChangeType.ADDED else o,
+        None if kind is ChangeType.DELETED else o,
+    )
+
+
+def split(uids: list[str]) -> tuple[ShardRange, list[str], list[str]]:
+    half = ShardRange(0, HASH_SPACE // 2)
+    inside = [u for u in uids if half.contains_hash(fnv1a_64(u.encode()))]
+    outside = [u for u in uids if u not in inside]
+    assert len(inside) > 5 and len(outside) > 5
+    return half, inside, outside
+
+
+UIDS = [str(uuid.UUID(int=random.Random(n).getrandbits(128))) for n in range(40)]
+
+
+def test_sharded_keys_admit_only_objects_hashing_into_the_ranges() -> None:
+    keys = ShardedKeys()
+    half, inside, outside = split(UIDS)
+    for uid in UIDS:
+        assert keys.observe(change(ChangeType.ADDED, uid, uid)) is False  # nothing admitted
+    keys.admit([half])
+    assert all(keys.admits(ObjectKey("ns", u)) for u in inside)
+    assert not any(keys.admits(ObjectKey("ns", u)) for u in outside)
+    assert not keys.admits(ObjectKey("ns", "never-seen"))
+    # An object leaving the range (a relist with the new selector reports it deleted)
+    # is forgotten, not a deletion to reconcile.
+    assert keys.observe(change(ChangeType.DELETED, outside[0], outside[0])) is False
+    assert keys.hash_of(ObjectKey("ns", outside[0])) is None
+    # A deletion inside the range is reconciled (the key is still admitted).
+    assert keys.observe(change(ChangeType.DELETED, inside[0], inside[0])) is True
+    assert keys.admits(ObjectKey("ns", inside[0]))
+    assert keys.keys_in(half, [ObjectKey("ns", u) for u in UIDS]) == [
+        ObjectKey("ns", u) for u in inside
+    ]
+    with pytest.raises(ShardSelectorError):
+        keys.admit(["x"])  # type: ignore[list-item]
+
+
+def test_queued_keys_outside_the_active_ranges_are_dropped_never_reconciled() -> None:
+    keys = ShardedKeys()
+    controller = Controller([Source.primary()], workers=100)
+    controller.set_admission(keys.admits)
+    half, inside, outside = split(UIDS)
+    keys.admit([ShardRange(0, HASH_SPACE)])
+    for uid in UIDS:
+        keys.observe(change(ChangeType.ADDED, uid, uid))
+        controller.receive("primary", change(ChangeType.ADDED, uid, uid), 0.0)
+    assert len(controller.queue) == len(UIDS)
+    keys.admit([half])  # the other half was handed over while they waited
+    handed = []
+    while (item := controller.next_work(1.0)) is not None:
+        handed.append(item.key.name)
+        controller.report(item, Reconciled(), 1.0)
+    assert sorted(handed) == sorted(inside)
+    assert controller.metrics(1.0).dropped == len(outside)
+    # New adds outside the ranges are not queued at all; enqueue is filtered too.
+    controller.receive("primary", change(ChangeType.MODIFIED, outside[1], outside[1]), 2.0)
+    controller.enqueue(ObjectKey("ns", outside[2]), 2.0)
+    assert len(controller.queue) == 0
+    controller.set_admission(None)
+    controller.enqueue(ObjectKey("ns", outside[2]), 2.0)
+    assert len(controller.queue) == 1
+
+
+# -- reflector reselect -------------------------------------------------------------------
+
+
+def state(r: Reflector) -> ReflectorState:
+    """Read through a call, so mypy does not narrow the state between steps."""
+    return r.state
+
+
+def page(items: list[dict[str, Any]], rv: str) -> Response:
+    body = {"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {"resourceVersion": rv}}
+    body["items"] = items  # type: ignore[assignment]
+    return Response(200, (), json.dumps(body).encode())
+
+
+def test_reselect_relists_with_the_new_selectors_and_reports_leavers_as_deletions() -> None:
+    half, inside, outside = split(UIDS)
+    r = Reflector(CM, rng=random.Random(1), namespace="ns", shard_selector=ShardSelector((half,)))
+    assert r.next_request(0.0) is not None  # a LIST in flight: cancel it first
+    with pytest.raises(LocalProtocolError, match="LISTING"):
+        r.reselect(0.0, shard_selector=None, label_selector=None)
+    listed = [
+        obj(u, u) | {"metadata": {**obj(u, u)["metadata"], "resourceVersion": "5"}} for u in UIDS
+    ]
+    r.receive_response(page(listed, "5"), 0.0)  # a server without the gate sends all
+    assert {k.name for k in r.store} == set(inside)
+    other = ShardRange(HASH_SPACE // 2, HASH_SPACE)
+    r.reselect(1.0, shard_selector=ShardSelector((other,)), label_selector="a=b")
+    assert state(r) is ReflectorState.SYNC_DUE
+    assert r.stats.relist_reasons[RelistReason.RESELECTED] == 1
+    req = r.next_request(1.0)
+    assert req is not None and not req.stream
+    query = dict(req.query)
+    assert query["shardSelector"] == ShardSelector((other,)).render()
+    assert query["labelSelector"] == "a=b"
+    assert "resourceVersion" not in query  # the newest state
+    changes = r.receive_response(page(listed, "6"), 1.0)
+    gone = {c.key.name for c in changes if c.type is ChangeType.DELETED}
+    added = {c.key.name for c in changes if c.type is ChangeType.ADDED}
+    assert gone == set(inside) and added == set(outside)
+    assert not any(c.initial for c in changes)
+    assert {k.name for k in r.store} == set(outside)
+    assert state(r) is ReflectorState.WATCH_DUE
+    with pytest.raises(KubeMoonError):
+        r.reselect(2.0, shard_selector="x", label_selector=None)  # type: ignore[arg-type]
+    assert state(r) is ReflectorState.WATCH_DUE  # a refused reselect changes nothing
+    assert r.next_request(2.0) is not None
+    with pytest.raises(LocalProtocolError, match="WATCH_CONNECTING"):
+        r.reselect(2.0, shard_selector=None, label_selector=None)
