@@ -28,6 +28,7 @@ MODULES = [
     "bench_operator",
     "bench_tracing",
     "bench_priority",
+    "bench_sharding",
 ]
 
 
