@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, overload
 
 from kubemoon_core import (
     OWNER_BUCKET_LABEL,
+    AlreadyExists,
     ApiError,
     Declared,
     GroupVersionKind,
@@ -30,6 +31,7 @@ from kubemoon_core import (
     Request,
     WorkItem,
     WriteAction,
+    controller_of,
     decode,
     encode,
     owner_bucket_label,
@@ -243,11 +245,32 @@ class ReconcileContext(Generic[ObjT]):
         name = metadata.get("name")
         if not isinstance(name, str):
             raise LocalProtocolError("the desired object has no metadata.name")
-        existing = self.cache(resource).get(name, metadata.get("namespace") or "")
+        namespace = metadata.get("namespace") or ""
+        existing = self.cache(resource).get(name, namespace)
         plan = plan_write(resource, wanted, existing)
         if plan.action is WriteAction.NONE or plan.request is None:
             return False
-        await self.client.request(plan.request)
+        try:
+            await self.client.request(plan.request)
+        except AlreadyExists:
+            # A sharded controller watches only its owner buckets: an object of its own
+            # whose bucket label was changed or removed is out of its sight for good, so
+            # look it up and write the label back (never someone else's object).
+            if not (self._sharded and owned and plan.action is WriteAction.CREATE):
+                raise
+            live = await self.client.get(resource, name, namespace=namespace or None)
+            ref = controller_of(live)
+            if ref is None or ref.get("uid") != metadata["ownerReferences"][0]["uid"]:
+                raise
+            plan = plan_write(resource, wanted, live)
+            if plan.action is WriteAction.NONE or plan.request is None:
+                return False
+            self.log.warning(
+                "%s %s was outside this replica's owner buckets: its labels are restored",
+                resource.resource,
+                name,
+            )
+            await self.client.request(plan.request)
         self.writes += 1
         self.log.info("%s %s (%s)", plan.action.value, name, ", ".join(plan.changed))
         return True

@@ -146,17 +146,22 @@ class ShardedKeys:
     def _in_ranges(self, value: int) -> bool:
         return any(r.start <= value < r.end for r in self._ranges)
 
-    def observe(self, change: Change) -> bool:
+    def observe(self, change: Change, *, busy: bool = False) -> bool:
         """Remember the hash of a primary change's object; True if its key is admitted.
 
         A deletion outside the admitted ranges is the object leaving this shard: the key
-        is forgotten and the change must not be treated as a deletion (False).
+        is forgotten and the change must not be treated as a deletion (False). With
+        ``busy`` (a reconcile of the key still runs) its hash is kept, so the range it
+        belongs to is not reported stopped before that reconcile ends; forget it then.
         """
         value = _uid_hash(change.object)
         if value is None:
             return self.admits(change.key)
         if change.type is ChangeType.DELETED and not self._in_ranges(value):
-            self._hashes.pop(change.key, None)
+            if busy:
+                self._hashes[change.key] = value
+            else:
+                self._hashes.pop(change.key, None)
             return False
         self._hashes[change.key] = value
         return self._in_ranges(value)

@@ -20,6 +20,7 @@ from kubemoon_core import (
     LOW_PRIORITY,
     APIResource,
     Change,
+    ChangeType,
     Conflict,
     Controller,
     GroupVersionKind,
@@ -100,7 +101,11 @@ class RuntimeController:
             priority_queue=priority_queue,
         )
         self.runner = ControllerRunner(
-            self.controller, self._reconcile_item, name=name, on_report=self._reported
+            self.controller,
+            self._reconcile_item,
+            name=name,
+            on_report=self._reported,
+            cancellable=sharding is not None,
         )
         self._reconcile = reconcile
         self.primary_informer = sources[0][1]
@@ -130,8 +135,12 @@ class RuntimeController:
         keys = self.sharding.keys if self.sharding is not None and source == "primary" else None
 
         def receive(change: Change) -> None:
-            if keys is not None and not keys.observe(change):
-                return  # outside this replica's ranges: leaving them is no deletion
+            if keys is not None:
+                busy = change.type is ChangeType.DELETED and any(
+                    item.key == change.key for item in self.controller.running
+                )
+                if not keys.observe(change, busy=busy):
+                    return  # outside this replica's ranges: leaving them is no deletion
             try:
                 added = self.controller.receive(source, change, now=_backend.current_time())
             except Exception:  # a mapper or predicate (user code) must not stop the informer

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from kubemoon_core._controller import (
     Controller,
@@ -55,7 +55,9 @@ class ControllerRunner:
     Feed changes with ``controller.receive(...)`` and then call :meth:`wake`. ``run`` ends
     after :meth:`stop` once every running reconcile has finished. ``name`` is the
     controller's name in log lines; ``on_report(item)`` is called after each outcome is
-    reported.
+    reported. A ``cancellable`` runner runs each reconcile in a scope of its own, so
+    :meth:`cancel` can stop it (a sharded controller whose Lease passed its renew
+    deadline must stop its work at once).
     """
 
     def __init__(
@@ -65,10 +67,13 @@ class ControllerRunner:
         *,
         name: str = "-",
         on_report: Callable[[WorkItem], object] | None = None,
+        cancellable: bool = False,
     ) -> None:
         self.controller = controller
         self.name = name
         self._on_report = on_report
+        self._cancellable = cancellable
+        self._scopes: dict[int, _backend.TaskGroup] = {}
         self._reconcile = reconcile
         self._wakeup = _backend.Event()
 
@@ -84,7 +89,46 @@ class ControllerRunner:
         self.controller.shutdown()
         self.wake()
 
+    def cancel(self, items: Iterable[WorkItem]) -> int:
+        """Cancel these running reconciles (a ``cancellable`` runner only): each ends as a
+        ``Requeue``. Returns how many were cancelled."""
+        count = 0
+        for item in items:
+            scope = self._scopes.get(item.reconcile_id)
+            if scope is not None:
+                scope.cancel()
+                count += 1
+        return count
+
     def _run_one(self, item: WorkItem) -> None:
+        if not self._cancellable:
+            outcome = self._outcome(item)
+        else:
+            box: list[Outcome] = []
+
+            def attempt() -> None:
+                box.append(self._outcome(item))
+
+            with _backend.TaskGroup() as scope:
+                self._scopes[item.reconcile_id] = scope
+                scope.start_soon(attempt)
+            del self._scopes[item.reconcile_id]
+            if box:
+                outcome = box[0]
+            else:
+                logger.warning(
+                    "controller %s: reconcile of %s cancelled: its range stopped",
+                    self.name,
+                    item.key,
+                    extra={"controller": self.name, "key": str(item.key)},
+                )
+                outcome = Requeue()
+        self.controller.report(item, outcome, _backend.current_time())
+        if self._on_report is not None:
+            self._on_report(item)
+        self.wake()
+
+    def _outcome(self, item: WorkItem) -> Outcome:
         extra = {"controller": self.name, "key": str(item.key), "reconcile_id": item.reconcile_id}
         try:
             # Typed as any value: user code may return anything (a forgotten return: None).
@@ -111,10 +155,7 @@ class ControllerRunner:
             )
             logger.error("%s", error, extra=extra)
             outcome = Failed(error)
-        self.controller.report(item, outcome, _backend.current_time())
-        if self._on_report is not None:
-            self._on_report(item)
-        self.wake()
+        return outcome
 
     def run(self) -> None:
         """Run workers until :meth:`stop` and the last running reconcile has reported."""

@@ -234,8 +234,28 @@ class ShardedControl:
                 value = self.keys.hash_of(key)
                 if value is not None and any(r.contains_hash(value) for r in gained):
                     self.controller.controller.enqueue(key, now, priority=LOW_PRIORITY)
+        self._cancel_unworked()
         self.check_stopping()
         self.controller.runner.wake()
+
+    def _cancel_unworked(self) -> None:
+        """Cancel the running reconciles of ranges that may no longer be worked on at all:
+        past the renew deadline the membership dropped them without waiting (LOST)."""
+        working = self.membership.member.working(_backend.current_time())
+        doomed = []
+        for item in self.controller.controller.running:
+            value = self.keys.hash_of(item.key)
+            if value is None or not any(r.contains_hash(value) for r in working):
+                doomed.append(item)
+        if doomed:
+            count = self.controller.runner.cancel(doomed)
+            logger.warning(
+                "controller %s: %s lost its ranges (its Lease passed the renew deadline): "
+                "cancelled %d running reconcile(s)",
+                self.controller.name,
+                self.identity,
+                count,
+            )
 
     def check_stopping(self) -> None:
         """Report stopped every stopping range none of whose reconciles still runs."""

@@ -78,8 +78,10 @@ class Replica:
         running[key] = self.name
         try:
             value = _uid_hash(obj)
-            active = self.sharding.membership.active()
-            if not any(r.contains_hash(value) for r in active):
+            # Handed out while its range was active; it may have started stopping since
+            # (then it stays claimed until this reconcile ends): working, never beyond.
+            working = self.sharding.membership.member.working(trio.current_time())
+            if not any(r.contains_hash(value) for r in working):
                 self.shared["outside"].append((key, self.name))
             await ctx.ensure(
                 SECRETS,
@@ -221,3 +223,182 @@ def replica_objects(replicas: list[Replica]) -> dict[str, Any]:
 
 
 _ = ObjectKey
+
+
+def test_the_blocking_adapter_shards_a_controller(kube_apiserver: ApiServer) -> None:
+    """The generated blocking twin: two Managers on threads split 60 ConfigMaps."""
+    import threading
+    import time
+
+    from kubemoon_sync import Client as BlockingClient
+    from kubemoon_sync import Manager as BlockingManager
+    from kubemoon_sync import ShardingConfig as BlockingConfig
+
+    namespace = kube_apiserver.create_namespace(prefix="shsync")
+    path = str(kube_apiserver.kubeconfig_path)
+    seen: dict[str, set[str]] = {"a": set(), "b": set()}
+    lock = threading.Lock()
+    with BlockingClient.from_kubeconfig(path) as ca, BlockingClient.from_kubeconfig(path) as cb:
+        for n in range(60):
+            ca.create(CM, {"metadata": {"name": f"cm-{n:02d}"}}, namespace=namespace)
+        managers = []
+        for client, name in ((ca, "a"), (cb, "b")):
+            manager = BlockingManager(client)
+
+            def reconcile(ctx: Any, who: str = name) -> Reconciled:
+                if ctx.raw is not None:
+                    with lock:
+                        seen[who].add(ctx.name)
+                return Reconciled()
+
+            config = BlockingConfig(identity=name, namespace=namespace, **TIMINGS)
+            manager.controller("copier", CM, kind="ConfigMap", namespace=namespace).sharded(
+                config
+            ).complete(reconcile)
+            managers.append(manager)
+        threads = [threading.Thread(target=m.run) for m in managers]
+        for thread in threads:
+            thread.start()
+        owners = assign_ranges(["a", "b"])
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                sharding = [m.controllers[0].sharding for m in managers]
+                split = all(
+                    s is not None and s.membership.active() == (owners[n],)
+                    for s, n in zip(sharding, "ab", strict=True)
+                )
+                with lock:
+                    done = len(seen["a"] | seen["b"]) == 60
+                caches = [set(m.controllers[0].primary) for m in managers]
+                if split and done and sum(len(c) for c in caches) == 60:
+                    break
+                assert time.monotonic() < deadline, (split, done, [len(c) for c in caches])
+                time.sleep(0.1)
+            assert not caches[0] & caches[1]
+            for manager in managers:
+                for key in manager.controllers[0].primary:
+                    obj = manager.controllers[0].primary.get(key)
+                    assert obj is not None
+                    identity = "a" if manager is managers[0] else "b"
+                    assert owners[identity].contains_hash(_uid_hash(obj))
+        finally:
+            for manager in managers:
+                manager.stop()
+            for thread in threads:
+                thread.join(30)
+        assert not any(t.is_alive() for t in threads)
+    kube_apiserver.delete_namespace(namespace)
+
+
+@pytest.mark.asyncio
+async def test_the_asyncio_adapter_shards_a_controller(kube_apiserver: ApiServer) -> None:
+    """The generated asyncio twin: two Managers in one loop split 60 ConfigMaps."""
+    import asyncio
+
+    from kubemoon_asyncio import Client as AioClient
+    from kubemoon_asyncio import Manager as AioManager
+    from kubemoon_asyncio import ShardingConfig as AioConfig
+
+    namespace = await asyncio.to_thread(kube_apiserver.create_namespace, prefix="shaio")
+    path = str(kube_apiserver.kubeconfig_path)
+    seen: dict[str, set[str]] = {"a": set(), "b": set()}
+    owners = assign_ranges(["a", "b"])
+    async with AioClient.from_kubeconfig(path) as ca, AioClient.from_kubeconfig(path) as cb:
+        for n in range(60):
+            await ca.create(CM, {"metadata": {"name": f"cm-{n:02d}"}}, namespace=namespace)
+        managers = []
+        for client, name in ((ca, "a"), (cb, "b")):
+            manager = AioManager(client)
+
+            async def reconcile(ctx: Any, who: str = name) -> Reconciled:
+                if ctx.raw is not None:
+                    seen[who].add(ctx.name)
+                return Reconciled()
+
+            config = AioConfig(identity=name, namespace=namespace, **TIMINGS)
+            manager.controller("copier", CM, kind="ConfigMap", namespace=namespace).sharded(
+                config
+            ).complete(reconcile)
+            managers.append(manager)
+        tasks = [asyncio.create_task(m.run()) for m in managers]
+        try:
+            async with asyncio.timeout(60):
+                while True:
+                    split = all(
+                        m.controllers[0].sharding is not None
+                        and m.controllers[0].sharding.membership.active() == (owners[n],)
+                        for m, n in zip(managers, "ab", strict=True)
+                    )
+                    caches = [set(m.controllers[0].primary) for m in managers]
+                    done = len(seen["a"] | seen["b"]) == 60
+                    if split and done and sum(len(c) for c in caches) == 60:
+                        break
+                    await asyncio.sleep(0.1)
+            assert not caches[0] & caches[1]
+        finally:
+            for manager in managers:
+                manager.stop()
+            await asyncio.gather(*tasks)
+    await asyncio.to_thread(kube_apiserver.delete_namespace, namespace)
+
+
+async def test_an_owned_object_relabelled_into_another_bucket_is_healed_by_its_owner(
+    kube_apiserver: ApiServer,
+) -> None:
+    """The attacker: someone moves an owned Secret's bucket label to another replica's
+    bucket (or removes it). The owning replica stops seeing it, and must not loop on
+    AlreadyExists: its ensure() finds the object, sees it is its own and writes the label
+    back; the other replica never reconciles the primary (not in its ranges)."""
+    server = kube_apiserver
+    namespace = await trio.to_thread.run_sync(lambda: server.create_namespace(prefix="shatk"))
+    shared: dict[str, Any] = {"running": {}, "overlaps": [], "outside": []}
+    path = str(server.kubeconfig_path)
+    async with Client.from_kubeconfig(path) as c0, Client.from_kubeconfig(path) as c1:
+        await _create(c0, namespace, 30)
+        names = ["replica-0", "replica-1"]
+        replicas = [
+            Replica(c, n, namespace, namespace, shared)
+            for c, n in zip((c0, c1), names, strict=True)
+        ]
+        owners = assign_ranges(names)
+        everything = {f"cm-{n:04d}" for n in range(30)}
+        with trio.fail_after(90):
+            async with trio.open_nursery() as nursery:
+                for replica in replicas:
+                    await nursery.start(replica.manager.run)
+
+                def settled() -> bool:
+                    cached = set().union(*(set(r.cached(SECRETS)) for r in replicas))
+                    ranges = all(
+                        r.sharding.membership.active() == (owners[r.name],) for r in replicas
+                    )
+                    return ranges and cached == everything
+
+                await _wait(settled, "settled", shared)
+                victim_name = next(iter(sorted(replicas[0].cached(SECRETS))))
+                other_bucket = f"{buckets_of([owners['replica-1']])[0]:02x}"
+                for label in (other_bucket, None):
+                    await c1.patch(
+                        SECRETS,
+                        victim_name,
+                        {"metadata": {"labels": {OWNER_BUCKET_LABEL: label}}},
+                        namespace=namespace,
+                    )
+
+                    async def healed(v: str = victim_name) -> bool:
+                        secret = await c0.get(SECRETS, v, namespace=namespace)
+                        uid = secret["metadata"]["ownerReferences"][0]["uid"]
+                        labels = secret["metadata"].get("labels") or {}
+                        return bool(labels.get(OWNER_BUCKET_LABEL) == owner_bucket_label(uid))
+
+                    while not await healed():
+                        await trio.sleep(0.1)
+                    await _wait(
+                        lambda v=victim_name: v in replicas[0].cached(SECRETS), "back", shared
+                    )
+                assert replicas[0].controller.controller.metrics(0).reconcile_errors_total == 0
+                for replica in replicas:
+                    replica.manager.stop()
+    assert not shared["overlaps"] and not shared["outside"]
+    await trio.to_thread.run_sync(lambda: server.delete_namespace(namespace))

@@ -223,3 +223,56 @@ def test_reselect_relists_with_the_new_selectors_and_reports_leavers_as_deletion
     assert r.next_request(2.0) is not None
     with pytest.raises(LocalProtocolError, match="WATCH_CONNECTING"):
         r.reselect(2.0, shard_selector=None, label_selector=None)
+
+
+def test_a_key_leaving_while_its_reconcile_runs_keeps_its_hash_until_done() -> None:
+    keys = ShardedKeys()
+    half, _, outside = split(UIDS)
+    keys.admit([ShardRange(0, HASH_SPACE)])
+    keys.observe(change(ChangeType.ADDED, outside[0], outside[0]))
+    keys.admit([half])  # its range moved away; the relist reports it deleted
+    left = change(ChangeType.DELETED, outside[0], outside[0])
+    assert keys.observe(left, busy=True) is False  # not queued as a deletion...
+    other = ShardRange(HASH_SPACE // 2, HASH_SPACE)
+    key = ObjectKey("ns", outside[0])
+    assert keys.keys_in(other, [key]) == [key]  # ...but its range still counts it running
+    keys.forget(key)
+    assert keys.keys_in(other, [key]) == []
+
+
+async def test_a_cancellable_runner_cancels_a_running_reconcile_as_a_requeue() -> None:
+    import trio
+
+    from kubemoon_trio import ControllerRunner
+
+    controller = Controller([Source.primary()], workers=2)
+    started = trio.Event()
+    reported: list[str] = []
+
+    async def reconcile(item: Any) -> Reconciled:
+        if not started.is_set():
+            started.set()
+            await trio.sleep_forever()
+        return Reconciled()  # the requeue of the cancelled one
+
+    runner = ControllerRunner(
+        controller,
+        reconcile,
+        on_report=lambda item: reported.append(item.key.name),
+        cancellable=True,
+    )
+    controller.enqueue(ObjectKey("ns", "a"), 0.0)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(runner.run)
+            await started.wait()
+            assert runner.cancel(controller.running) == 1
+            while len(reported) < 2:
+                await trio.sleep(0.01)
+            runner.stop()
+    assert reported == ["a", "a"]
+    assert controller.metrics(1.0).reconciles  # reported, as a requeue
+    from kubemoon_core._controller import ReconcileResult
+
+    assert controller.metrics(1.0).reconciles[ReconcileResult.REQUEUE] == 1
+    assert controller.metrics(1.0).reconciles[ReconcileResult.SUCCESS] == 1

@@ -1,0 +1,195 @@
+"""ConfigMirror run sharded (``--sharded``) on the real apiserver (gate off: client-side).
+
+Two ``python -m configmirror --sharded`` processes split the mirrors of a namespace,
+serve the shard status on ``/readyz?verbose`` and ``/metrics``, and leave the group on
+SIGTERM; two in-process replicas authenticated as the ServiceAccount of
+``deploy/rbac.yaml`` converge with nothing beyond those rules.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import secrets
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from conftest import eventually
+from test_configmirror import Scenario, configmap, mirror
+from test_configmirror_rbac import install_rbac, service_account_client, wait_until_allowed
+
+from configmirror import CONFIGMAPS, CONFIGMIRRORS, ConfigMirrorOperator, OperatorOptions
+from kubemoon_core import CLAIMS_ANNOTATION, LEASES, LEAVING_ANNOTATION
+from kubemoon_testing import ApiServer
+from kubemoon_trio import Client, ShardingConfig
+
+pytestmark = pytest.mark.integration
+
+MIRRORS = 12
+TIMINGS = ("--lease-duration", "6", "--renew-deadline", "4", "--retry-period", "0.5")
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+async def _mirrors(client: Client, s: Scenario) -> None:
+    for n in range(MIRRORS):
+        source = f"source-{n:02d}"
+        await client.create(CONFIGMAPS, configmap(source, {"n": str(n)}), namespace=s.home)
+        body = mirror(f"m{n:02d}", source, s.targets)
+        await client.create(CONFIGMIRRORS, body, namespace=s.home)
+
+
+async def _all_ready(s: Scenario) -> bool:
+    states = [await s.ready(f"m{n:02d}") for n in range(MIRRORS)]
+    return all(state is not None and state[0] == "True" for state in states)
+
+
+async def test_two_sharded_programs_split_the_mirrors_and_leave_on_sigterm(
+    configmirror_api: ApiServer, client: Client
+) -> None:
+    s = Scenario(configmirror_api, client)
+    await _mirrors(client, s)
+    processes: list[subprocess.Popen[str]] = []
+    ports: dict[int, int] = {}
+
+    def read_logs(index: int, process: subprocess.Popen[str]) -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            entry = json.loads(line)
+            if entry["msg"].startswith("probes on"):
+                ports[index] = int(entry["msg"].rsplit(":", 1)[1])
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for index in range(2):
+                argv = [
+                    sys.executable, "-m", "configmirror",
+                    "--kubeconfig", str(configmirror_api.kubeconfig_path),
+                    "--namespace", s.home,
+                    "--probe-address", "127.0.0.1:0",
+                    "--sharded", "--shard-identity", f"replica-{index}",
+                    "--lease-namespace", s.home, *TIMINGS,
+                    "--log-format", "json",
+                ]  # fmt: skip
+                process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+                processes.append(process)
+                nursery.start_soon(
+                    functools.partial(
+                        trio.to_thread.run_sync,
+                        functools.partial(read_logs, index, process),
+                        abandon_on_cancel=True,
+                    )
+                )
+            await eventually(lambda: _all_ready(s), what="every mirror ready")
+            await eventually(
+                lambda: trio.to_thread.run_sync(lambda: len(ports) == 2), what="probe ports"
+            )
+            totals = []
+            for index in range(2):
+                base = f"http://127.0.0.1:{ports[index]}"
+                fraction = (
+                    f'kubemoon_shard_owned_fraction{{controller="configmirror",'
+                    f'identity="replica-{index}"}} 0.5'
+                )
+
+                async def half(url: str = f"{base}/metrics", line: str = fraction) -> bool:
+                    return line in (await trio.to_thread.run_sync(_get, url))[1]
+
+                await eventually(half, what=f"replica-{index} owns half the hash space")
+
+                async def ready(url: str = f"{base}/readyz?verbose") -> bool:
+                    return (await trio.to_thread.run_sync(_get, url))[0] == 200
+
+                await eventually(ready, what=f"replica-{index} ready (its range listed)")
+                code, text = await trio.to_thread.run_sync(_get, f"{base}/readyz?verbose")
+                assert code == 200, text
+                assert text.startswith("ok\n")
+                assert f"controller configmirror: sharded as replica-{index}" in text
+                assert "client-side" in text  # the session apiserver has the gate off
+                assert (await trio.to_thread.run_sync(_get, f"{base}/readyz")) == (200, "ok\n")
+                _, metrics = await trio.to_thread.run_sync(_get, f"{base}/metrics")
+                assert 'kubemoon_shard_server_side{controller="configmirror"} 0.0' in metrics
+                success = (
+                    'controller_runtime_reconcile_total{controller="configmirror",'
+                    'result="success"} '
+                )
+                line = next(x for x in metrics.splitlines() if x.startswith(success))
+                totals.append(float(line.rsplit(" ", 1)[1]))
+            assert sum(totals) >= MIRRORS
+            for process in processes:
+                process.send_signal(signal.SIGTERM)
+            for process in processes:
+                assert await trio.to_thread.run_sync(process.wait, 30) == 0
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            assert process.stderr is not None
+            process.stderr.close()
+    for index in range(2):
+        lease = await client.get(LEASES, f"configmirror-replica-{index}", namespace=s.home)
+        annotations = lease["metadata"]["annotations"]
+        assert annotations[CLAIMS_ANNOTATION] == ""  # released on SIGTERM
+        assert annotations[LEAVING_ANNOTATION] == "true"
+
+
+async def test_sharded_replicas_need_nothing_beyond_deploy_rbac(
+    configmirror_api: ApiServer, client: Client, tmp_path: Path
+) -> None:
+    server = configmirror_api
+    operator_namespace = server.create_namespace(prefix="cm-system")
+    user = install_rbac(server, operator_namespace, secrets.token_hex(4))
+    wait_until_allowed(server, user, operator_namespace)
+    s = Scenario(server, client)
+    await _mirrors(client, s)
+    timings: dict[str, Any] = {"lease_duration": 6.0, "renew_deadline": 4.0, "retry_period": 0.5}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    async with (
+        service_account_client(server, operator_namespace, tmp_path / "a") as ca,
+        service_account_client(server, operator_namespace, tmp_path / "b") as cb,
+    ):
+        operators = [
+            ConfigMirrorOperator(
+                sa,
+                OperatorOptions(
+                    namespaces=(s.home,),
+                    sharding=ShardingConfig(identity=name, namespace=operator_namespace, **timings),
+                ),
+            )
+            for sa, name in ((ca, "a"), (cb, "b"))
+        ]
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                for operator in operators:
+                    await nursery.start(operator.manager.run)
+                await eventually(lambda: _all_ready(s), what="every mirror ready")
+
+                async def split() -> bool:
+                    fractions = [o.manager.shard_status()[0].fraction for o in operators]
+                    return fractions == [0.5, 0.5]
+
+                await eventually(split, what="two halves")
+                for operator in operators:
+                    manager = operator.manager
+                    assert manager.readiness_problems() == []
+                    ((_, metrics),) = manager.controller_metrics()
+                    assert metrics.reconcile_errors_total == 0
+                    (status,) = manager.shard_status()
+                    assert status.server_side is False
+                    assert status.fraction == 0.5
+                    manager.stop()
