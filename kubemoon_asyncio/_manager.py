@@ -327,6 +327,9 @@ class Manager:
         """Why the process is not ready (``/readyz``): unsynced caches and current failures."""
         reasons = [problem.message for problem in self.failures.current_problems()]
         reasons += [f"{i.name}: cache not synced" for i in self.informers.not_synced()]
+        for controller in self.controllers:
+            if controller.sharding is not None:
+                reasons += controller.sharding.problems()
         if self.webhooks is not None:
             reasons += self.webhooks.problems()
         if self._stopping:

@@ -36,6 +36,7 @@ from kubemoon_core import (
     ShardedKeys,
     ShardRange,
     ShardSelector,
+    fnv1a_64,
     owner_bucket_selector,
 )
 from kubemoon_io import TransportError
@@ -55,7 +56,12 @@ _UNSAFE = re.compile(r"[^a-z0-9-]+")
 
 
 def _dns_part(text: str, limit: int) -> str:
-    part = _UNSAFE.sub("-", text.lower()).strip("-")[:limit].strip("-")
+    """``text`` as lower-case DNS label characters, at most ``limit`` long; a longer one
+    keeps a hash of the whole, so names that differ only at the end stay distinct."""
+    part = _UNSAFE.sub("-", text.lower()).strip("-")
+    if len(part) > limit:
+        digest = f"{fnv1a_64(text.encode('utf-8', 'surrogatepass')):016x}"[:8]
+        part = f"{part[: limit - 9].strip('-')}-{digest}"
     return part or "x"
 
 
@@ -64,8 +70,8 @@ def default_shard_identity() -> str:
     restarts of its container), else the host name and the process id."""
     pod = os.environ.get("POD_NAME")
     if pod:
-        return _dns_part(pod, 50)
-    return f"{_dns_part(socket.gethostname(), 40)}-{os.getpid()}"
+        return _dns_part(pod, 100)
+    return f"{_dns_part(socket.gethostname(), 90)}-{os.getpid()}"
 
 
 @dataclass(frozen=True)
@@ -159,6 +165,14 @@ class ShardedControl:
             self._active,
             self.controller.controller.metrics(_backend.current_time()).dropped,
         )
+
+    def problems(self) -> list[str]:
+        """Why this replica cannot work (for ``/readyz``): it holds no range and its last
+        membership request failed."""
+        error = self.membership.last_error
+        if self._active or error is None:
+            return []
+        return [f"controller {self.controller.name}: cannot join its shard group: {error}"]
 
     def note(self) -> str:
         """One line for ``/readyz?verbose``."""

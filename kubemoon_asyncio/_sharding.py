@@ -23,8 +23,10 @@ from kubemoon_core import (
     GroupVersionResource,
     KubeMoonError,
     ListOptions,
+    LocalProtocolError,
     MemberRecord,
     MemberState,
+    NotFound,
     ShardMember,
     ShardRange,
     ShardSelector,
@@ -109,6 +111,10 @@ class ShardMembership:
         self._rv: str | None = None
         self._seen: tuple[tuple[ShardRange, ...], tuple[ShardRange, ...]] = ((), ())
         self._changed = _backend.Event()
+        self._refused = False
+        self._missing_reported = False
+        self.last_error: BaseException | None = None
+        """The last failed write or read of the membership Leases (None after a success)."""
 
     def __repr__(self) -> str:
         return f"<ShardMembership {self.group}/{self.identity} {self.member.state.name}>"
@@ -207,6 +213,11 @@ class ShardMembership:
                     current = await self._send(
                         get_request(LEASES, lease["metadata"]["name"], namespace=self.namespace)
                     )
+                    if not self._mine(current):
+                        self.last_error = LocalProtocolError(
+                            f"the Lease {lease['metadata']['name']} is another member's"
+                        )
+                        return False
                     lease["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
                     stored = await self._send(replace_request(LEASES, lease))
             else:
@@ -216,10 +227,49 @@ class ShardMembership:
             logger.warning("membership Lease of %s was changed by someone else", self.identity)
             return False
         except (KubeMoonError, TransportError, TimeoutError) as exc:
-            logger.info("membership Lease write failed: %s", exc)
+            self.last_error = exc
+            if isinstance(exc, NotFound) and not self._missing_reported:
+                self._missing_reported = True
+                logger.error(
+                    "membership Lease of %s cannot be created: does the namespace %r exist? %s",
+                    self.identity,
+                    self.namespace,
+                    exc,
+                )
+            else:
+                logger.info("membership Lease write failed: %s", exc)
             return False
         self._rv = stored["metadata"]["resourceVersion"]
+        self.last_error = None
         return True
+
+    def _mine(self, current: Any) -> bool:
+        """Whether an existing Lease of this name is this member's own (a restart's).
+
+        ``<group>-<identity>`` can name the Lease of another group or holder (group
+        ``a-b`` with identity ``c`` and group ``a`` with identity ``b-c``): taking it over
+        would hide that member's claims from its group, so it is never written.
+        """
+        metadata = current.get("metadata") if isinstance(current, dict) else None
+        spec = current.get("spec") if isinstance(current, dict) else None
+        labels = metadata.get("labels") if isinstance(metadata, dict) else None
+        holder = spec.get("holderIdentity") if isinstance(spec, dict) else None
+        group = labels.get(GROUP_LABEL) if isinstance(labels, dict) else None
+        if holder == self.identity and group == self.group:
+            return True
+        if not self._refused:
+            self._refused = True
+            logger.error(
+                "membership Lease %s/%s belongs to holder %r of group %r, not to %s of %s: "
+                "not taking it over; this replica cannot join (choose another identity)",
+                self.namespace,
+                (metadata or {}).get("name"),
+                holder,
+                group,
+                self.identity,
+                self.group,
+            )
+        return False
 
     async def _read(self) -> list[MemberRecord] | None:
         options = ListOptions(label_selector=f"{GROUP_LABEL}={self.group}")
@@ -228,6 +278,7 @@ class ShardMembership:
                 list_request(LEASES, namespace=self.namespace, options=options)
             )
         except (KubeMoonError, TransportError, TimeoutError) as exc:
+            self.last_error = exc
             logger.info("membership Lease list failed: %s", exc)
             return None
         records = []

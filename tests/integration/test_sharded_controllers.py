@@ -402,3 +402,59 @@ async def test_an_owned_object_relabelled_into_another_bucket_is_healed_by_its_o
                     replica.manager.stop()
     assert not shared["overlaps"] and not shared["outside"]
     await trio.to_thread.run_sync(lambda: server.delete_namespace(namespace))
+
+
+async def test_a_member_never_takes_over_a_lease_of_its_name_held_by_another_group(
+    kube_apiserver: ApiServer,
+) -> None:
+    """The attacker (or a naming accident): ``<group>-<identity>`` of group ``cms-a`` and
+    identity ``x`` is also group ``cms``'s identity ``a-x``. Overwriting that Lease would
+    hide its holder's claims from its group; the member refuses and never joins."""
+    from kubemoon_core import GROUP_LABEL, LEASES, MemberState
+    from kubemoon_trio import ShardMembership
+
+    server = kube_apiserver
+    namespace = await trio.to_thread.run_sync(lambda: server.create_namespace(prefix="shlease"))
+    async with Client.from_kubeconfig(str(server.kubeconfig_path)) as client:
+        foreign = await client.create(
+            LEASES,
+            {
+                "metadata": {"name": "cms-a-x", "labels": {GROUP_LABEL: "cms"}},
+                "spec": {"holderIdentity": "a-x"},
+            },
+            namespace=namespace,
+        )
+        membership = ShardMembership(
+            client, group="cms-a", identity="x", namespace=namespace, **TIMINGS
+        )
+        with trio.move_on_after(3):
+            await membership.run()
+        assert membership.member.state is MemberState.JOINING
+        assert membership.active() == ()
+        after = await client.get(LEASES, "cms-a-x", namespace=namespace)
+        assert after["metadata"]["resourceVersion"] == foreign["metadata"]["resourceVersion"]
+    await trio.to_thread.run_sync(lambda: server.delete_namespace(namespace))
+
+
+async def test_a_missing_lease_namespace_is_a_readiness_reason_naming_it(
+    kube_apiserver: ApiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = kube_apiserver
+    namespace = await trio.to_thread.run_sync(lambda: server.create_namespace(prefix="shmiss"))
+    async with Client.from_kubeconfig(str(server.kubeconfig_path)) as client:
+        manager = Manager(client)
+        config = ShardingConfig(identity="lonely", namespace="no-such-namespace", **TIMINGS)
+        manager.controller("c", CM, kind="ConfigMap", namespace=namespace).sharded(config).complete(
+            lambda ctx: Reconciled()
+        )  # type: ignore[arg-type,return-value]
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(manager.run)
+                while not any("cannot join" in p for p in manager.readiness_problems()):
+                    await trio.sleep(0.1)
+                manager.stop()
+    (problem,) = [p for p in manager.readiness_problems() if "cannot join" in p]
+    assert "controller c: cannot join its shard group" in problem
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert any("'no-such-namespace' exist" in e for e in errors), errors
+    await trio.to_thread.run_sync(lambda: server.delete_namespace(namespace))

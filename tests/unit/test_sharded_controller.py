@@ -276,3 +276,23 @@ async def test_a_cancellable_runner_cancels_a_running_reconcile_as_a_requeue() -
 
     assert controller.metrics(1.0).reconciles[ReconcileResult.REQUEUE] == 1
     assert controller.metrics(1.0).reconciles[ReconcileResult.SUCCESS] == 1
+
+
+def test_objects_without_a_usable_uid_are_never_admitted() -> None:
+    keys = ShardedKeys()
+    keys.admit([ShardRange(0, HASH_SPACE)])
+    key = ObjectKey("ns", "odd")
+    for metadata in ({}, {"uid": 7}, {"uid": "\udc80"}, "not an object"):
+        odd = Change(ChangeType.ADDED, key, None, {"metadata": metadata})
+        assert keys.observe(odd) is False
+    assert len(keys) == 0 and keys.hash_of(key) is None
+    assert keys.ranges == (ShardRange(0, HASH_SPACE),)
+    assert repr(keys) == "<ShardedKeys ranges=1 keys=0>"
+    # A key seen before keeps its admission when a later change carries no uid.
+    keys.observe(change(ChangeType.ADDED, "odd", UIDS[0]))
+    assert keys.observe(Change(ChangeType.MODIFIED, key, None, {"metadata": {}})) is True
+
+
+def test_a_reflector_reports_its_label_selector() -> None:
+    r = Reflector(CM, rng=random.Random(1), label_selector="a=b")
+    assert r.label_selector == "a=b"
