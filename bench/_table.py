@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -17,15 +18,19 @@ class Row:
     met: bool | None = None  # None: no target, just a figure
 
 
-def render(rows: list[Row], machine: str) -> str:
-    """A markdown table with a header naming the machine."""
+def table_lines(rows: Sequence[Row]) -> list[str]:
+    """The markdown table of ``rows``: header, separator, one line per row."""
     lines = [
-        f"Measured on {os.cpu_count()} cores, {machine}.",
-        "",
         "| benchmark | inputs | result | target | met |",
         "|---|---|---|---|---|",
     ]
     for r in rows:
         met = "" if r.met is None else ("met" if r.met else "not met")
         lines.append(f"| {r.benchmark} | {r.inputs} | {r.result} | {r.target} | {met} |")
+    return lines
+
+
+def render(rows: Sequence[Row], machine: str) -> str:
+    """A markdown table with a header naming the machine."""
+    lines = [f"Measured on {os.cpu_count()} cores, {machine}.", "", *table_lines(rows)]
     return "\n".join(lines) + "\n"

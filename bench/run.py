@@ -1,7 +1,9 @@
-"""Run every benchmark, print one markdown table and write it to bench/results.md.
+"""Run the benchmarks, print their tables and write them to bench/results.md.
 
 Each benchmark module exposes ``rows() -> list[Row]``; a row is a ratio or a rate measured
-in this process, with its inputs and, where there is one, its target.
+in this process, with its inputs and, where there is one, its target. results.md holds one
+section per module: with no arguments every module runs and the whole file is rewritten;
+``run.py bench_x bench_y`` replaces only those modules' sections and keeps the others.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ import platform
 import sys
 from pathlib import Path
 
-from _table import Row, render
+from _results import merge_results, render_results
+from _table import Row
 
 MODULES = [
     "bench_watch",
@@ -25,13 +28,17 @@ MODULES = [
     "bench_operator",
     "bench_tracing",
     "bench_freshness",
+    "bench_priority",
+    "bench_sharding",
 ]
 
 
-def main() -> int:
-    """Run the benchmark modules named on the command line, or all of them."""
-    names = sys.argv[1:] or MODULES
-    rows: list[Row] = []
+def main(argv: list[str] | None = None, results: Path | None = None) -> int:
+    """Run the benchmark modules named on the command line (``argv``), or all of them, and
+    write ``results`` (bench/results.md)."""
+    chosen = sys.argv[1:] if argv is None else argv
+    names = chosen or MODULES
+    ran: dict[str, list[Row]] = {}
     for name in names:
         try:
             module = importlib.import_module(name)
@@ -41,13 +48,19 @@ def main() -> int:
             print(f"(skipping {name}: not written yet)", file=sys.stderr)
             continue
         print(f"running {name}...", file=sys.stderr, flush=True)
-        rows.extend(module.rows())
+        ran[name] = list(module.rows())
     machine = (
         f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}"
     )
-    table = render(rows, machine)
-    print(table)
-    Path(__file__).with_name("results.md").write_text(table, encoding="utf-8")
+    if results is None:
+        results = Path(__file__).with_name("results.md")
+    if chosen:
+        existing = results.read_text(encoding="utf-8") if results.exists() else ""
+        text = merge_results(existing, ran, machine, MODULES)
+    else:
+        text = render_results(ran, machine)
+    print(text)
+    results.write_text(text, encoding="utf-8")
     return 0
 
 

@@ -403,13 +403,16 @@ class Controller:
     """Turns changes from its sources into reconciles run by at most ``workers`` workers.
 
     ``rate_limiter`` decides the delays of failed keys (default: client-go's controller
-    limiter, see :func:`default_rate_limiter`).
+    limiter, see :func:`default_rate_limiter`). ``priority_queue=False`` queues every key
+    at ``NORMAL_PRIORITY`` (one FIFO: a first list's keys go before later events, as
+    before controller-runtime v0.23); the default serves first lists and resyncs last.
     """
 
     __slots__ = (
         "_admit",
         "_dropped",
         "_ids",
+        "_priorities",
         "_queue",
         "_running",
         "_shutdown",
@@ -424,9 +427,13 @@ class Controller:
         *,
         workers: int = 1,
         rate_limiter: RateLimiter | None = None,
+        priority_queue: bool = True,
     ) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise LocalProtocolError(f"workers must be a positive integer, got {workers!r}")
+        if not isinstance(priority_queue, bool):
+            raise LocalProtocolError(f"priority_queue must be a bool, got {priority_queue!r}")
+        self._priorities = priority_queue
         self._sources: dict[str, Source] = {}
         for source in sources:
             if source.name in self._sources:
@@ -482,7 +489,7 @@ class Controller:
         for change in batch:
             if spec.predicate is not None and not spec.predicate(change):
                 continue
-            priority = LOW_PRIORITY if _background(change) else NORMAL_PRIORITY
+            priority = LOW_PRIORITY if self._priorities and _background(change) else NORMAL_PRIORITY
             for key in spec.map(change):
                 if admit is not None and not admit(key):
                     self._dropped += 1
@@ -495,11 +502,14 @@ class Controller:
         self, key: ObjectKey, now: float | None = None, *, priority: int = NORMAL_PRIORITY
     ) -> None:
         """Add ``key`` directly (an external trigger; a resync should pass
-        ``priority=LOW_PRIORITY``); ``now`` as for receive. A key the admission function
-        refuses is not queued."""
+        ``priority=LOW_PRIORITY``); ``now`` as for receive. Without the priority queue
+        every key goes in at ``NORMAL_PRIORITY``. A key the admission function refuses is
+        not queued."""
         if self._admit is not None and not self._admit(key):
             self._dropped += 1
             return
+        if not self._priorities:
+            priority = NORMAL_PRIORITY
         self._queue.add(key, now, priority=priority)
 
     def next_work(self, now: float) -> WorkItem | None:

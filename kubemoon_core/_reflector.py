@@ -275,6 +275,8 @@ class ReflectorStats:
     events: int = 0  # ADDED/MODIFIED/DELETED events received on watches
     bookmarks: int = 0
     out_of_shard: int = 0  # objects listed or watched outside the shard selector, dropped
+    list_bytes: int = 0  # bytes of LIST response bodies received
+    watch_bytes: int = 0  # bytes of watch bodies received (streaming lists included)
 
 
 # A LIST page whose items' exact bytes are wanted (Reflector._page with keep_raw):
@@ -518,6 +520,8 @@ class Reflector:
         self._events = 0
         self._bookmarks = 0
         self._out_of_shard = 0
+        self._list_bytes = 0
+        self._watch_bytes = 0
 
     def __repr__(self) -> str:
         resource = (
@@ -583,6 +587,8 @@ class Reflector:
             events=self._events,
             bookmarks=self._bookmarks,
             out_of_shard=self._out_of_shard,
+            list_bytes=self._list_bytes,
+            watch_bytes=self._watch_bytes,
         )
 
     @staticmethod
@@ -734,6 +740,7 @@ class Reflector:
     def receive_response(self, response: Response, now: float) -> list[Change]:
         """Take the complete response to a LIST page; return the changes a last page makes."""
         self._accept("receive_response", _LIST_OUTCOMES)
+        self._list_bytes += len(response.body)
         if not response.ok:
             self._list_failed(
                 error_from_response(response.status_code, response.headers, response.body), now
@@ -891,6 +898,7 @@ class Reflector:
         self._accept("receive_watch_data", (ReflectorInput.DATA,))
         if not data:
             raise LocalProtocolError("empty data: report the end with watch_ended()")
+        self._watch_bytes += len(data)
         self._touch(now)
         state = self._state
         if state in _CLOSING:

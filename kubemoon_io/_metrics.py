@@ -218,9 +218,17 @@ class RuntimeCollector(Collector):
         failures = CounterMetricFamily(
             "kubemoon_reflector_failures", "Failed requests that backed off.", labels=["name"]
         )
+        received = CounterMetricFamily(
+            "kubemoon_reflector_received_bytes",
+            "Response body bytes received: LIST pages (list) and watch streams, streaming "
+            "lists included (watch).",
+            labels=["name", "kind"],
+        )
         for name, stats in informers:
             relists.add_metric([name], stats.relists)
             restarts.add_metric([name], stats.watch_restarts)
             events.add_metric([name], stats.events)
             failures.add_metric([name], stats.failures)
-        yield from (relists, restarts, events, failures)
+            received.add_metric([name, "list"], stats.list_bytes)
+            received.add_metric([name, "watch"], stats.watch_bytes)
+        yield from (relists, restarts, events, failures, received)

@@ -87,6 +87,7 @@ class RuntimeController:
         workers: int,
         rate_limiter: RateLimiter | None,
         cls: type[Any] | None = None,
+        priority_queue: bool = True,
         sharding: ShardingConfig | None = None,
     ) -> None:
         self.name = name
@@ -94,7 +95,10 @@ class RuntimeController:
         self._cls = cls
         self.manager = manager
         self.controller = Controller(
-            [source for source, _ in sources], workers=workers, rate_limiter=rate_limiter
+            [source for source, _ in sources],
+            workers=workers,
+            rate_limiter=rate_limiter,
+            priority_queue=priority_queue,
         )
         self.runner = ControllerRunner(
             self.controller,
@@ -250,6 +254,7 @@ class ControllerBuilder(Generic[ObjT]):
         self._sources: list[tuple[Source, Informer]] = []
         self._workers = 1
         self._rate_limiter: RateLimiter | None = None
+        self._priority_queue = True
         self._done = False
 
     def _source_name(self, resource: GroupVersionResource, what: str) -> str:
@@ -380,6 +385,14 @@ class ControllerBuilder(Generic[ObjT]):
         self._rate_limiter = rate_limiter
         return self
 
+    def with_priority_queue(self, enabled: bool) -> ControllerBuilder[ObjT]:
+        """With ``enabled`` (the default) work from a first list or a resync waits behind
+        later events; ``False`` serves every key in the order it was queued."""
+        if not isinstance(enabled, bool):
+            raise LocalProtocolError(f"{self._name}: with_priority_queue takes a bool")
+        self._priority_queue = enabled
+        return self
+
     def complete(self, reconcile: Callable[[ReconcileContext[ObjT]], Outcome]) -> RuntimeController:
         """Build the controller with ``reconcile`` and register it with the manager."""
         if self._done:
@@ -396,6 +409,7 @@ class ControllerBuilder(Generic[ObjT]):
             workers=self._workers,
             rate_limiter=self._rate_limiter,
             cls=self._cls,
+            priority_queue=self._priority_queue,
             sharding=self._sharding,
         )
         self._manager.add(controller)

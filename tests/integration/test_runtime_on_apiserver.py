@@ -236,6 +236,18 @@ async def test_metrics_use_controller_runtime_names(
     assert re.search(
         r'controller_runtime_reconcile_total\{controller="cms",result="success"\} [1-9]', text
     )
+    # The bytes each informer received, LIST pages and watch bodies apart.
+    received = {
+        kind: float(value)
+        for kind, value in re.findall(
+            r'kubemoon_reflector_received_bytes_total\{(?=[^}]*name="configmaps[^"]*")'
+            r'[^}]*kind="(list|watch)"[^}]*\} (\S+)',
+            text,
+        )
+    }
+    assert set(received) == {"list", "watch"}, text
+    # "m" came in the first list or as a watch event, depending on the race with the sync.
+    assert received["list"] + received["watch"] > len("m")
 
 
 async def test_a_raising_mapper_is_logged_and_the_informer_keeps_running(

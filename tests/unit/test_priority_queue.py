@@ -80,6 +80,32 @@ def test_without_priorities_the_new_object_would_be_last() -> None:
     assert handed.index("new") == CACHED
 
 
+def test_a_controller_without_the_priority_queue_reconciles_the_new_object_last() -> None:
+    """``priority_queue=False``: the first list and the new event share one FIFO."""
+    controller = Controller([Source.primary()], workers=1, priority_queue=False)
+    reflector = restart(controller)
+    event = {"type": "ADDED", "object": cm("new", "5001")}
+    controller.receive(
+        "primary", reflector.receive_watch_data(json.dumps(event).encode() + b"\n", 0.5), 0.5
+    )
+    assert rank_of(controller, ObjectKey("ns", "new")) == CACHED + 1
+
+
+def test_without_the_priority_queue_enqueue_ignores_a_low_priority() -> None:
+    controller = Controller([Source.primary()], workers=1, priority_queue=False)
+    controller.enqueue(ObjectKey("ns", "cached"), priority=LOW_PRIORITY)
+    controller.enqueue(ObjectKey("ns", "event"))
+    first = controller.next_work(0.0)
+    assert first is not None and first.key == ObjectKey("ns", "cached")
+    assert controller.queue.priority_of(first.key) == NORMAL_PRIORITY
+
+
+@pytest.mark.parametrize("bad", [0, 1, None, "no"])
+def test_a_priority_queue_switch_that_is_no_bool_is_refused(bad: Any) -> None:
+    with pytest.raises(LocalProtocolError, match="priority_queue must be a bool"):
+        Controller([Source.primary()], priority_queue=bad)
+
+
 def test_a_resync_waits_and_a_later_relist_does_not() -> None:
     controller = Controller([Source.primary()], workers=1)
     old = cm("a", "7")

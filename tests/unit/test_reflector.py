@@ -389,6 +389,25 @@ def test_events_change_the_store_and_move_the_resume_point() -> None:
     assert (stats.events, stats.bookmarks) == (4, 1)
 
 
+def test_stats_count_the_bytes_of_list_pages_and_watch_bodies() -> None:
+    r = make()
+    request(r)
+    first = page([item("a", "3")], "10", token="t1")
+    r.receive_response(first, 0.0)
+    request(r)
+    failed = status(500, "InternalError")
+    r.receive_response(failed, 0.0)  # a failed page's body was received too
+    assert r.stats.list_bytes == len(first.body) + len(failed.body)
+    assert r.stats.watch_bytes == 0
+
+    w = synced((("a", "1"),))
+    listed = w.stats.list_bytes
+    stream = line("ADDED", cm("b", "11")) + bookmark("12")
+    for i in range(0, len(stream), 5):  # chunk boundaries do not matter
+        w.receive_watch_data(stream[i : i + 5], 1.0)
+    assert (w.stats.watch_bytes, w.stats.list_bytes) == (len(stream), listed)
+
+
 def test_a_bookmark_moves_the_resume_point_without_a_change() -> None:
     r = synced((("a", "1"),))
     assert r.receive_watch_data(bookmark("50"), 1.0) == []
