@@ -327,9 +327,13 @@ class SharedInformers:
         """The read-only view of ``informer``'s cache (seeing this runtime's own writes)."""
         for key, known in self._informers.items():
             if known is informer:
-                _, _, label_selector, field_selector, _ = key
+                _, _, label_selector, field_selector, _, sharded_for = key
+                # A sharded informer's selectors change with its ranges: always selective.
                 selective = bool(
-                    label_selector or field_selector or informer.reflector.shard_selector
+                    label_selector
+                    or field_selector
+                    or sharded_for
+                    or informer.reflector.shard_selector
                 )
                 return CacheReader(
                     informer,
