@@ -78,7 +78,7 @@ async def test_every_read_sees_a_write_the_cache_has_not() -> None:
     informer.store.upsert(cm("a", "9", app="y"))
     informer.store.upsert(cm("c", "8", app="x"))
     assert rvs(reader.objects()) == {"a": "9", "b": "5", "c": "8"}
-    assert shared._floors[(CM, None, None, None, False)].written_keys() == []
+    assert shared._floors[(CM, None, None, None, False, None)].written_keys() == []
 
 
 async def test_a_delete_hides_the_object_from_every_read() -> None:
@@ -106,7 +106,7 @@ async def test_selective_and_namespaced_caches_are_refreshed_not_widened() -> No
     assert rvs(reader.objects()) == {"a": "7"}
     assert reader.get("new", "ns") is None
     # A cache of another namespace records nothing of ns.
-    assert len(shared._floors[(CM, "other", None, None, False)]) == 0
+    assert len(shared._floors[(CM, "other", None, None, False, None)]) == 0
     assert shared.reader(elsewhere).objects() == []
 
 

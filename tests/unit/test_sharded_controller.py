@@ -362,6 +362,9 @@ def test_the_collector_exports_the_shard_families() -> None:
         def request_counts(self) -> dict[Any, int]:
             return {}
 
+        def stale_reads_avoided(self) -> dict[str, int]:
+            return {}
+
         def shard_status(self) -> list[ShardStatus]:
             first = assign_ranges(["a", "b"])["a"]
             return [ShardStatus("c", "a", False, (first,), 7)]
