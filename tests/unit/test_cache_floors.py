@@ -42,8 +42,8 @@ def rvs(objects: list[Mapping[str, Any]]) -> dict[str, str]:
     return {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in objects}
 
 
-def informers() -> SharedInformers:
-    return SharedInformers(Client(ClientConfig(server="https://127.0.0.1:6443")))
+def informers(*, compact: bool = False) -> SharedInformers:
+    return SharedInformers(Client(ClientConfig(server="https://127.0.0.1:6443")), compact=compact)
 
 
 def update(name: str, rv: str, **labels: str) -> tuple[Any, dict[str, Any]]:
@@ -51,8 +51,10 @@ def update(name: str, rv: str, **labels: str) -> tuple[Any, dict[str, Any]]:
     return request, cm(name, rv, **labels)
 
 
-async def test_every_read_sees_a_write_the_cache_has_not() -> None:
-    shared = informers()
+@pytest.mark.parametrize("compact", [False, True], ids=["dicts", "compact"])
+async def test_every_read_sees_a_write_the_cache_has_not(compact: bool) -> None:
+    # compact: every read decodes a fresh copy, so written objects are swapped in by key.
+    shared = informers(compact=compact)
     informer = shared.get(CM, indexers={"app": label_indexer("app")})
     reader = shared.reader(informer)
     informer.store.upsert(cm("a", "5", app="x"))
