@@ -28,6 +28,8 @@ from test_configmirror_rbac import install_rbac, service_account_client, wait_un
 from configmirror import (
     CONFIGMAPS,
     CONFIGMIRRORS,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
     OWNER_UID_ANNOTATION,
     ConfigMirrorOperator,
     OperatorOptions,
@@ -230,6 +232,21 @@ async def _copies_follow_the_shards(
 
         await eventually(repaired, what=f"{namespace}/{name} relabelled back to {want}")
     await eventually(exact, what="the repaired copies back in their replica's cache")
+    # A tenant's look-alike copy that no replica's copies cache holds (a bucket label no
+    # range selects) still blocks the target and is reported as a conflict.
+    target = s.targets[0]
+    decoy = configmap("taken", {"x": "tenant"})
+    decoy["metadata"]["labels"] = {MANAGED_BY_LABEL: MANAGED_BY_VALUE, OWNER_BUCKET_LABEL: "zz"}
+    await client.create(CONFIGMAPS, decoy, namespace=target)
+    await client.create(CONFIGMAPS, configmap("taken", {"x": "source"}), namespace=s.home)
+    await client.create(CONFIGMIRRORS, mirror("mt", "taken", s.targets), namespace=s.home)
+
+    async def conflict() -> bool:
+        state = await s.ready("mt")
+        return state is not None and state[:2] == ("False", "TargetConflict")
+
+    await eventually(conflict, what="the hidden look-alike reported as a conflict")
+    assert (await client.get(CONFIGMAPS, "taken", namespace=target))["data"] == {"x": "tenant"}
 
 
 async def test_sharded_replicas_need_nothing_beyond_deploy_rbac(
