@@ -24,10 +24,10 @@ from its ``/metrics``: LIST pages and watch streams, streaming lists included), 
 and for the sharded ConfigMirror informer alone.
 
 Targets (issue 25): each sharded replica's CPU and peak RSS ≤ 0.4x the single replica's;
-bytes received per replica with the gate ≤ 0.4x the single replica's. The ConfigMaps
-(sources and copies) are not sharded by ConfigMirror (its ConfigMap informer is
-cluster-wide, needed to map a source to its mirrors), so every replica still receives and
-caches all of them: the rows say how much of the total that is.
+bytes received per replica with the gate ≤ 0.4x the single replica's. Sharded, each
+replica watches only the copies of its own mirrors (labelled with their mirror's owner
+bucket); the sources (every ConfigMap that is no copy) stay cluster-wide, needed to map a
+source to its mirrors, so every replica still receives and caches all of them.
 """
 
 from __future__ import annotations

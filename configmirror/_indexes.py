@@ -61,13 +61,15 @@ def owner_uid_index(obj: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def mirrors_of_configmap(
-    mirrors: CacheReader, configmaps: CacheReader, change: Change
+    mirrors: CacheReader, configmaps: CacheReader, change: Change, *, sharded: bool = False
 ) -> Iterable[ObjectKey]:
     """The mirrors a ConfigMap change concerns: its owner, and those using its name.
 
     The owner is left out when the change leaves its copy settled (see
     :func:`~configmirror.copy_settled`): the echo of a mirror's own write costs no
     reconcile, and cannot start one from a cache that has seen only some of its writes.
+    ``configmaps`` is where sources are found; ``sharded`` as for
+    :func:`~configmirror.plan_reconcile`.
     """
     where = f"{change.key.namespace}/{change.key.name}"
     keys = mirrors.keys_by_index(BY_SOURCE, where) + mirrors.keys_by_index(BY_TARGET, where)
@@ -82,7 +84,7 @@ def mirrors_of_configmap(
                 if mirror is None:
                     continue
                 source = configmaps.get("".join(source_of(mirror)), key.namespace)
-                if copy_settled(new, mirror, source):
+                if copy_settled(new, mirror, source, sharded=sharded):
                     keys = [k for k in keys if k != key]
     return dict.fromkeys(keys)
 

@@ -7,6 +7,14 @@ plan's Events. The :class:`~kubemoon_trio.Manager` brings the informers, leader 
 probes, metrics and graceful shutdown. Namespaces are watched through the target
 selector, so the namespace cache holds exactly the namespaces that accept copies and a
 label change re-reconciles the mirrors that target that namespace.
+
+Sharded, the ConfigMaps are watched in two parts: the copies (labelled
+``app.kubernetes.io/managed-by=kubemoon-configmirror``) of this replica's owner buckets
+only -- every copy carries its mirror's :data:`~kubemoon_core.OWNER_BUCKET_LABEL` -- and
+every other ConfigMap (the sources). A copy this replica cannot see (another replica's
+bucket, a label changed by hand) makes its create fail with AlreadyExists: the reconcile
+then reads it from the API server and plans again, so conflicts are still reported and a
+mislabelled copy of its own is repaired.
 """
 
 from __future__ import annotations
@@ -14,18 +22,23 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+from collections.abc import Mapping
+from typing import Any
 
 from kubemoon_core import (
     AlreadyExists,
     ApiError,
     Conflict,
+    ListOptions,
     NotFound,
+    ObjectKey,
     Outcome,
     Reconciled,
     Requeue,
     RequeueAfter,
 )
 from kubemoon_trio import (
+    CacheReader,
     Client,
     Informer,
     Manager,
@@ -46,9 +59,12 @@ from ._options import OperatorOptions
 from ._plan import (
     CONFIGMAPS,
     CONFIGMIRRORS_V1BETA1,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
     NAMESPACES,
     Plan,
     _meta,
+    _owner_uid,
     mirror_targets,
     namespace_labels,
     plan_reconcile,
@@ -56,6 +72,19 @@ from ._plan import (
 from ._webhooks import ConfigMirrorWebhooks, webhook_declarations
 
 __all__ = ["ConfigMirrorOperator"]
+
+COPIES_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
+# Also matches ConfigMaps without the label at all: the sources (and anything else).
+NOT_COPIES_SELECTOR = f"{MANAGED_BY_LABEL}!={MANAGED_BY_VALUE}"
+
+
+def _first(caches: tuple[CacheReader, ...], name: str, namespace: str) -> Mapping[str, Any] | None:
+    """``namespace/name`` from the first of ``caches`` that holds it."""
+    for cache in caches:
+        found = cache.get(name, namespace)
+        if found is not None:
+            return found
+    return None
 
 
 class ConfigMirrorOperator:
@@ -107,10 +136,19 @@ class ConfigMirrorOperator:
             )
             self.manager.add_webhook_server(self.webhook_server)
         informers = self.manager.informers
-        self.configmaps: Informer = informers.get(
-            CONFIGMAPS, indexers={BY_OWNER_UID: owner_uid_index}
-        )
-        configmap_cache = self.manager.cache(CONFIGMAPS)
+        indexers = {BY_OWNER_UID: owner_uid_index}
+        sharded = opts.sharding is not None
+        if sharded:
+            # Sources (and any ConfigMap that is no copy) cluster-wide; copies per shard.
+            self.configmaps: Informer = informers.get(
+                CONFIGMAPS, label_selector=NOT_COPIES_SELECTOR, indexers=indexers
+            )
+        else:
+            self.configmaps = informers.get(CONFIGMAPS, indexers=indexers)
+        configmap_cache = self.manager.informers.reader(self.configmaps)
+        # Sharded: controller name -> the cache of its replica's copies.
+        self._copies: dict[str, CacheReader] = {}
+        self._sources = configmap_cache
         selector = opts.target_namespace_selector
         self.namespaces: Informer = informers.get(NAMESPACES, label_selector=selector)
         for namespace in opts.namespaces or (None,):
@@ -125,15 +163,34 @@ class ConfigMirrorOperator:
             else:
                 informers.get(CONFIGMIRRORS_V1BETA1, namespace=namespace, indexers=MIRROR_INDEXERS)
             mirrors = builder.primary_cache()
-            builder.watches(
-                CONFIGMAPS, functools.partial(mirrors_of_configmap, mirrors, configmap_cache)
+            mapper = functools.partial(
+                mirrors_of_configmap, mirrors, configmap_cache, sharded=sharded
             )
+            if sharded:
+                builder.watches(
+                    CONFIGMAPS,
+                    mapper,
+                    label_selector=COPIES_SELECTOR,
+                    sharded_by_owner_bucket=True,
+                    indexers=indexers,
+                )
+                self._copies[name] = builder.watched_cache(
+                    CONFIGMAPS, label_selector=COPIES_SELECTOR, sharded_by_owner_bucket=True
+                )
+                builder.watches(CONFIGMAPS, mapper, label_selector=NOT_COPIES_SELECTOR)
+            else:
+                builder.watches(CONFIGMAPS, mapper)
             builder.watches(
                 NAMESPACES,
                 functools.partial(mirrors_targeting, mirrors),
                 label_selector=selector,
             )
             builder.with_workers(opts.workers).complete(self.reconcile)
+
+    def copies_cache(self, controller: str = "configmirror") -> CacheReader:
+        """The cache of the copies a controller of this replica watches: sharded, only
+        the copies of the mirrors in its owner buckets; unsharded, every ConfigMap."""
+        return self._copies.get(controller, self._sources)
 
     async def aclose(self) -> None:
         """Close what the operator opened besides the client (the access reviews' pool)."""
@@ -151,25 +208,56 @@ class ConfigMirrorOperator:
         mirror = ctx.obj
         if mirror is None:
             return Reconciled()  # gone: the finalizer already cleaned up
+        copies_cache = self._copies.get(ctx.controller)
+        sharded = copies_cache is not None
+        sources = self._sources if sharded else ctx.cache(CONFIGMAPS)
+        caches = (sources,) if copies_cache is None else (copies_cache, sources)
         source_name = "".join(source_of(mirror))
-        cms = ctx.cache(CONFIGMAPS)
         labels = namespace_labels(ctx.cache(NAMESPACES).objects())
         targets = mirror_targets(mirror, labels)
-        copies = {t: c for t in targets if (c := cms.get(source_name, t)) is not None}
-        plan = plan_reconcile(
-            mirror,
-            cms.get(source_name, ctx.namespace),
-            copies,
-            cms.by_index(BY_OWNER_UID, _meta(mirror)["uid"]),
-            datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            allowed_namespaces=labels.keys(),
-            target_selector=self.options.target_namespace_selector,
-            namespace_labels=labels,
-        )
-        try:
-            outcome = await self._write(ctx, plan)
-        finally:
-            self.writes += ctx.writes
+        uid = _meta(mirror)["uid"]
+        # Read from the API server: ConfigMaps a sharded replica's caches cannot hold.
+        fetched: dict[str, Mapping[str, Any]] = {}
+        for _attempt in range(2):
+            copies = {
+                t: c for t in targets if (c := fetched.get(t) or _first(caches, source_name, t))
+            }
+            managed = {
+                ObjectKey(_meta(c).get("namespace", ""), _meta(c).get("name", "")): c
+                for cache in caches
+                for c in cache.by_index(BY_OWNER_UID, uid)
+            }
+            for c in fetched.values():
+                if _owner_uid(c) == uid:
+                    managed[ObjectKey(_meta(c)["namespace"], _meta(c)["name"])] = c
+            plan = plan_reconcile(
+                mirror,
+                _first((sources, *caches), source_name, ctx.namespace),
+                copies,
+                managed.values(),
+                datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                allowed_namespaces=labels.keys(),
+                target_selector=self.options.target_namespace_selector,
+                namespace_labels=labels,
+                sharded=sharded,
+            )
+            try:
+                outcome, unseen = await self._write(ctx, plan, read_unseen=sharded and not fetched)
+            finally:
+                self.writes += ctx.writes
+            if not unseen:
+                break
+            # Creates refused as AlreadyExists: ConfigMaps these caches do not hold (another
+            # replica's copy, a copy whose bucket label was changed): read them and replan.
+            # (A LIST by name: deploy/rbac.yaml grants list and watch, not get.)
+            by_name = ListOptions(field_selector=f"metadata.name={source_name}")
+            for namespace in unseen:
+                async for found in ctx.client.list(
+                    CONFIGMAPS, namespace=namespace, options=by_name
+                ):
+                    fetched[namespace] = found
+            if not fetched:
+                return Requeue()  # deleted meanwhile: plan again from the caches
         if outcome is not None:
             return outcome
         if ctx.writes:
@@ -178,16 +266,27 @@ class ConfigMirrorOperator:
             ctx.events.record(mirror, event.type, event.reason, event.note)
         return RequeueAfter(1.0) if plan.wait_for_deletions else Reconciled()
 
-    async def _write(self, ctx: ReconcileContext, plan: Plan) -> Outcome | None:
+    async def _write(
+        self, ctx: ReconcileContext, plan: Plan, *, read_unseen: bool = False
+    ) -> tuple[Outcome | None, list[str]]:
         """The plan's copy writes together, then the mirror's own in order; a Requeue if
-        one of them lost a race (someone wrote first, or the cache was behind)."""
+        one of them lost a race (someone wrote first, or the cache was behind). With
+        ``read_unseen``, creates refused as AlreadyExists are returned (their namespaces)
+        instead, and nothing else is written."""
         results = await ctx.write_all(plan.copies, concurrency=self.options.write_concurrency)
+        unseen = [
+            request.path.split("/")[-2]  # POST /api/v1/namespaces/<namespace>/configmaps
+            for request, result in zip(plan.copies, results, strict=True)
+            if read_unseen and isinstance(result, AlreadyExists) and request.method == "POST"
+        ]
+        if unseen:
+            return None, unseen
         for request, result in zip(plan.copies, results, strict=True):
             if isinstance(result, NotFound) and request.method == "DELETE":
                 continue  # gone already: what the delete wanted
             if isinstance(result, Conflict | AlreadyExists):
                 ctx.log.info("write conflict, requeueing: %s", result)
-                return Requeue()
+                return Requeue(), []
             if isinstance(result, ApiError):
                 raise result
             ctx.log.debug("%s %s", request.method, request.path)
@@ -196,7 +295,7 @@ class ConfigMirrorOperator:
                 await ctx.client.request(request)
             except Conflict as exc:
                 ctx.log.info("write conflict, requeueing: %s", exc)
-                return Requeue()
+                return Requeue(), []
             ctx.writes += 1
             ctx.log.debug("%s %s", request.method, request.path)
-        return None
+        return None, []

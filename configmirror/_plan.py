@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubemoon_core import (
+    OWNER_BUCKET_LABEL,
     DeleteOptions,
     GroupVersionResource,
     PatchType,
     Request,
     create_request,
     delete_request,
+    owner_bucket_label,
     patch_request,
     replace_request,
 )
@@ -187,10 +189,15 @@ def _finalizers_patch(mirror: Obj, finalizers: list[str]) -> Request:
     )
 
 
-def _desired_copy(source: Obj, namespace: str, uid: str, existing: Obj | None) -> dict[str, Any]:
+def _desired_copy(
+    source: Obj, namespace: str, uid: str, existing: Obj | None, *, sharded: bool = False
+) -> dict[str, Any]:
     base_meta = dict(_meta(existing)) if existing is not None else {}
     labels = dict(base_meta.get("labels") or {})
     labels[MANAGED_BY_LABEL] = MANAGED_BY_VALUE
+    if sharded:
+        # The replica owning the mirror watches its copies by this label.
+        labels[OWNER_BUCKET_LABEL] = owner_bucket_label(uid)
     annotations = dict(base_meta.get("annotations") or {})
     annotations[OWNER_UID_ANNOTATION] = uid
     metadata: dict[str, Any] = {
@@ -216,16 +223,17 @@ def _in_sync(existing: Obj, desired: Obj) -> bool:
         and (existing.get("binaryData") or {}) == (desired.get("binaryData") or {})
         and labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
         and _owner_uid(existing) == want["annotations"][OWNER_UID_ANNOTATION]
+        and labels.get(OWNER_BUCKET_LABEL) == want["labels"].get(OWNER_BUCKET_LABEL)
     )
 
 
-def copy_settled(copy: Obj, mirror: Obj, source: Obj | None) -> bool:
+def copy_settled(copy: Obj, mirror: Obj, source: Obj | None, *, sharded: bool = False) -> bool:
     """Whether ``copy`` is exactly what ``mirror`` wants there, as planning would find it.
 
     Typically it is the echo of the mirror's own write: a change that leaves a copy
     settled needs no reconcile of its mirror. Anything in doubt is not settled: a mirror
     being deleted, a missing source, a copy in a namespace the mirror only selects by label
-    (the decision needs the namespace's labels).
+    (the decision needs the namespace's labels). ``sharded`` as for :func:`plan_reconcile`.
     """
     meta, mirror_meta = _meta(copy), _meta(mirror)
     uid = mirror_meta.get("uid")
@@ -236,7 +244,7 @@ def copy_settled(copy: Obj, mirror: Obj, source: Obj | None) -> bool:
     namespace = meta.get("namespace")
     if not isinstance(namespace, str) or namespace not in mirror_targets(mirror):
         return False
-    return _in_sync(copy, _desired_copy(source, namespace, str(uid), copy))
+    return _in_sync(copy, _desired_copy(source, namespace, str(uid), copy, sharded=sharded))
 
 
 def _condition(status: bool, reason: str, message: str, generation: int) -> dict[str, Any]:
@@ -280,6 +288,7 @@ def plan_reconcile(
     allowed_namespaces: Collection[str],
     target_selector: str = ACCEPT_MIRRORS_SELECTOR,
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+    sharded: bool = False,
 ) -> Plan:
     """Plan one reconcile of ``mirror``.
 
@@ -291,6 +300,9 @@ def plan_reconcile(
     time for a condition's lastTransitionTime. ``namespace_labels`` (name -> labels of
     the namespaces that accept copies) resolves a v1beta1 ``namespaceSelector``; see
     :func:`mirror_targets`. ``mirror`` may be v1alpha1 or v1beta1: writes go to its version.
+    With ``sharded`` every copy carries :data:`~kubemoon_core.OWNER_BUCKET_LABEL` with the
+    mirror's bucket (the sharded operator watches its copies by it), and a copy whose
+    label is missing or wrong is rewritten; without it, the label is left as found.
     """
     meta = _meta(mirror)
     uid, namespace = meta["uid"], meta["namespace"]
@@ -344,7 +356,7 @@ def plan_reconcile(
                 {"namespace": target, "state": "Pending", "message": "waiting for the source"}
             )
             continue
-        desired = _desired_copy(source, target, uid, existing)
+        desired = _desired_copy(source, target, uid, existing, sharded=sharded)
         if existing is None:
             writes.append(create_request(CONFIGMAPS, desired, namespace=target))
         elif not _in_sync(existing, desired):

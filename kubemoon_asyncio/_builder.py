@@ -13,7 +13,7 @@ one LIST and one WATCH. Mappers and predicates are user code: one that raises is
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic
 
 from kubemoon_core import (
@@ -89,6 +89,7 @@ class RuntimeController:
         cls: type[Any] | None = None,
         priority_queue: bool = True,
         sharding: ShardingConfig | None = None,
+        bucketed: Sequence[tuple[Informer, str | None]] = (),
     ) -> None:
         self.name = name
         self._kind = kind
@@ -123,6 +124,8 @@ class RuntimeController:
                 owned=[i for s, i in sources[1:] if s.name.startswith("owns:")],
             )
             self.controller.set_admission(self.sharding.keys.admits)
+            for informer, selector in bucketed:
+                self.sharding.follow_owner_buckets(informer, selector)
         self._caches: dict[GroupVersionResource, CacheReader] = {}
         for source, informer in sources:
             self._caches.setdefault(informer.resource, manager.informers.reader(informer))
@@ -252,6 +255,7 @@ class ControllerBuilder(Generic[ObjT]):
         self._primary_informer: Informer | None = None
         self._sharding: ShardingConfig | None = None
         self._sources: list[tuple[Source, Informer]] = []
+        self._bucketed: list[tuple[Informer, str | None]] = []
         self._workers = 1
         self._rate_limiter: RateLimiter | None = None
         self._priority_queue = True
@@ -359,21 +363,62 @@ class ControllerBuilder(Generic[ObjT]):
         label_selector: str | None = None,
         predicate: Predicate | None = None,
         metadata_only: bool = False,
+        sharded_by_owner_bucket: bool = False,
+        indexers: Mapping[str, Callable[[Mapping[str, Any]], tuple[str, ...]]] | None = None,
     ) -> ControllerBuilder[ObjT]:
         """Also reconcile the keys ``mapper`` returns for each change of ``resource``
-        (metadata only, if the mapper needs no more)."""
+        (metadata only, if the mapper needs no more).
+
+        With ``sharded_by_owner_bucket`` (a :meth:`sharded` controller only) the informer
+        is this controller's own and watches only the objects labelled with this
+        replica's owner buckets (:data:`~kubemoon_core.OWNER_BUCKET_LABEL`, AND
+        ``label_selector``), reselected whenever the ranges change: for objects the
+        reconcile writes itself and labels with
+        :func:`~kubemoon_core.owner_bucket_label` of the primary's uid. Read its cache
+        with :meth:`watched_cache`. ``indexers`` index the watched cache.
+        """
         resource = _named(resource)
         gvr = resource.gvr if isinstance(resource, APIResource) else resource
         mapping: Mapper = mapper
+        if sharded_by_owner_bucket and self._sharding is None:
+            raise LocalProtocolError(
+                f"{self._name}: watches(sharded_by_owner_bucket=True) needs sharded() first"
+            )
         source = Source.mapped(self._source_name(gvr, "watches"), mapping, predicate=predicate)
         informer = self._manager.informers.get(
             resource,
             namespace=namespace,
             label_selector=label_selector,
             metadata_only=metadata_only,
+            indexers=indexers,
+            sharded_for=self._name if sharded_by_owner_bucket else None,
         )
+        if sharded_by_owner_bucket:
+            self._bucketed.append((informer, label_selector))
         self._sources.append((source, informer))
         return self
+
+    def watched_cache(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        metadata_only: bool = False,
+        sharded_by_owner_bucket: bool = False,
+    ) -> CacheReader:
+        """The cache of an informer :meth:`watches` set up with these arguments (with
+        ``sharded_by_owner_bucket``, it holds only this replica's owner buckets); it sees
+        this runtime's own writes."""
+        resource = _named(resource)
+        informer = self._manager.informers.get(
+            resource,
+            namespace=namespace,
+            label_selector=label_selector,
+            metadata_only=metadata_only,
+            sharded_for=self._name if sharded_by_owner_bucket else None,
+        )
+        return self._manager.informers.reader(informer)
 
     def with_workers(self, workers: int) -> ControllerBuilder[ObjT]:
         """Run at most ``workers`` reconciles at once (never two for one key)."""
@@ -413,6 +458,7 @@ class ControllerBuilder(Generic[ObjT]):
             cls=self._cls,
             priority_queue=self._priority_queue,
             sharding=self._sharding,
+            bucketed=self._bucketed,
         )
         self._manager.add(controller)
         return controller

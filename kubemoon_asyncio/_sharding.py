@@ -86,6 +86,7 @@ class ShardMembership:
         retry_period: float = 2.0,
         clock_skew: float = 0.2,
         on_change: Callable[[ShardMembership], object] | None = None,
+        join_delay: float = 0.0,
     ) -> None:
         self.member = ShardMember(
             identity,
@@ -93,6 +94,7 @@ class ShardMembership:
             renew_deadline=renew_deadline,
             retry_period=retry_period,
             clock_skew=clock_skew,
+            join_delay=join_delay,
         )
         member_lease(
             group,

@@ -27,6 +27,11 @@ Rules (time comes in as ``now``, local monotonic seconds; the machine reads no c
   its last acknowledged write; past that it is LOST: every range stops at once (the caller
   must cancel its work by that deadline, :meth:`next_deadline` says when) and claims must
   be confirmed again by a new write and read.
+- Joining settles first: with ``join_delay``, the replica's *first* range becomes ACTIVE
+  only on a read sent at least ``join_delay`` after its first acknowledged write, whose
+  assignment equals the previous read's (the membership stayed the same for one read). A
+  replica started together with others so does not claim (and list) the whole space
+  first. This only delays confirmations: safety is unchanged.
 - Safety needs ``renew_deadline * (1 + clock_skew) ** 2 < lease_duration``, with every
   clock's rate within a factor ``1 + clock_skew`` of true time: the holder stops before
   anyone can judge its Lease expired. The constructor refuses timings that break it.
@@ -292,6 +297,7 @@ class ShardMember:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         clock_skew: float = 0.2,
+        join_delay: float = 0.0,
     ) -> None:
         if not isinstance(identity, str) or not identity:
             raise LocalProtocolError("identity must be a non-empty string")
@@ -300,6 +306,7 @@ class ShardMember:
             ("renew_deadline", renew_deadline),
             ("retry_period", retry_period),
             ("clock_skew", clock_skew),
+            ("join_delay", join_delay),
         ):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise LocalProtocolError(f"{name} must be a non-negative number, got {value!r}")
@@ -329,6 +336,9 @@ class ShardMember:
         self._failed = False  # the last write failed: the next waits a retry period
         self._read_soon = False  # a claim was acknowledged: confirm it without waiting
         self._leaving = False
+        self._join_delay = float(join_delay)
+        self._joined_at: float | None = None  # the first acknowledged write's send time
+        self._settled = False  # a range was confirmed once: joining is over
 
     def __repr__(self) -> str:
         ranges = {str(r.start): s.name for r, s in self._ranges.items()}
@@ -442,6 +452,8 @@ class ShardMember:
             self._dirty = True
             return
         self._valid_until = sent + self._deadline
+        if self._joined_at is None:
+            self._joined_at = sent
         if now >= self._valid_until:
             return
         if self._state in (MemberState.JOINING, MemberState.LOST):
@@ -515,10 +527,16 @@ class ShardMember:
         members = [r.identity for r in live if not r.leaving]
         if self._state is not MemberState.LOST and not self._leaving:
             members.append(self.identity)
-        self._assignment = assign_ranges(members)
+        previous, self._assignment = self._assignment, assign_ranges(members)
         self._reassign()
         if self._state is not MemberState.MEMBER:
             return
+        if not self._settled and (
+            self._joined_at is None
+            or sent < self._joined_at + self._join_delay
+            or (self._join_delay and previous != self._assignment)
+        ):
+            return  # still joining: the membership may not have settled yet
         for r, state in list(self._ranges.items()):
             if state is not RangeState.CLAIMING:
                 continue
@@ -528,6 +546,7 @@ class ShardMember:
             if any(_overlap(r, c) for other in live for c in other.claims):
                 continue
             self._range(r, RangeInput.CONFIRMED)
+            self._settled = True
 
     def _reassign(self) -> None:
         mine = self._assignment.get(self.identity)

@@ -9,7 +9,8 @@ admitted (:class:`~kubemoon_core.ShardedKeys`), which owner buckets a range hold
 
 - The primary informer lists and watches with the active ranges as its shard selector
   (server-side with the ``ShardedListAndWatch`` gate, client-side without it) and is
-  switched (relisted) whenever they change; the owned objects' informers watch the
+  switched (relisted) whenever they change; the owned objects' informers, and any other
+  informer registered with :meth:`ShardedControl.follow_owner_buckets`, watch the
   ranges' owner buckets with a label selector.
 - A key is queued and handed out only while its object's hash is in an active range;
   objects leaving the range leave the cache and their keys are dropped, never reconciled
@@ -65,6 +66,13 @@ def _dns_part(text: str, limit: int) -> str:
     return part or "x"
 
 
+def _and(first: str | None, second: str | None) -> str | None:
+    """Two label selectors that must both match (a comma joins requirements)."""
+    if first and second:
+        return f"{first},{second}"
+    return first or second
+
+
 def default_shard_identity() -> str:
     """This process's member identity: ``POD_NAME`` when set (a pod keeps its Lease across
     restarts of its container), else the host name and the process id."""
@@ -82,7 +90,11 @@ class ShardingConfig:
     replica; its Lease ``<group>-<identity>`` lives in ``namespace`` (default: the
     Manager's leader-election namespace, else ``default``). ``group`` (default: the
     controller's name) is shared by every replica of the controller. The timings are the
-    membership's (:class:`~kubemoon_core.ShardMember`).
+    membership's (:class:`~kubemoon_core.ShardMember`). ``join_delay`` (default: the
+    retry period) holds this replica's first range until a read at least that long after
+    its Lease was first written finds the membership unchanged since the read before, so
+    replicas started together split the space at once instead of the first one claiming
+    (and listing) all of it; 0 starts on the first read that allows it.
     """
 
     identity: str | None = None
@@ -92,6 +104,7 @@ class ShardingConfig:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     clock_skew: float = 0.2
+    join_delay: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +142,8 @@ class ShardedControl:
         self.keys = ShardedKeys()
         self.primary = primary
         self.owned = list(owned)
+        # Informers whose bucket selector follows the ranges, with their own base selector.
+        self._bucketed: list[tuple[Informer, str | None]] = []
         self._label_selector = primary.label_selector
         self.server_side: bool | None = None
         self._active: tuple[ShardRange, ...] = ()
@@ -144,6 +159,7 @@ class ShardedControl:
                 retry_period=config.retry_period,
                 clock_skew=config.clock_skew,
                 on_change=self._changed,
+                join_delay=config.retry_period if config.join_delay is None else config.join_delay,
             )
         except KubeMoonError as exc:
             raise LocalProtocolError(f"controller {controller.name}: sharding: {exc}") from None
@@ -223,6 +239,31 @@ class ShardedControl:
         self.membership.leave()
         _backend.wait_event(self._left, _backend.current_time() + timeout)
 
+    def follow_owner_buckets(self, informer: Informer, label_selector: str | None = None) -> None:
+        """Make ``informer`` watch only the objects of this replica's owner buckets.
+
+        Whenever the ranges change, the informer is reselected with ``label_selector``
+        AND ``shard.kubemoon.io/owner-bucket in (<this replica's buckets>)`` (just
+        ``label_selector`` while the replica holds every bucket), exactly as the
+        :meth:`~ControllerBuilder.owns` informers are. For objects the controller writes
+        itself (not through :meth:`ReconcileContext.ensure`) and labels with
+        :func:`~kubemoon_core.owner_bucket_label` of their owner's uid. The informer
+        should start held (``SharedInformers.get(sharded_for=...)``) so it lists nothing
+        before the first ranges are known.
+        """
+        if not isinstance(informer, Informer):
+            raise LocalProtocolError(
+                f"controller {self.controller.name}: follow_owner_buckets() takes an Informer"
+            )
+        if label_selector is not None and not isinstance(label_selector, str):
+            raise LocalProtocolError(
+                f"controller {self.controller.name}: a label selector is a string, "
+                f"got {label_selector!r}"
+            )
+        self._bucketed.append((informer, label_selector or None))
+        if self._active:
+            informer.reselect(None, _and(label_selector, owner_bucket_selector(self._active)))
+
     # -- ranges ---------------------------------------------------------------------------
 
     def _changed(self, membership: ShardMembership) -> None:
@@ -235,6 +276,8 @@ class ShardedControl:
             buckets = owner_bucket_selector(active)
             for informer in self.owned:
                 informer.reselect(None, buckets)
+            for informer, base in self._bucketed:
+                informer.reselect(None, _and(base, buckets))
         if gained:
             logger.info(
                 "controller %s: %s starts %d range(s): %.1f%% of the objects",

@@ -25,8 +25,22 @@ from conftest import eventually
 from test_configmirror import Scenario, configmap, mirror
 from test_configmirror_rbac import install_rbac, service_account_client, wait_until_allowed
 
-from configmirror import CONFIGMAPS, CONFIGMIRRORS, ConfigMirrorOperator, OperatorOptions
-from kubemoon_core import CLAIMS_ANNOTATION, LEASES, LEAVING_ANNOTATION
+from configmirror import (
+    CONFIGMAPS,
+    CONFIGMIRRORS,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    OWNER_UID_ANNOTATION,
+    ConfigMirrorOperator,
+    OperatorOptions,
+)
+from kubemoon_core import (
+    CLAIMS_ANNOTATION,
+    LEASES,
+    LEAVING_ANNOTATION,
+    OWNER_BUCKET_LABEL,
+    owner_bucket_label,
+)
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client, ShardingConfig
 
@@ -147,6 +161,94 @@ async def test_two_sharded_programs_split_the_mirrors_and_leave_on_sigterm(
         assert annotations[LEAVING_ANNOTATION] == "true"
 
 
+async def _copies_follow_the_shards(
+    client: Client, s: Scenario, operators: list[ConfigMirrorOperator]
+) -> None:
+    """Every copy carries its mirror's owner bucket; each replica's copies cache holds
+    exactly the copies of its own mirrors; a copy relabelled by hand is repaired."""
+    uids = {}
+    for n in range(MIRRORS):
+        body = await client.get(CONFIGMIRRORS, f"m{n:02d}", namespace=s.home)
+        uids[body["metadata"]["uid"]] = f"m{n:02d}"
+    copies = [
+        c
+        for target in s.targets
+        async for c in client.list(CONFIGMAPS, namespace=target)
+        if OWNER_UID_ANNOTATION in (c["metadata"].get("annotations") or {})
+    ]
+    assert len(copies) == MIRRORS * len(s.targets)
+    for c in copies:
+        uid = c["metadata"]["annotations"][OWNER_UID_ANNOTATION]
+        assert c["metadata"]["labels"][OWNER_BUCKET_LABEL] == owner_bucket_label(uid)
+
+    def cached(operator: ConfigMirrorOperator) -> set[tuple[str, str]]:
+        cache = operator.copies_cache()
+        return {
+            (o["metadata"]["namespace"], o["metadata"]["name"])
+            for o in cache.objects()
+            if o["metadata"]["namespace"] in s.targets
+        }
+
+    def own(operator: ConfigMirrorOperator) -> set[tuple[str, str]]:
+        mirrors = {
+            o["metadata"]["uid"]
+            for o in operator.manager.controllers[0].primary.objects()
+            if o["metadata"]["namespace"] == s.home
+        }
+        return {
+            (c["metadata"]["namespace"], c["metadata"]["name"])
+            for c in copies
+            if c["metadata"]["annotations"][OWNER_UID_ANNOTATION] in mirrors
+        }
+
+    async def exact() -> bool:
+        return all(cached(o) == own(o) for o in operators)
+
+    await eventually(exact, what="each replica caches exactly its own mirrors' copies")
+    first, second = (own(o) for o in operators)
+    assert first and second and not first & second
+    assert len(first | second) == len(copies)
+    # Relabel one of the first replica's copies into one of the second's buckets, and
+    # strip the label of another: both are repaired by their mirror's replica.
+    foreign = next(iter(own(operators[1])))
+    wrong = (await client.get(CONFIGMAPS, foreign[1], namespace=foreign[0]))["metadata"]
+    moved, stripped = sorted(own(operators[0]))[:2]
+    for (namespace, name), value in (
+        (moved, wrong["labels"][OWNER_BUCKET_LABEL]),
+        (stripped, None),
+    ):
+        body = await client.get(CONFIGMAPS, name, namespace=namespace)
+        want = body["metadata"]["labels"][OWNER_BUCKET_LABEL]
+        assert want != value
+        if value is None:
+            del body["metadata"]["labels"][OWNER_BUCKET_LABEL]
+        else:
+            body["metadata"]["labels"][OWNER_BUCKET_LABEL] = value
+        await client.replace(CONFIGMAPS, body, namespace=namespace)
+
+        async def repaired(namespace: str = namespace, name: str = name, want: str = want) -> bool:
+            body = await client.get(CONFIGMAPS, name, namespace=namespace)
+            return bool(body["metadata"]["labels"].get(OWNER_BUCKET_LABEL) == want)
+
+        await eventually(repaired, what=f"{namespace}/{name} relabelled back to {want}")
+    await eventually(exact, what="the repaired copies back in their replica's cache")
+    # A tenant's look-alike copy that no replica's copies cache holds (a bucket label no
+    # range selects) still blocks the target and is reported as a conflict.
+    target = s.targets[0]
+    decoy = configmap("taken", {"x": "tenant"})
+    decoy["metadata"]["labels"] = {MANAGED_BY_LABEL: MANAGED_BY_VALUE, OWNER_BUCKET_LABEL: "zz"}
+    await client.create(CONFIGMAPS, decoy, namespace=target)
+    await client.create(CONFIGMAPS, configmap("taken", {"x": "source"}), namespace=s.home)
+    await client.create(CONFIGMIRRORS, mirror("mt", "taken", s.targets), namespace=s.home)
+
+    async def conflict() -> bool:
+        state = await s.ready("mt")
+        return state is not None and state[:2] == ("False", "TargetConflict")
+
+    await eventually(conflict, what="the hidden look-alike reported as a conflict")
+    assert (await client.get(CONFIGMAPS, "taken", namespace=target))["data"] == {"x": "tenant"}
+
+
 async def test_sharded_replicas_need_nothing_beyond_deploy_rbac(
     configmirror_api: ApiServer, client: Client, tmp_path: Path
 ) -> None:
@@ -173,7 +275,7 @@ async def test_sharded_replicas_need_nothing_beyond_deploy_rbac(
             )
             for sa, name in ((ca, "a"), (cb, "b"))
         ]
-        with trio.fail_after(60):
+        with trio.fail_after(90):
             async with trio.open_nursery() as nursery:
                 for operator in operators:
                     await nursery.start(operator.manager.run)
@@ -184,6 +286,7 @@ async def test_sharded_replicas_need_nothing_beyond_deploy_rbac(
                     return fractions == [0.5, 0.5]
 
                 await eventually(split, what="two halves")
+                await _copies_follow_the_shards(client, s, operators)
                 for operator in operators:
                     manager = operator.manager
                     assert manager.readiness_problems() == []

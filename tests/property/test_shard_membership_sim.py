@@ -101,6 +101,7 @@ class Sim:
                 renew_deadline=RENEW,
                 retry_period=RETRY,
                 clock_skew=CLOCK_SKEW,
+                join_delay=self.rng.choice([0.0, RETRY]),
             ),
             rate,
             self.rng.uniform(0, 1000),
@@ -303,3 +304,62 @@ def test_another_live_claim_blocks_and_an_expired_one_does_not() -> None:
     m.read_started(15.1)
     m.observe([other], 15.2)
     assert m.active(15.2) == (whole,)
+
+
+def _start(m: ShardMember, at: float) -> None:
+    """The first write (no claims yet), acknowledged."""
+    assert m.write_due(at) == ()
+    m.write_finished(at + 0.1, True)
+
+
+def test_a_joining_member_waits_for_the_join_delay_before_its_first_range() -> None:
+    m = ShardMember("a", join_delay=2.0)
+    _start(m, 0.0)
+    whole = ShardRange(0, HASH_SPACE)
+    m.read_started(0.2)
+    m.observe([], 0.3)
+    assert m.write_due(0.3) == (whole,)
+    m.write_finished(0.4, True)
+    m.read_started(0.5)
+    m.observe([], 0.6)
+    assert m.active(0.6) == ()  # confirmed but for the join delay
+    assert m.ranges() == {whole: RangeState.CLAIMING}
+    m.read_started(2.0)
+    m.observe([], 2.1)
+    assert m.active(2.1) == (whole,)
+
+
+def test_a_joining_member_starts_only_once_the_membership_held_for_one_read() -> None:
+    m = ShardMember("a", join_delay=2.0)
+    _start(m, 0.0)
+    m.read_started(0.2)
+    m.observe([], 0.3)  # alone, so far: it claims the whole space
+    assert m.write_due(0.3) == (ShardRange(0, HASH_SPACE),)
+    m.write_finished(0.4, True)
+    b = MemberRecord("b", "1")
+    m.read_started(2.2)
+    m.observe([b], 2.3)  # "b" started meanwhile: the whole space is not claimed first
+    assert m.active(2.3) == ()
+    half = assign_ranges(["a", "b"])["a"]
+    assert m.write_due(2.3) == (half,)
+    m.write_finished(2.4, True)
+    m.read_started(2.5)
+    m.observe([b], 2.6)  # the same membership as the read before: settled
+    assert m.active(2.6) == (half,)
+    # Settled once, later changes are confirmed on the first read that allows it.
+    c = MemberRecord("c", "1")
+    m.read_started(4.6)
+    m.observe([b, c], 4.7)
+    third = assign_ranges(["a", "b", "c"])["a"]
+    assert m.ranges()[half] is RangeState.STOPPING
+    m.stopped(half, 4.7)
+    assert m.write_due(4.7) == (third,)
+    m.write_finished(4.8, True)
+    m.read_started(4.9)
+    m.observe([b, c], 5.0)
+    assert m.active(5.0) == (third,)
+
+
+def test_a_negative_join_delay_is_refused() -> None:
+    with pytest.raises(LocalProtocolError, match="join_delay"):
+        ShardMember("a", join_delay=-1.0)

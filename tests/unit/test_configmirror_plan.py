@@ -15,6 +15,7 @@ from configmirror import (
     mirror_targets,
 )
 from configmirror import plan_reconcile as plan_with_allowed
+from kubemoon_core import OWNER_BUCKET_LABEL, owner_bucket_label
 
 NOW = "2026-11-29T18:00:00Z"
 EVERY_TARGET = frozenset({"a", "b", "c"})
@@ -433,3 +434,63 @@ def test_a_copy_is_settled_only_when_planning_would_leave_it_alone() -> None:
     plan = plan_reconcile(mirror(status=SYNCED_STATUS), SOURCE, {"a": copy("a"), "b": copy("b")},
                           [copy("a"), copy("b")], NOW)  # fmt: skip
     assert plan.copies == ()
+
+
+def _sharded(copies: Mapping[str, Mapping[str, Any]], managed: Iterable[Mapping[str, Any]]) -> Plan:
+    return plan_with_allowed(
+        mirror(status=SYNCED_STATUS),
+        SOURCE,
+        copies,
+        managed,
+        NOW,
+        allowed_namespaces=EVERY_TARGET,
+        sharded=True,
+    )
+
+
+def _labelled(namespace: str, bucket: str | None) -> dict[str, Any]:
+    found = copy(namespace)
+    if bucket is not None:
+        found["metadata"]["labels"][OWNER_BUCKET_LABEL] = bucket
+    return found
+
+
+def test_sharded_copies_carry_their_mirror_s_owner_bucket() -> None:
+    plan = plan_with_allowed(
+        mirror(), SOURCE, {}, [], NOW, allowed_namespaces=EVERY_TARGET, sharded=True
+    )
+    created = [json.loads(r.body) for r in plan.copies]
+    assert [c["metadata"]["labels"] for c in created] == [
+        {MANAGED_BY_LABEL: "kubemoon-configmirror", OWNER_BUCKET_LABEL: owner_bucket_label("uid-1")}
+    ] * 2
+
+
+def test_sharded_a_copy_with_a_missing_or_wrong_bucket_label_is_rewritten() -> None:
+    right = owner_bucket_label("uid-1")
+    wrong = f"{(int(right, 16) + 1) % 256:02x}"
+    a, b = _labelled("a", None), _labelled("b", wrong)
+    plan = _sharded({"a": a, "b": b}, [a, b])
+    assert summary(plan) == [
+        ("PUT", "/api/v1/namespaces/a/configmaps/settings"),
+        ("PUT", "/api/v1/namespaces/b/configmaps/settings"),
+    ]
+    for request in plan.copies:
+        body = json.loads(request.body)
+        assert body["metadata"]["labels"][OWNER_BUCKET_LABEL] == right
+        assert body["metadata"]["resourceVersion"] == "7"
+    a, b = _labelled("a", right), _labelled("b", right)
+    assert _sharded({"a": a, "b": b}, [a, b]).writes == ()
+    assert copy_settled(a, mirror(), SOURCE, sharded=True)
+    assert not copy_settled(_labelled("a", wrong), mirror(), SOURCE, sharded=True)
+
+
+def test_unsharded_leaves_the_bucket_label_as_found() -> None:
+    for bucket in (None, "07"):
+        a, b = _labelled("a", bucket), _labelled("b", bucket)
+        assert (
+            plan_reconcile(
+                mirror(status=SYNCED_STATUS), SOURCE, {"a": a, "b": b}, [a, b], NOW
+            ).writes
+            == ()
+        )
+        assert copy_settled(a, mirror(), SOURCE)
