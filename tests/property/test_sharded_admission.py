@@ -5,6 +5,11 @@ take keys and finish them. Invariants: a key is handed out only while its object
 in an admitted range, and every key whose object stays in the admitted ranges and was
 changed is eventually handed out (nothing admitted is lost by a range move: the keys
 ``ShardedKeys.admit`` newly admits are queued again, as the runtime does).
+
+A deletion is the business of the replica that owns the object's range when it happens:
+one seen outside the admitted ranges is not ours, and one whose range moves away before it
+was handed out is forgotten with the object (the next owner lists the collection and never
+sees it), as a restart forgets it. The model says so; scaling.rst documents it.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ def test_only_admitted_keys_are_handed_out_and_none_admitted_is_lost(
     controller.set_admission(keys.admits)
     ranges: tuple[ShardRange, ...] = ()
     pending: set[int] = set()  # changed since last handed out (the model)
+    deleted: set[int] = set()  # objects whose last change was their deletion
     running: list = []
     now = 0.0
 
@@ -83,15 +89,21 @@ def test_only_admitted_keys_are_handed_out_and_none_admitted_is_lost(
     for action, arg in plan:
         if action == "add":
             kind = ChangeType.MODIFIED
+            deleted.discard(arg)
             if keys.observe(_change(kind, arg)):
                 controller.receive("primary", _change(kind, arg), now)
                 pending.add(arg)
         elif action == "delete":
+            deleted.add(arg)
             if keys.observe(_change(ChangeType.DELETED, arg)):
                 controller.receive("primary", _change(ChangeType.DELETED, arg), now)
                 pending.add(arg)
+            else:
+                pending.discard(arg)  # it left this shard: another replica's to handle
         elif action == "admit":
             ranges = CHOICES[arg]
+            # A deletion whose range moves away is forgotten with the object.
+            pending -= {i for i in deleted if not admitted(i)}
             for key in keys.admit(ranges):  # what the runtime does with newly admitted keys
                 controller.enqueue(key, now)
         else:
