@@ -35,6 +35,7 @@ from kubemoon_core import (
     WriteAction,
     controller_of,
     decode,
+    decode_json,
     encode,
     owner_bucket_label,
     plan_status,
@@ -107,7 +108,8 @@ class ReconcileContext(Generic[ObjT]):
         self.controller = controller
         self._sharded = sharded
         self._cls = cls
-        self._decoded: tuple[Mapping[str, Any], Any] | None = None
+        # (what was decoded: the cached mapping or a compact cache's bytes, the object)
+        self._decoded: tuple[Mapping[str, Any] | bytes, Any] | None = None
         self.primary_resource = primary_resource
         self._kind = primary_kind
         self.writes = 0
@@ -146,14 +148,24 @@ class ReconcileContext(Generic[ObjT]):
         """The primary object from the cache, or None when it is gone.
 
         A typed controller's object is decoded into its class (once per cached version);
-        one that does not decode raises :class:`~kubemoon_core.TypedDecodeError`.
+        from a compact cache's JSON bytes in one step (:func:`~kubemoon_core.decode_json`).
+        One that does not decode raises :class:`~kubemoon_core.TypedDecodeError`.
         """
+        typed: ObjT
+        if self._cls is not None:
+            # A compact cache keeps JSON bytes: decode them into the class in one step.
+            document = self.primary.json(self.key)
+            if document is not None:
+                if self._decoded is None or self._decoded[0] != document:
+                    self._decoded = (document, decode_json(self._cls, document))
+                typed = self._decoded[1]
+                return typed
         raw = self.primary.get(self.key)
         if raw is None or self._cls is None:
             return raw  # type: ignore[return-value]  # ObjT is the mapping here
         if self._decoded is None or self._decoded[0] is not raw:
             self._decoded = (raw, decode(self._cls, raw))
-        typed: ObjT = self._decoded[1]
+        typed = self._decoded[1]
         return typed
 
     def cache(self, resource: GroupVersionResource) -> CacheReader:

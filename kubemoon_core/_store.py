@@ -386,6 +386,18 @@ class Store:
             return found
         return self._codec.load(found[0])  # type: ignore[no-any-return]
 
+    def json(self, key: ObjectKey) -> bytes | None:
+        """The stored object's JSON document as a compact store keeps it (None when the key
+        is absent, and always for a plain store, which keeps no bytes): for decoding it
+        straight into a declared class (:func:`~kubemoon_core.decode_json`)."""
+        if self._codec is None:
+            return None
+        found = self._objects.get((key.namespace, key.name))
+        if found is None:
+            return None
+        blob: bytes = found[0]
+        return blob[_blob_start(blob) :]
+
     def resource_version(self, key: ObjectKey) -> str | None:
         """The stored object's ``metadata.resourceVersion`` (None if absent), no decoding."""
         found = self._objects.get((key.namespace, key.name))

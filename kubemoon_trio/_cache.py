@@ -145,6 +145,15 @@ class CacheReader:
             return store.get(key)
         return floor.obj
 
+    def json(self, name: str | ObjectKey, namespace: str = "") -> bytes | None:
+        """The cached object's JSON document when the cache is compact and holds what a
+        read would return (None otherwise: a plain cache, an absent key, or a write of
+        this runtime the cache has not caught up with; read :meth:`get` then)."""
+        key = name if isinstance(name, ObjectKey) else ObjectKey(namespace, name)
+        if key in self._floor_keys:
+            return None
+        return self._store.json(key)
+
     def objects(self, namespace: str | None = None) -> list[Mapping[str, Any]]:
         """Every cached object, or those of ``namespace``."""
         store = self._store

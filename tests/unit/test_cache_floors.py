@@ -147,3 +147,22 @@ async def test_the_private_switch_turns_the_layer_off(monkeypatch: pytest.Monkey
     informer.store.upsert(cm("a", "5"))
     shared.record_write(*update("a", "7"))
     assert shared.reader(informer).get("a", "ns")["metadata"]["resourceVersion"] == "5"  # type: ignore[index]
+
+
+async def test_a_compact_cache_hands_out_its_bytes_only_when_no_write_is_ahead() -> None:
+    import json
+
+    plain = informers()
+    plain_informer = plain.get(CM)
+    plain_informer.store.upsert(cm("a", "5"))
+    assert plain.reader(plain_informer).json("a", "ns") is None  # a plain cache keeps none
+    shared = informers(compact=True)
+    informer = shared.get(CM)
+    reader = shared.reader(informer)
+    informer.store.upsert(cm("a", "5"))
+    document = reader.json("a", "ns")
+    assert document is not None and json.loads(document) == reader.get("a", "ns")
+    assert reader.json("b", "ns") is None
+    shared.record_write(*update("a", "7"))
+    assert reader.json("a", "ns") is None  # our write is ahead: read get() instead
+    assert reader.get("a", "ns")["metadata"]["resourceVersion"] == "7"  # type: ignore[index]

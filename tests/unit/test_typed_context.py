@@ -29,6 +29,9 @@ class Primary:
     def get(self, key: ObjectKey) -> Mapping[str, Any] | None:
         return self.obj
 
+    def json(self, key: ObjectKey) -> bytes | None:
+        return None  # a plain cache keeps no bytes
+
 
 class NoClient:
     async def request(self, request: Any) -> Any:
@@ -103,3 +106,38 @@ def test_a_resource_constant_still_reads_the_dynamic_way() -> None:
     ctx = context(CM)
     with pytest.raises(LocalProtocolError, match="is not watched by typed"):
         ctx.cache(GroupVersionResource("", "v1", "secrets"))
+
+
+class CompactPrimary(Primary):
+    """A compact cache's reader: it hands out the stored JSON document too."""
+
+    def __init__(self, document: bytes | None) -> None:
+        super().__init__(None)
+        self.document = document
+        self.gets = 0
+
+    def get(self, key: ObjectKey) -> Mapping[str, Any] | None:
+        self.gets += 1
+        return None
+
+    def json(self, key: ObjectKey) -> bytes | None:
+        return self.document
+
+
+def test_a_compact_caches_bytes_are_decoded_into_the_class_in_one_step() -> None:
+    import json
+
+    primary = CompactPrimary(json.dumps(CM).encode())
+    ctx = context(None)
+    ctx.primary = primary  # type: ignore[assignment]
+    first = ctx.obj
+    assert isinstance(first, ConfigMap) and first.data == {"k": "v"}
+    assert primary.gets == 0  # never through a decoded mapping
+    primary.document = bytes(primary.document or b"")  # equal bytes: not decoded again
+    assert ctx.obj is first
+    primary.document = json.dumps({**CM, "data": {"k": "w"}}).encode()
+    second = ctx.obj
+    assert isinstance(second, ConfigMap) and second.data == {"k": "w"}
+    primary.document = json.dumps({**CM, "data": {"k": 1}}).encode()
+    with pytest.raises(TypedDecodeError, match="data"):
+        _ = ctx.obj
