@@ -249,7 +249,8 @@ class SharedInformers:
         # Read-your-own-writes: the floors of every cache, by resource.
         self._read_your_writes = _READ_YOUR_WRITES
         self._floors: dict[InformerKey, WriteFloors] = {}
-        self._by_resource: dict[GroupVersionResource, list[tuple[Informer, WriteFloors]]] = {}
+        # resource -> (informer, its floors, whether its selectors narrow the collection)
+        self._by_resource: dict[GroupVersionResource, list[tuple[Informer, WriteFloors, bool]]] = {}
 
     def __iter__(self) -> Iterator[Informer]:
         return iter(list(self._informers.values()))
@@ -312,7 +313,8 @@ class SharedInformers:
             floors = WriteFloors(transform=_as_metadata if metadata_only else _as_cached)
             informer.add_handler(floors.observe)
             self._floors[key] = floors
-            self._by_resource.setdefault(gvr, []).append((informer, floors))
+            narrowed = bool(label_selector or field_selector or sharded_for)
+            self._by_resource.setdefault(gvr, []).append((informer, floors, narrowed))
             if self._tasks is not None:
                 self._tasks.start_soon(informer.run)
         elif indexers:
@@ -359,15 +361,22 @@ class SharedInformers:
         if written is None:
             return
         now = _backend.current_time()
-        for informer, floors in self._by_resource.get(written.resource, ()):
-            if informer.namespace is None or informer.namespace == written.key.namespace:
-                floors.record(written, now)
+        key = written.key
+        for informer, floors, narrowed in self._by_resource.get(written.resource, ()):
+            if informer.namespace is not None and informer.namespace != key.namespace:
+                continue
+            if (narrowed or informer.reflector.shard_selector) and key not in informer.store:
+                # A selective cache is only refreshed for keys it holds (the reader skips
+                # the others): a floor for an object outside its selectors would never be
+                # caught up with, and would be scanned by every read until it expired.
+                continue
+            floors.record(written, now)
 
     def stale_reads_avoided(self) -> dict[GroupVersionResource, int]:
         """Reads answered with this runtime's own write because the cache lagged, by resource."""
         counts: dict[GroupVersionResource, int] = {}
         for resource, tables in self._by_resource.items():
-            counts[resource] = sum(floors.stale_reads_avoided for _, floors in tables)
+            counts[resource] = sum(floors.stale_reads_avoided for _, floors, _ in tables)
         return counts
 
     async def _record_writes(self) -> None:

@@ -107,6 +107,11 @@ async def test_selective_and_namespaced_caches_are_refreshed_not_widened() -> No
     # The held key is refreshed; an object it lacks is the server's to add.
     assert rvs(reader.objects()) == {"a": "7"}
     assert reader.get("new", "ns") is None
+    # ... and leaves no floor behind: the cache would never catch up with it (an object
+    # outside its selectors), and every read would walk it until it expired.
+    assert shared._floors[(CM, None, "app=x", None, False, None)].written_keys() == [
+        ObjectKey("ns", "a")
+    ]
     # A cache of another namespace records nothing of ns.
     assert len(shared._floors[(CM, "other", None, None, False, None)]) == 0
     assert shared.reader(elsewhere).objects() == []
