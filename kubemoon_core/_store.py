@@ -33,12 +33,12 @@ Rules:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ._changes import Change, ChangeType
 from ._errors import LocalProtocolError
+from ._json import _STD_ENCODER, STRICT_DECODER, _non_finite
 from ._resources import ObjectKey
 
 __all__ = [
@@ -112,34 +112,9 @@ class _Codec:
         self.load = load
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number (RFC 8259)")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"number {text[:40]} is too large for a double")
-    return value
-
-
-def _non_finite(value: Any) -> bool:
-    """Whether a NaN or an infinite float is somewhere in ``value`` (iteratively)."""
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                return True
-        elif isinstance(item, dict):
-            pending.extend(item.values())
-        elif isinstance(item, list | tuple):
-            pending.extend(item)
-    return False
-
-
-_STD_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
-_std_decode = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float).decode
+# The core's strict stdlib codec (RFC 8259 numbers), shared with _json.
+_STD_ENCODE = _STD_ENCODER.encode
+_std_decode = STRICT_DECODER.decode
 
 
 _SORTED_ENCODE = json.JSONEncoder(
