@@ -7,6 +7,10 @@ The convention (docs/index.rst, "Code in these pages"):
   block states its language and whether it runs.
 - Markdown: a fenced block's info string is the language, then ``no-run`` if it is not run
   (```` ```sh no-run ````).
+- A block quoted from a file names it: ```` ```python from=examples/widgets/controller.py ````
+  in Markdown (reStructuredText uses ``literalinclude``, which Sphinx reads from the file
+  itself). Such a block is not run here; it must be a run of whole lines of that file
+  (compared after removing their common indent), and the file is what its own tests run.
 - Every other block must be ``python`` (or ``pycon``, a doctest session): each page's
   blocks run in order in one namespace, as a reader would paste them, with top-level
   ``await`` on trio, ``KUBECONFIG`` pointing at the session's real apiserver, and
@@ -23,6 +27,7 @@ import doctest
 import functools
 import inspect
 import re
+import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.rst"))]
 RUNNABLE = {"python", "pycon"}
 NO_RUN = "no-run"
+FROM = "from="
 
 _FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.M | re.S)
 _DIRECTIVE = re.compile(r"^(\s*)\.\. code-block::\s*(\S*)\s*$")
@@ -54,6 +60,7 @@ class Block:
     no_run: bool
     code: str
     bare: bool = False
+    source: str | None = None  # the file a quoted block comes from
 
     def __str__(self) -> str:
         return f"{self.page.relative_to(ROOT)}:{self.line} ({self.language or 'no language'})"
@@ -65,7 +72,9 @@ def _markdown_blocks(page: Path) -> Iterator[Block]:
         words = match.group(1).split()
         line = text.count("\n", 0, match.start()) + 1
         language = words[0] if words else ""
-        yield Block(page, line, language, NO_RUN in words[1:], match.group(2))
+        source = next((w[len(FROM) :] for w in words[1:] if w.startswith(FROM)), None)
+        no_run = NO_RUN in words[1:] or source is not None
+        yield Block(page, line, language, no_run, match.group(2), source=source)
 
 
 def _indented_block(lines: list[str], start: int, base: int) -> tuple[str, int]:
@@ -159,6 +168,47 @@ def test_every_block_is_run_or_marked_not_runnable() -> None:
     assert not bare, f"bare :: blocks, write `.. code-block:: LANG`: {bare}"
     unmarked = [str(b) for b in ALL_BLOCKS if not b.no_run and b.language not in RUNNABLE]
     assert not unmarked, f"neither python nor marked `no-run`: {unmarked}"
+
+
+def _is_quoted_from(code: str, text: str) -> bool:
+    """Whether ``code`` is a run of whole lines of ``text``, up to their common indent."""
+    wanted = code.splitlines()
+    lines = text.splitlines()
+    for start in range(len(lines) - len(wanted) + 1):
+        window = lines[start : start + len(wanted)]
+        if textwrap.dedent("\n".join(window)) == "\n".join(wanted):
+            return True
+    return False
+
+
+def test_a_quoted_block_is_checked_against_its_file(tmp_path: Path) -> None:
+    text = "def main():\n    x = 1\n    y = 2\n    return x + y\n"
+    assert _is_quoted_from("x = 1\ny = 2\n", text)
+    assert _is_quoted_from("def main():\n    x = 1\n", text)
+    assert not _is_quoted_from("x = 1\ny = 3\n", text)
+    assert not _is_quoted_from("x = 1\n    y = 2\n", text)  # the indent is the file's
+    md = tmp_path / "page.md"
+    md.write_text("```python from=a/b.py\nx = 1\n```\n")
+    (found,) = blocks(md)
+    assert (found.source, found.no_run, found.code) == ("a/b.py", True, "x = 1\n")
+
+
+QUOTED = [b for b in ALL_BLOCKS if b.source is not None]
+
+
+@pytest.mark.parametrize("block", QUOTED, ids=str)
+def test_every_quoted_block_is_what_its_file_says(block: Block) -> None:
+    assert block.source is not None
+    path = ROOT / block.source
+    assert path.is_file(), f"{block} quotes {block.source}, which does not exist"
+    text = path.read_text(encoding="utf-8")
+    assert _is_quoted_from(block.code, text), f"{block} is not what {block.source} says"
+
+
+def test_the_readme_quotes_the_widget_operator() -> None:
+    assert {b.source for b in QUOTED if b.page.name == "README.md"} == {
+        "examples/widgets/controller.py"
+    }
 
 
 def _run_python(code: str, namespace: dict[str, Any], where: str) -> None:
