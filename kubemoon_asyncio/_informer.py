@@ -28,7 +28,7 @@ from kubemoon_core._backoff import Backoff
 from kubemoon_core._changes import Change
 from kubemoon_core._reflector import MAX_WATCH_TIMEOUT, MIN_WATCH_TIMEOUT, Reflector
 from kubemoon_core._store import Store
-from kubemoon_io import TransportError, TransportTimeout, _tracing
+from kubemoon_io import ResponseTooLarge, TransportError, TransportTimeout, _tracing
 
 from . import _backend
 from ._client import Client
@@ -263,6 +263,22 @@ class Informer:
         reflector = self.reflector
         try:
             response = await self._client.send(request)
+        except ResponseTooLarge as exc:
+            # The reflector asks for the page again with half the limit, down to 1.
+            limit = reflector.page_limit
+            reflector.request_failed(_backend.current_time(), exc, too_large=True)
+            if reflector.page_limit < limit:
+                logger.warning(
+                    "LIST %s: a page of %d objects exceeded the client's body cap; "
+                    "asking for %d at a time for the rest of this list",
+                    request.path,
+                    limit,
+                    reflector.page_limit,
+                )
+            else:
+                logger.error("LIST %s failed: %s", request.path, exc)
+                self._report("list", exc)
+            return
         except TransportError as exc:
             logger.info("LIST %s failed: %s", request.path, exc)
             reflector.request_failed(_backend.current_time(), exc)

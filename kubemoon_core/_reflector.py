@@ -68,7 +68,14 @@ from . import _json
 from ._backoff import Backoff
 from ._changes import Change, initial_change
 from ._errors import DecodeError, KubeMoonError, LocalProtocolError
-from ._request import ListOptions, Request, Response, list_request, watch_request
+from ._request import (
+    ListOptions,
+    Request,
+    Response,
+    list_request,
+    next_page_limit,
+    watch_request,
+)
 from ._resources import APIResource, GroupVersionResource
 from ._shard import ShardSelector
 from ._status import ApiError, Disposition, Gone, error_from_response
@@ -275,6 +282,7 @@ class ReflectorStats:
     events: int = 0  # ADDED/MODIFIED/DELETED events received on watches
     bookmarks: int = 0
     out_of_shard: int = 0  # objects listed or watched outside the shard selector, dropped
+    page_shrinks: int = 0  # LIST pages asked for again with half the limit (too large)
     list_bytes: int = 0  # bytes of LIST response bodies received
     watch_bytes: int = 0  # bytes of watch bodies received (streaming lists included)
 
@@ -483,6 +491,9 @@ class Reflector:
         self._rng = rng
         self._store = store if store is not None else Store()
         self._page_size = page_size
+        # The limit of the LIST in progress: halved after a page too large for the client
+        # (down to 1), back to page_size when the next list starts.
+        self._page_limit = page_size
         self._streaming = streaming_list
         self._backoff = backoff if backoff is not None else Backoff(rng)
         self._stall_margin = float(stall_margin)
@@ -520,6 +531,7 @@ class Reflector:
         self._events = 0
         self._bookmarks = 0
         self._out_of_shard = 0
+        self._page_shrinks = 0
         self._list_bytes = 0
         self._watch_bytes = 0
 
@@ -587,6 +599,7 @@ class Reflector:
             events=self._events,
             bookmarks=self._bookmarks,
             out_of_shard=self._out_of_shard,
+            page_shrinks=self._page_shrinks,
             list_bytes=self._list_bytes,
             watch_bytes=self._watch_bytes,
         )
@@ -653,6 +666,7 @@ class Reflector:
             self._stream_fallback = False
             self._page_rv = self._sync_rv
             self._continue = None
+            self._page_limit = self._page_size
         else:
             self._move(ReflectorInput.REQUEST_PAGE)
         if self._continue is not None:
@@ -660,7 +674,7 @@ class Reflector:
                 label_selector=self._label_selector,
                 field_selector=self._field_selector,
                 shard_selector=self._shard,
-                limit=self._page_size,
+                limit=self._page_limit,
                 continue_token=self._continue,
             )
         else:
@@ -668,7 +682,7 @@ class Reflector:
                 label_selector=self._label_selector,
                 field_selector=self._field_selector,
                 shard_selector=self._shard,
-                limit=self._page_size,
+                limit=self._page_limit,
                 resource_version=self._page_rv,
                 resource_version_match=None if self._page_rv is None else "NotOlderThan",
             )
@@ -766,10 +780,31 @@ class Reflector:
         self._move(ReflectorInput.PAGE_LAST)
         return self._synced_at(rv, now)
 
-    def request_failed(self, now: float, error: BaseException | None = None) -> None:
-        """Report that a LIST page request failed without a response (connection error)."""
+    def request_failed(
+        self, now: float, error: BaseException | None = None, *, too_large: bool = False
+    ) -> None:
+        """Report that a LIST page request failed without a response (connection error).
+
+        ``too_large``: the response body was larger than the client accepts. The same page
+        is then asked for at once with half the ``limit`` (down to 1, which holds one
+        object), for the rest of this list; the next list starts at ``page_size`` again.
+        A page of one object too large is an ordinary failure (backoff and retry).
+        """
         self._accept("request_failed", _LIST_OUTCOMES)
+        smaller = next_page_limit(self._page_limit) if too_large else None
+        if smaller is not None:
+            self._last_error = error
+            self._page_limit = smaller
+            self._page_shrinks += 1
+            self._move(ReflectorInput.LIST_RETRY)
+            self._ready_at = now
+            return
         self._list_failed(error, now)
+
+    @property
+    def page_limit(self) -> int:
+        """The ``limit`` LIST pages are asked for with now (smaller after a page too large)."""
+        return self._page_limit
 
     def _page(
         self, body: bytes, keep_raw: bool = False

@@ -368,6 +368,19 @@ def get_request(
     return Request("GET", _path(resource, namespace, name, subresource, collection=False))
 
 
+def next_page_limit(limit: int) -> int | None:
+    """The ``limit`` to ask a LIST page again with after it was too large for the client:
+    half of ``limit`` (rounded down), or None at 1 (one object is as small as a page gets).
+
+    The paging of the reflector and of ``Client.list`` share it: after a too-large page they
+    halve for the rest of that list (a ``continue`` token accepts another limit), so at most
+    about log2(limit) pages are refused, and the next list starts at its default again.
+    """
+    if limit <= 1:
+        return None
+    return limit // 2
+
+
 def list_request(
     resource: Target,
     *,

@@ -46,7 +46,7 @@ from kubemoon_core import (
     watch_request,
 )
 from kubemoon_core._kubeconfig import ClientConfig
-from kubemoon_core._request import Target
+from kubemoon_core._request import Target, next_page_limit
 from kubemoon_core._watch import WatchDecoder, WatchEvent
 from kubemoon_io import (
     PLUGIN_TIMEOUT,
@@ -444,6 +444,7 @@ class _Items:
         self._continue: str | None = options.continue_token
         self._done = False
         self.resource_version: str | None = None
+        self.page_shrinks = 0  # pages asked for again with half the limit (too large)
 
     def __aiter__(self) -> _Items:
         return self
@@ -453,9 +454,25 @@ class _Items:
             if self._done:
                 raise StopAsyncIteration
             options = dataclasses.replace(self._options, continue_token=self._continue)
-            page = await self._client.request(
-                list_request(self._resource, namespace=self._namespace, options=options)
-            )
+            try:
+                page = await self._client.request(
+                    list_request(self._resource, namespace=self._namespace, options=options)
+                )
+            except ResponseTooLarge:
+                # Ask for the same page in halves (down to one object) for the rest of
+                # this list; a page of one object too large is the caller's error.
+                smaller = next_page_limit(options.limit or DEFAULT_PAGE_SIZE)
+                if smaller is None:
+                    raise
+                logger.warning(
+                    "LIST %s: a page of %s objects exceeded the body cap; asking for %d",
+                    self._resource,
+                    options.limit,
+                    smaller,
+                )
+                self._options = dataclasses.replace(self._options, limit=smaller)
+                self.page_shrinks += 1
+                continue
             items = page.get("items") if isinstance(page, dict) else None
             metadata = page.get("metadata") if isinstance(page, dict) else None
             if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
