@@ -192,6 +192,7 @@ from ._ratelimit import (
     default_rate_limiter,
 )
 from ._reflector import (
+    KeptOut,
     Reflector,
     ReflectorInput,
     ReflectorState,
@@ -293,6 +294,7 @@ from ._watch import (
     GC_PAUSE_MIN,
     INITIAL_EVENTS_END_ANNOTATION,
     PULL_WINDOW,
+    KeptOutEvent,
     WatchDecoder,
     WatchEvent,
 )
@@ -480,6 +482,8 @@ __all__ = [
     "Invalid",
     "JITTER_FACTOR",
     "JsonName",
+    "KeptOut",
+    "KeptOutEvent",
     "KubeMoonError",
     "Kubeconfig",
     "LEASES",

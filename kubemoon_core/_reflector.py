@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from . import _json
+from . import _json, _jsonsplit
 from ._backoff import Backoff
 from ._changes import Change, initial_change
 from ._errors import DecodeError, KubeMoonError, LocalProtocolError
@@ -76,13 +76,14 @@ from ._request import (
     next_page_limit,
     watch_request,
 )
-from ._resources import APIResource, GroupVersionResource
+from ._resources import APIResource, GroupVersionResource, ObjectKey
 from ._shard import ShardSelector
 from ._status import ApiError, Disposition, Gone, error_from_response
 from ._store import Store
-from ._watch import _SCAN, DEFAULT_MAX_LINE_LENGTH, WatchDecoder, WatchEvent
+from ._watch import _SCAN, DEFAULT_MAX_LINE_LENGTH, KeptOutEvent, WatchDecoder, WatchEvent
 
 __all__ = [
+    "KeptOut",
     "RelistReason",
     "Reflector",
     "ReflectorInput",
@@ -283,6 +284,7 @@ class ReflectorStats:
     bookmarks: int = 0
     out_of_shard: int = 0  # objects listed or watched outside the shard selector, dropped
     page_shrinks: int = 0  # LIST pages asked for again with half the limit (too large)
+    kept_out: int = 0  # objects the server holds that the cache cannot (see Reflector.kept_out)
     list_bytes: int = 0  # bytes of LIST response bodies received
     watch_bytes: int = 0  # bytes of watch bodies received (streaming lists included)
 
@@ -406,6 +408,84 @@ def _prefixed(raw: bytes, head: bytes) -> bytes:
     if rest[:1] == b"}" or rest.lstrip(b" \t\n\r")[:1] == b"}":
         return b"{" + head + rest  # an empty object: no comma
     return b"{" + head + b"," + rest
+
+
+@dataclass(frozen=True, slots=True)
+class KeptOut:
+    """An object the server holds that the cache cannot: too deeply nested to decode, or
+    not storable. It is not in the store and produces no change; ``key`` is None when even
+    its name could not be read."""
+
+    key: ObjectKey | None
+    uid: str | None
+    resource_version: str | None
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.key if self.key is not None else 'an unnamed object'}: {self.reason}"
+
+
+def _kept_out(obj: Mapping[str, Any], reason: str) -> KeptOut:
+    """A record of ``obj`` (a decoded object, or what names one) kept out for ``reason``."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping):
+        metadata = {}
+
+    def text(name: str) -> str | None:
+        value = metadata.get(name)
+        return value if isinstance(value, str) and value else None
+
+    name = text("name")
+    key = ObjectKey(text("namespace") or "", name) if name is not None else None
+    return KeptOut(key, text("uid"), text("resourceVersion"), reason)
+
+
+def _stub_metadata(record: KeptOut) -> dict[str, str]:
+    """The metadata a kept-out record names (for the store's and the shard's key lookups)."""
+    metadata: dict[str, str] = {}
+    if record.key is not None:
+        metadata["name"] = record.key.name
+        if record.key.namespace:
+            metadata["namespace"] = record.key.namespace
+    if record.uid is not None:
+        metadata["uid"] = record.uid
+    return metadata
+
+
+def _split_page(body: bytes, error: DecodeError) -> tuple[dict[str, Any], list[KeptOut]]:
+    """A page the backend could not decode whole, decoded member by member and item by
+    item: the items too deep to decode are kept out (what names each is read without
+    decoding it). Anything else wrong raises ``error`` (or the item's own error)."""
+    try:
+        spans, end = _jsonsplit.members(body, 0)
+        if body[end:].strip(b" \t\n\r"):
+            raise error
+        document: dict[str, Any] = {}
+        kept: list[KeptOut] = []
+        for name, (start, stop) in spans.items():
+            if name != "items" or body[start] != 0x5B:
+                document[name] = _json.loads(body[start:stop], offset=start)
+                continue
+            items: list[Any] = []
+            places, _ = _jsonsplit.elements(body, start)
+            for index, (first, last) in enumerate(places):
+                try:
+                    items.append(_json.loads(body[first:last], offset=first))
+                except DecodeError as exc:
+                    depth, _ = _jsonsplit.depth_and_end(body, first)
+                    if depth < _jsonsplit.DEEP or body[first] != 0x7B:
+                        raise DecodeError(
+                            exc.reason, path=f"items[{index}]", offset=first
+                        ) from None
+                    kept.append(
+                        _kept_out(_jsonsplit.identity(body, first), _jsonsplit.too_deep(depth))
+                    )
+            document["items"] = items
+    except DecodeError as exc:
+        if exc.path.startswith("items["):
+            raise
+        raise error from None
+    return document, kept
 
 
 def _expired(error: BaseException) -> bool:
@@ -532,6 +612,13 @@ class Reflector:
         self._bookmarks = 0
         self._out_of_shard = 0
         self._page_shrinks = 0
+        # Objects kept out of the store: those of the last complete sync and watch events
+        # since (_kept_out), those of the sync in progress (_epoch_kept); _kept_seq counts
+        # every record noted, so a reader knows when to look again.
+        self._kept_out: dict[Any, KeptOut] = {}
+        self._epoch_kept: dict[Any, KeptOut] = {}
+        self._page_kept: list[KeptOut] = []
+        self._kept_seq = 0
         self._list_bytes = 0
         self._watch_bytes = 0
 
@@ -576,6 +663,17 @@ class Reflector:
         return self._out_of_shard
 
     @property
+    def kept_out(self) -> Mapping[Any, KeptOut]:
+        """The objects the server holds that are kept out of the store now (too deeply
+        nested to decode, or not storable), by key; each produces no change. Read-only."""
+        return MappingProxyType(self._kept_out)
+
+    @property
+    def kept_out_seq(self) -> int:
+        """How many kept-out records were noted so far (it grows when one is added)."""
+        return self._kept_seq
+
+    @property
     def shard_selector(self) -> ShardSelector | None:
         """The shard this reflector lists and watches, or None for the whole collection."""
         return self._shard
@@ -600,6 +698,7 @@ class Reflector:
             bookmarks=self._bookmarks,
             out_of_shard=self._out_of_shard,
             page_shrinks=self._page_shrinks,
+            kept_out=len(self._kept_out),
             list_bytes=self._list_bytes,
             watch_bytes=self._watch_bytes,
         )
@@ -645,6 +744,7 @@ class Reflector:
             )
         if state is ReflectorState.SYNC_DUE:
             self._store.begin_epoch()
+            self._epoch_kept = {}
             if self._streaming and not self._stream_fallback:
                 self._move(ReflectorInput.START_STREAM)
                 self._stream_rv = self._sync_rv or ""
@@ -768,7 +868,13 @@ class Reflector:
                 if shard is not None and not shard.contains(item):
                     self._out_of_shard += 1
                     continue
-                stage(item)
+                try:
+                    stage(item)
+                except LocalProtocolError as exc:  # decoded, but the store cannot encode it
+                    self._note_kept(_kept_out(item, str(exc)), self._epoch_kept)
+            for record in self._page_kept:
+                if shard is None or shard.contains({"metadata": _stub_metadata(record)}):
+                    self._note_kept(record, self._epoch_kept)
         except KubeMoonError as exc:
             self._list_failed(exc, now)
             return []
@@ -815,10 +921,15 @@ class Reflector:
         found = _raw_page(body) if keep_raw else None
         raws: list[bytes] | None = None
         document: Any
+        self._page_kept = []
         if found is not None:
             document, raws = found
         else:
-            document = _json.loads(body)
+            try:
+                document = _json.loads(body)
+            except DecodeError as exc:
+                # Too deep somewhere? Then item by item: only those items are kept out.
+                document, self._page_kept = _split_page(body, exc)
         if not isinstance(document, dict):
             raise DecodeError("LIST response is not a JSON object")
         metadata = document.get("metadata")
@@ -903,8 +1014,18 @@ class Reflector:
         self._last_reason = reason
         self._ready_at = now + delay
 
+    def _note_kept(self, record: KeptOut, into: dict[Any, KeptOut]) -> None:
+        key: Any = record.key if record.key is not None else ("unnamed", self._kept_seq)
+        into[key] = record
+        self._kept_seq += 1
+
     def _synced_at(self, rv: str, now: float) -> list[Change]:
         changes = self._store.commit_epoch()
+        self._kept_out, self._epoch_kept = self._epoch_kept, {}
+        if self._kept_out:
+            # A copy held before leaves the store; it is no deletion (the object exists).
+            kept = self._kept_out
+            changes = [c for c in changes if c.key not in kept]
         if not self._synced:  # the first list: the whole cache, marked for low priority
             changes = [initial_change(c) for c in changes]
         self._rv = rv
@@ -989,12 +1110,30 @@ class Reflector:
         elif self._shard is not None and not self._shard.contains(obj):
             self._events += 1
             self._out_of_shard += 1
+        elif type(event) is KeptOutEvent:
+            self._events += 1
+            self._keep_out_event(kind, _kept_out(obj, event.reason))
         else:
             self._events += 1
-            change = self._store.delete(obj) if kind == "DELETED" else self._store.upsert(obj)
+            if self._kept_out:
+                self._kept_out.pop(ObjectKey.of(obj), None)  # decodable again, or deleted
+            try:
+                change = self._store.delete(obj) if kind == "DELETED" else self._store.upsert(obj)
+            except LocalProtocolError as exc:  # decoded, but the store cannot encode it
+                self._keep_out_event(kind, _kept_out(obj, str(exc)))
+                change = None
             if change is not None:
                 changes.append(change)
         self._rv = rv
+
+    def _keep_out_event(self, kind: str, record: KeptOut) -> None:
+        """A watch event of an object kept out: a copy in the store leaves it without a
+        change (it is not current, and the object is not deleted); a deletion ends it."""
+        if record.key is not None:
+            self._kept_out.pop(record.key, None)
+            self._store.delete({"metadata": _stub_metadata(record)})
+        if kind != "DELETED":
+            self._note_kept(record, self._kept_out)
 
     def _stream_event(self, event: WatchEvent, changes: list[Change], now: float) -> None:
         kind = event.type
@@ -1012,6 +1151,13 @@ class Reflector:
         self._events += 1
         if self._shard is not None and not self._shard.contains(event.object):
             self._out_of_shard += 1
+        elif type(event) is KeptOutEvent:
+            record = _kept_out(event.object, event.reason)
+            if record.key is not None:
+                self._epoch_kept.pop(record.key, None)
+                self._store.unstage({"metadata": _stub_metadata(record)})
+            if kind != "DELETED":
+                self._note_kept(record, self._epoch_kept)
         elif kind == "DELETED":
             self._store.unstage(event.object)
         else:

@@ -64,6 +64,12 @@ Rules:
   the object, ``}``, then only blanks (the object is scanned where it stands and its span
   encoded back, which gives the very bytes received as the text was decoded strictly);
   otherwise (and for an ``ERROR`` event there), and with any other backend, ``raw`` is None.
+- A line too deep to decode (``ADDED``, ``MODIFIED`` or ``DELETED`` whose object nests at
+  least ``_jsonsplit.DEEP`` levels and fails to decode: every backend stops near 1,000 levels,
+  the apiserver stores many more) is no error: it becomes a :class:`KeptOutEvent` whose
+  object holds only what names it (apiVersion, kind, metadata namespace, name, uid and
+  resourceVersion, read without decoding the rest) and whose ``reason`` says why, so the
+  reflector moves past it and keeps that one object out of its cache.
 """
 
 from __future__ import annotations
@@ -74,7 +80,7 @@ from dataclasses import dataclass, field
 from json.scanner import make_scanner
 from typing import Any, Literal, cast
 
-from . import _json
+from . import _json, _jsonsplit
 from ._errors import DecodeError, LocalProtocolError, RemoteProtocolError
 from ._status import ApiError, decode_status, error_from_status
 
@@ -82,6 +88,7 @@ __all__ = [
     "DEFAULT_MAX_LINE_LENGTH",
     "GC_PAUSE_MIN",
     "INITIAL_EVENTS_END_ANNOTATION",
+    "KeptOutEvent",
     "PULL_WINDOW",
     "WatchDecoder",
     "WatchEvent",
@@ -167,6 +174,38 @@ class WatchEvent:
         status = decode_status(self.object)
         assert status is not None, "the decoder only delivers ERROR events holding a Status"
         return error_from_status(status)
+
+
+@dataclass(frozen=True, slots=True)
+class KeptOutEvent(WatchEvent):
+    """An event whose object could not be decoded (too deeply nested): ``object`` holds only
+    what names it (``metadata`` namespace, name, uid, resourceVersion) and ``reason`` says
+    why. The reflector keeps that object out of its cache (see the module rules)."""
+
+    reason: str = ""
+
+
+def _kept_out_event(line: bytes) -> KeptOutEvent | None:
+    """The event of a well-formed line whose object is too deep to decode, else None."""
+    try:
+        spans, end = _jsonsplit.members(line, 0)
+        if line[end:].strip(b" \t\r\n") or set(spans) != {"type", "object"}:
+            return None
+        start, stop = spans["type"]
+        kind = _json.loads(line[start:stop])
+        start, stop = spans["object"]
+        if kind not in ("ADDED", "MODIFIED", "DELETED") or line[start] != 0x7B:
+            return None
+        depth, _ = _jsonsplit.depth_and_end(line, start)
+    except DecodeError:
+        return None
+    if depth < _jsonsplit.DEEP:
+        return None
+    return KeptOutEvent(
+        kind,
+        _jsonsplit.identity(line, start),
+        reason=_jsonsplit.too_deep(depth),
+    )
 
 
 class WatchDecoder:
@@ -537,6 +576,10 @@ class WatchDecoder:
                 except DecodeError as exc:
                     if not line.strip(_BLANK):
                         continue  # a blank line (or a lone \r): tolerated
+                    kept = _kept_out_event(bytes(line))
+                    if kept is not None:
+                        append(kept)
+                        continue
                     raise self._fail(
                         DecodeError(exc.reason, offset=_offset_of(lines, line, start))
                     ) from None
@@ -657,6 +700,11 @@ class WatchDecoder:
                         if not line.strip(_BLANK_TEXT):
                             pos = newline + 1
                             continue  # a blank line (or a lone \r): tolerated
+                        kept = _kept_out_event(line.encode())
+                        if kept is not None:
+                            append(kept)
+                            pos = newline + 1
+                            continue
                         raise self._fail(
                             DecodeError(exc.reason, offset=_text_offset(text, pos, start))
                         ) from None

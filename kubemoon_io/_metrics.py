@@ -224,11 +224,24 @@ class RuntimeCollector(Collector):
             "lists included (watch).",
             labels=["name", "kind"],
         )
+        kept_out = GaugeMetricFamily(
+            "kubemoon_reflector_kept_out_objects",
+            "Objects the server holds that the cache keeps out (too deeply nested to "
+            "decode, or not storable): not cached, not reconciled.",
+            labels=["name"],
+        )
+        shrinks = CounterMetricFamily(
+            "kubemoon_reflector_page_shrinks",
+            "LIST pages asked for again with half the limit after exceeding the body cap.",
+            labels=["name"],
+        )
         for name, stats in informers:
+            kept_out.add_metric([name], stats.kept_out)
+            shrinks.add_metric([name], stats.page_shrinks)
             relists.add_metric([name], stats.relists)
             restarts.add_metric([name], stats.watch_restarts)
             events.add_metric([name], stats.events)
             failures.add_metric([name], stats.failures)
             received.add_metric([name, "list"], stats.list_bytes)
             received.add_metric([name, "watch"], stats.watch_bytes)
-        yield from (relists, restarts, events, failures, received)
+        yield from (relists, restarts, events, failures, received, kept_out, shrinks)

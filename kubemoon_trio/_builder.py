@@ -29,6 +29,7 @@ from kubemoon_core import (
     Outcome,
     Predicate,
     RateLimiter,
+    Reconciled,
     Requeue,
     Scope,
     Source,
@@ -190,6 +191,11 @@ class RuntimeController:
 
     @_tracing.traced_reconcile
     async def _reconcile_item(self, item: WorkItem) -> Outcome:
+        kept = self.primary_informer.reflector.kept_out
+        if kept and item.key in kept:
+            # The object exists but cannot be decoded: it is neither current nor deleted,
+            # so nothing may be done about it (the informer logged it at ERROR).
+            return Reconciled()
         context = ReconcileContext(
             controller=self.name,
             item=item,

@@ -24,7 +24,7 @@ from kubemoon_core import (
 )
 from kubemoon_core._backoff import Backoff
 from kubemoon_core._changes import Change
-from kubemoon_core._reflector import MAX_WATCH_TIMEOUT, MIN_WATCH_TIMEOUT, Reflector
+from kubemoon_core._reflector import MAX_WATCH_TIMEOUT, MIN_WATCH_TIMEOUT, KeptOut, Reflector
 from kubemoon_core._store import Store
 from kubemoon_io import ResponseTooLarge, TransportError, TransportTimeout, _tracing
 
@@ -119,6 +119,8 @@ class Informer:
         self._on_failure = on_failure
         self._synced = _backend.Event()
         self._filtering_reported = False
+        self._kept_seq = 0
+        self._kept_logged: set[object] = set()
         self.handler_errors = 0
         self._held = held
         self._pending: tuple[ShardSelector | None, str | None] | None = None
@@ -233,7 +235,32 @@ class Informer:
             else:
                 await self._list_page(request)
 
+    @property
+    def kept_out(self) -> list[KeptOut]:
+        """The objects the server holds that this cache keeps out (too deeply nested to
+        decode, or not storable): not cached, never reconciled. Each is logged at ERROR
+        once, is a ``/readyz`` reason of the manager and counts in
+        ``kubemoon_reflector_kept_out_objects``."""
+        return list(self.reflector.kept_out.values())
+
+    def _report_kept_out(self) -> None:
+        kept = self.reflector.kept_out
+        for key, record in kept.items():
+            if (key, record.reason) not in self._kept_logged:
+                logger.error(
+                    "%s: %s is kept out of the cache and not reconciled: %s",
+                    self.name,
+                    record.key if record.key is not None else "an unnamed object",
+                    record.reason,
+                    extra={"key": str(record.key)},
+                )
+        # Bounded: only the records held now are remembered.
+        self._kept_logged = {(key, record.reason) for key, record in kept.items()}
+
     def _publish(self, changes: list[Change]) -> None:
+        if self.reflector.kept_out_seq != self._kept_seq:
+            self._kept_seq = self.reflector.kept_out_seq
+            self._report_kept_out()
         if self.reflector.has_synced and not self._synced.is_set():
             self._synced.set()
         if not self._filtering_reported and self.reflector.out_of_shard:

@@ -332,6 +332,16 @@ class Manager:
         """Why the process is not ready (``/readyz``): unsynced caches and current failures."""
         reasons = [problem.message for problem in self.failures.current_problems()]
         reasons += [f"{i.name}: cache not synced" for i in self.informers.not_synced()]
+        for informer in self.informers:
+            kept = informer.kept_out
+            if kept:
+                # Bounded: the first few by name, then how many more.
+                named = "; ".join(str(record) for record in kept[:3])
+                more = f"; and {len(kept) - 3} more" if len(kept) > 3 else ""
+                reasons.append(
+                    f"{informer.name}: {len(kept)} object(s) kept out of the cache and not "
+                    f"reconciled: {named}{more}"
+                )
         for controller in self.controllers:
             if controller.sharding is not None:
                 reasons += controller.sharding.problems()
