@@ -1,0 +1,195 @@
+"""Hostile objects on the real kube-apiserver: one custom resource nested ~10,000 levels
+(what the apiserver stores; every JSON backend stops near 1,000) and pages pushed past the
+client's body cap by a tenant's 1 MB ConfigMaps. Regressions for issue 31, defects 1 and 2.
+
+Defect 1: the deep object is kept out of the cache and out of reconciles, with a /readyz
+reason naming it and ``kubemoon_reflector_kept_out_objects`` = 1, while the 10 others sync
+and reconcile: over a LIST, a watch (the deep object created after the sync) and a
+streaming list, for every JSON backend and both stores.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+import trio
+from prometheus_client import generate_latest
+
+from kubemoon_core import GroupVersionResource, NotFound, ObjectKey, Reconciled, ResourceNotServed
+from kubemoon_core._json import use_fast_json, use_msgspec_json, use_standard_json
+from kubemoon_testing import ApiServer
+from kubemoon_trio import Client, Informer, Manager, ReconcileContext
+
+pytestmark = pytest.mark.integration
+
+CRDS = GroupVersionResource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+GROUP = f"g{random.getrandbits(24)}.hostile.kubemoon.dev"
+BLOBS = GroupVersionResource(GROUP, "v1", "blobs")
+# The whole object nests SPEC_DEPTH + 2 levels (object, spec); the apiserver's JSON limit is
+# 10,000 levels for the request body.
+SPEC_DEPTH = 9_990
+
+
+@pytest.fixture(params=["json", "orjson", "msgspec"])
+def json_backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "orjson":
+        assert use_fast_json()
+    elif request.param == "msgspec":
+        assert use_msgspec_json()
+    try:
+        yield request.param
+    finally:
+        use_standard_json()
+
+
+@pytest.fixture
+async def client(kube_apiserver: ApiServer) -> AsyncIterator[Client]:
+    async with Client.from_kubeconfig(str(kube_apiserver.kubeconfig_path)) as c:
+        yield c
+
+
+async def ensure_crd(client: Client, namespace: str) -> None:
+    loose = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"blobs.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "names": {"kind": "Blob", "plural": "blobs", "singular": "blob"},
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {"type": "object", "properties": {"spec": loose}}
+                    },
+                }
+            ],
+        },
+    }
+    try:
+        await client.create(CRDS, crd)
+    except Exception as exc:  # already there from an earlier test of this module
+        if "AlreadyExists" not in repr(exc) and "409" not in repr(exc):
+            raise
+    with trio.fail_after(60):
+        while True:
+            try:
+                await client.get(BLOBS, "absent", namespace=namespace)
+            except ResourceNotServed:
+                await trio.sleep(0.2)  # the CRD is not served yet
+            except NotFound:
+                return
+
+
+async def create_normal(client: Client, namespace: str, count: int = 10) -> None:
+    for i in range(count):
+        body = {
+            "apiVersion": f"{GROUP}/v1",
+            "kind": "Blob",
+            "metadata": {"name": f"b{i}"},
+            "spec": {"n": i},
+        }
+        await client.create(BLOBS, body, namespace=namespace)
+
+
+def create_deep(server: ApiServer, namespace: str) -> None:
+    spec = '{"d":' * SPEC_DEPTH + "1" + "}" * SPEC_DEPTH
+    body = (
+        f'{{"apiVersion":"{GROUP}/v1","kind":"Blob","metadata":{{"name":"deep"}},"spec":{spec}}}'
+    ).encode()
+    resp = server.request(
+        "POST", f"/apis/{GROUP}/v1/namespaces/{namespace}/blobs", body=body, timeout=120
+    )
+    assert resp.status == 201, resp.body[:300]
+
+
+async def wait_for(condition: Callable[[], bool], timeout: float = 120.0) -> None:
+    with trio.fail_after(timeout):
+        while not condition():
+            await trio.sleep(0.05)
+
+
+def kept_out_metric(manager: Manager) -> list[str]:
+    text = generate_latest(manager.registry).decode()
+    return [
+        line
+        for line in text.splitlines()
+        if line.startswith("kubemoon_reflector_kept_out_objects{")
+    ]
+
+
+@pytest.mark.parametrize("compact", [False, True], ids=["plain", "compact"])
+@pytest.mark.parametrize("when", ["list", "watch"])
+async def test_one_deep_object_is_kept_out_and_the_others_reconcile(
+    client: Client,
+    kube_apiserver: ApiServer,
+    kube_namespace: str,
+    json_backend: str,
+    compact: bool,
+    when: str,
+) -> None:
+    ns = kube_namespace
+    await ensure_crd(client, ns)
+    await create_normal(client, ns)
+    if when == "list":
+        create_deep(kube_apiserver, ns)
+    reconciled: set[str] = set()
+    manager = Manager(client, compact_cache=compact, close_client=False)
+
+    async def reconcile(ctx: ReconcileContext[Any]) -> Reconciled:
+        reconciled.add(ctx.key.name)
+        return Reconciled()
+
+    manager.controller("blobs", BLOBS, kind="Blob", namespace=ns).complete(reconcile)
+    deep = ObjectKey(ns, "deep")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(manager.run)
+        await wait_for(lambda: reconciled >= {f"b{i}" for i in range(10)})
+        if when == "watch":
+            await trio.to_thread.run_sync(create_deep, kube_apiserver, ns)
+        (informer,) = list(manager.informers)
+        await wait_for(lambda: bool(informer.kept_out))
+        await client.patch(BLOBS, "b0", {"spec": {"n": 100}}, namespace=ns)
+        await wait_for(
+            lambda: (informer.store.get(ObjectKey(ns, "b0")) or {}).get("spec") == {"n": 100}
+        )
+        reasons = manager.readiness_problems()
+        metric = kept_out_metric(manager)
+        manager.stop()
+    assert len(informer.store) == 10 and deep not in informer.store
+    assert "deep" not in reconciled
+    assert [str(r.key) for r in informer.kept_out] == [f"{ns}/deep"]
+    assert any(f"{ns}/deep" in reason and "kept out" in reason for reason in reasons), reasons
+    assert metric == [f'kubemoon_reflector_kept_out_objects{{name="blobs.{GROUP} in {ns}"}} 1.0']
+
+
+@pytest.mark.parametrize("compact", [False, True], ids=["plain", "compact"])
+async def test_a_streaming_list_keeps_the_deep_object_out(
+    client: Client,
+    kube_apiserver: ApiServer,
+    kube_namespace: str,
+    json_backend: str,
+    compact: bool,
+) -> None:
+    ns = kube_namespace
+    await ensure_crd(client, ns)
+    await create_normal(client, ns)
+    create_deep(kube_apiserver, ns)
+    informer = Informer(
+        client, BLOBS, namespace=ns, streaming_list=True, compact=compact, rng=random.Random(1)
+    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(informer.run)
+        await informer.wait_synced(120)
+        nursery.cancel_scope.cancel()
+    assert informer.reflector.streaming_list  # the server streamed: no LIST fallback
+    assert informer.reflector.stats.relists == 0
+    assert sorted(k.name for k in informer.store) == [f"b{i}" for i in range(10)]
+    assert [str(r.key) for r in informer.kept_out] == [f"{ns}/deep"]
