@@ -11,11 +11,13 @@ streaming list, for every JSON backend and both stores.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
 import trio
+from adapter_driver import ADAPTERS, Adapter
 from prometheus_client import generate_latest
 
 from kubemoon_core import GroupVersionResource, NotFound, ObjectKey, Reconciled, ResourceNotServed
@@ -193,3 +195,63 @@ async def test_a_streaming_list_keeps_the_deep_object_out(
     assert informer.reflector.stats.relists == 0
     assert sorted(k.name for k in informer.store) == [f"b{i}" for i in range(10)]
     assert [str(r.key) for r in informer.kept_out] == [f"{ns}/deep"]
+
+
+# -- defect 2: a tenant's 1 MB ConfigMaps push a 500-item page past the body cap -----------
+
+CM = GroupVersionResource("", "v1", "configmaps")
+BIG = 150  # x ~1 MB: a page of 500 (the default) is ~150 MB, over the 128 MiB body cap
+BIG_DATA = "x" * 1_000_000
+
+
+@pytest.fixture(scope="module")
+def big_namespace(kube_apiserver: ApiServer) -> str:
+    """A namespace holding 150 ConfigMaps of 1 MB each, made once for the module."""
+    name = kube_apiserver.create_namespace(prefix="big")
+    for i in range(BIG):
+        body = {"metadata": {"name": f"big-{i:03d}"}, "data": {"blob": BIG_DATA}}
+        response = kube_apiserver.request(
+            "POST", f"/api/v1/namespaces/{name}/configmaps", body=body, timeout=120
+        )
+        assert response.status == 201, response.body[:200]
+    return name
+
+
+@pytest.fixture(params=ADAPTERS)
+def adapter(request: pytest.FixtureRequest) -> Iterator[Adapter]:
+    driver = Adapter(request.param)
+    yield driver
+    driver.shutdown()
+
+
+async def test_an_informer_syncs_past_a_page_over_the_body_cap(
+    adapter: Adapter, kube_apiserver: ApiServer, big_namespace: str
+) -> None:
+    # The production default: 500 per page and a 128 MiB body cap.
+    client = adapter.module.Client.from_kubeconfig(str(kube_apiserver.kubeconfig_path))
+    informer = adapter.module.Informer(client, CM, namespace=big_namespace, compact=True)
+    give_up = time.monotonic() + 300
+    try:
+        await adapter.call(
+            informer.run, until=lambda: informer.has_synced or time.monotonic() > give_up
+        )
+        assert informer.has_synced, informer.reflector.last_error
+        assert len(informer.store) == BIG
+        stats = informer.reflector.stats
+        assert stats.page_shrinks >= 1  # 500 was too large: asked again in halves
+        assert stats.failures == 0
+    finally:
+        await adapter.close(client)
+
+
+async def test_client_list_gets_every_object_past_a_page_over_the_body_cap(
+    adapter: Adapter, kube_apiserver: ApiServer, big_namespace: str
+) -> None:
+    client = adapter.module.Client.from_kubeconfig(str(kube_apiserver.kubeconfig_path))
+    try:
+        pages = client.list(CM, namespace=big_namespace)
+        names = [item["metadata"]["name"] for item in await adapter.collect(pages)]
+        assert names == [f"big-{i:03d}" for i in range(BIG)]
+        assert pages.page_shrinks >= 1
+    finally:
+        await adapter.close(client)
