@@ -390,6 +390,11 @@ class LeaderElector:
         return self._identity
 
     @property
+    def renew_deadline(self) -> float:
+        """Seconds a leadership lasts after the send time of its last acknowledged write."""
+        return self._renew_deadline
+
+    @property
     def lease(self) -> str:
         """The Lease elected on, as ``namespace/name`` (for log lines)."""
         return f"{self._namespace}/{self._name}"
@@ -408,6 +413,18 @@ class LeaderElector:
     def last_error(self) -> KubeMoonError | None:
         """Why the last failed request failed (an ApiError, a DecodeError), if one did."""
         return self._last_error
+
+    def valid_until(self, now: float) -> float | None:
+        """The local time this leadership ends (its renew deadline: the send time of the
+        last acknowledged write plus ``renew_deadline``), or None when not leading at
+        ``now``. A pure query: it changes nothing (call :meth:`tick` to act on expiry)."""
+        if self._state in _LEADING_STATES and now < self._valid_until:
+            return self._valid_until
+        return None
+
+    def may_write(self, now: float) -> bool:
+        """Whether the work this leadership guards may still write at ``now``."""
+        return self.valid_until(now) is not None
 
     def next_deadline(self) -> float | None:
         """When to call back (``tick`` then ``next_request``); None: wait for an answer.

@@ -23,6 +23,7 @@ from ._config import (
     load_kubeconfig,
 )
 from ._credentials import PLUGIN_OUTPUT_LIMIT, PLUGIN_TIMEOUT, CredentialProvider, PluginRun
+from ._gate import SendGuard, current_send_guard, gate_guard, gated_writes
 from ._limits import raise_open_file_limit
 from ._logging import JsonLogFormatter, object_context
 from ._metrics import MetricsSource, RuntimeCollector
@@ -54,6 +55,10 @@ __all__ = [
     "JsonLogFormatter",
     "MetricsSource",
     "PluginRun",
+    "SendGuard",
+    "current_send_guard",
+    "gate_guard",
+    "gated_writes",
     "ProxySettings",
     "ResponseTooLarge",
     "RuntimeCollector",

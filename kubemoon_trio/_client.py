@@ -6,7 +6,10 @@ nowhere else, and never logged. CRUD shares one connection pool; every stream (W
 a pool of its own with one connection, closed when the stream is closed or cancelled.
 Non-2xx answers become the core's typed ``ApiError``; network failures ``TransportError``.
 A 429 or 5xx that carries ``Retry-After`` is retried after that delay, a bounded number of
-times.
+times. A write made where a send guard is set (``kubemoon_io.gated_writes``: a reconcile
+that a Lease authorises) is checked by it through httpcore's ``trace`` extension, right
+before its headers and again before its body are written -- after the connection was
+taken and its TLS handshake done -- so a paused process never sends it on stale authority.
 """
 
 from __future__ import annotations
@@ -51,9 +54,11 @@ from kubemoon_core._watch import WatchDecoder, WatchEvent
 from kubemoon_io import (
     PLUGIN_TIMEOUT,
     ResponseTooLarge,
+    SendGuard,
     TransportTimeout,
     _tracing,
     check_transport,
+    current_send_guard,
     load_config,
     load_in_cluster_config,
     load_kubeconfig,
@@ -88,6 +93,21 @@ _NETWORK_ERRORS = (
 )
 
 Headers = tuple[tuple[str, str], ...]
+
+# httpcore's trace events that come immediately before bytes of a request are written.
+_BEFORE_SENDING = frozenset(
+    {"http11.send_request_headers.started", "http11.send_request_body.started"}
+)
+
+
+def _guarded(extensions: dict[str, Any], guard: SendGuard, what: str) -> dict[str, Any]:
+    """``extensions`` with a trace callback that runs ``guard`` right before each write."""
+
+    async def trace(event: str, info: Mapping[str, Any]) -> None:
+        if event in _BEFORE_SENDING:
+            guard(what)  # raises AuthorityLost: httpcore closes the connection, sends nothing
+
+    return {**extensions, "trace": trace}
 
 
 def _seconds(name: str, value: float) -> float:
@@ -656,6 +676,10 @@ class Client:
         else:
             base = self._base_url
             parsed = httpcore.URL(scheme=base.scheme, host=base.host, port=base.port, target=target)
+        if request.method != "GET":
+            guard = current_send_guard()
+            if guard is not None:
+                extensions = _guarded(extensions, guard, f"{request.method} {request.path}")
         return httpcore.Request(
             request.method, parsed, headers=headers, content=request.body, extensions=extensions
         )
