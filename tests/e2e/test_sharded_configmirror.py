@@ -625,3 +625,92 @@ async def test_the_audit_catches_two_unsharded_replicas_on_the_same_mirrors(
         writes = audit_writes(scene)
         broken = [key for key, ws in writes.items() if interleavings(ws, LEASE)]
         assert broken, "two unsharded replicas never interleaved on one object"
+
+
+# -- a paused replica (issue 31, defect 3) -------------------------------------------------------
+
+
+def writes_outside_validity(scene: Scene, identity: str, deadline: float) -> list[str]:
+    """``identity``'s writes of this test's objects (its own Leases aside) that no
+    successful write of its Lease authorised: the renew deadline runs from when a renew was
+    *sent*, which is no later than the apiserver received it, so a write received more
+    than ``deadline`` seconds after the last renew the server received and accepted
+    was sent outside the writer's validity."""
+    user = scene.cluster.username(identity)
+    namespaces = {scene.home, *scene.targets}
+    renews: list[float] = []
+    writes: list[tuple[float, str]] = []
+    with scene.cluster.audit_log.open(encoding="utf-8") as log:
+        for line in log:
+            event = json.loads(line)
+            ref = event.get("objectRef") or {}
+            if event["user"]["username"] != user or ref.get("namespace") not in namespaces:
+                continue
+            received = _timestamp(event["requestReceivedTimestamp"])
+            if received < scene.started or event.get("verb") not in WRITE_VERBS:
+                continue
+            code = (event.get("responseStatus") or {}).get("code", 0)
+            if ref.get("resource") == "leases":
+                if 200 <= code < 300:
+                    renews.append(received)
+            else:
+                writes.append(
+                    (received, f"{event['verb']} {ref.get('resource')}/{ref.get('name')}")
+                )
+    renews.sort()
+    late = []
+    for received, what in writes:
+        before = [r for r in renews if r <= received]
+        if not before or received - before[-1] > deadline:
+            since = received - before[-1] if before else float("inf")
+            late.append(f"{what} at {received:.3f}, {since:.3f} s after its last renew")
+    return late
+
+
+@pytest.mark.parametrize("round_", [1, 2, 3])
+async def test_a_paused_replica_writes_nothing_outside_its_validity(
+    gated: Cluster, tmp_path: Path, round_: int
+) -> None:
+    """SIGSTOP a replica while updates of its mirrors flow, past its Lease, then SIGCONT:
+    the audit log shows none of its writes outside its validity (within ``RENEW`` of a
+    renew the server accepted), no interleaving with the replicas that took over, and
+    every copy ends at the last version."""
+    count = 60
+    async with _scene(gated, tmp_path) as scene:
+        for identity in IDENTITIES:
+            scene.start(identity)
+        await scene.settled(IDENTITIES)
+        uids = await _create_mirrors(scene, count)
+        expected = dict.fromkeys(range(count), 0)
+        await _converged(scene, expected, timeout=60)
+        owners = _owners(uids, IDENTITIES)
+        mine = [int(m.removeprefix("mirror-")) for m, o in owners.items() if o == "replica-1"]
+        assert mine
+        version = 0
+
+        async def updates(stop: trio.Event) -> None:
+            nonlocal version
+            while not stop.is_set():
+                version += 1
+                for i in mine:
+                    await _update_source(scene, i, version)
+                    expected[i] = version
+                await trio.sleep(0.05)
+
+        paused = scene.replicas["replica-1"].process
+        stop = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(updates, stop)
+            await trio.sleep(1.5)  # its reconciles are running
+            paused.send_signal(signal.SIGSTOP)
+            try:
+                await trio.sleep(2 * LEASE + 2)  # the others take its range over
+            finally:
+                paused.send_signal(signal.SIGCONT)
+            await trio.sleep(2.0)  # its stale work wakes up while updates still flow
+            stop.set()
+        assert version >= 5
+        await _converged(scene, expected, timeout=60)
+        assert writes_outside_validity(scene, "replica-1", RENEW) == []
+        assert_no_interleaving(scene)
+        assert scene.replicas["replica-1"].alive(), scene._logs("the paused replica died")
