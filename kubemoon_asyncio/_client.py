@@ -59,8 +59,10 @@ from kubemoon_io import (
     SendGuard,
     TransportTimeout,
     _tracing,
+    arm_send_guard,
     check_transport,
     current_send_guard,
+    disarm_send_guard,
     load_config,
     load_in_cluster_config,
     load_kubeconfig,
@@ -96,18 +98,29 @@ _NETWORK_ERRORS = (
 
 Headers = tuple[tuple[str, str], ...]
 
-# httpcore's trace events that come immediately before bytes of a request are written.
-_BEFORE_SENDING = frozenset(
-    {"http11.send_request_headers.started", "http11.send_request_body.started"}
+# httpcore's trace events: a request starts being framed, its answer's head has been read
+# (or the exchange failed): between them the network stream checks the armed guard.
+_FRAMING = "http11.send_request_headers.started"
+_ANSWERED = frozenset(
+    {
+        "http11.receive_response_headers.complete",
+        "http11.receive_response_headers.failed",
+        "http11.response_closed.started",
+    }
 )
 
 
 def _guarded(extensions: dict[str, Any], guard: SendGuard, what: str) -> dict[str, Any]:
-    """``extensions`` with a trace callback that runs ``guard`` right before each write."""
+    """``extensions`` with a trace callback that checks ``guard`` on the connection the
+    request will use (after its TLS handshake) and arms it for every socket write of the
+    request (each adapter's network stream checks it right before bytes go out)."""
 
     async def trace(event: str, info: Mapping[str, Any]) -> None:
-        if event in _BEFORE_SENDING:
+        if event == _FRAMING:
             guard(what)  # raises AuthorityLost: httpcore closes the connection, sends nothing
+            arm_send_guard(guard, what)
+        elif event in _ANSWERED:
+            disarm_send_guard()
 
     return {**extensions, "trace": trace}
 
@@ -697,7 +710,10 @@ class Client:
     ) -> Response:
         raw_request = self._raw_request(request, url, authorization, read_timeout)
         try:
-            raw = await self._pool.handle_async_request(raw_request)
+            try:
+                raw = await self._pool.handle_async_request(raw_request)
+            finally:
+                disarm_send_guard()  # however the exchange ended
             body = await self._read_body(raw, deadline)
         except _NETWORK_ERRORS as exc:
             self.request_counts["<error>", request.method, self._host] += 1

@@ -17,7 +17,15 @@ from collections.abc import Callable, Iterator
 
 from kubemoon_core import WriteGate
 
-__all__ = ["SendGuard", "current_send_guard", "gate_guard", "gated_writes"]
+__all__ = [
+    "SendGuard",
+    "arm_send_guard",
+    "check_armed_guard",
+    "current_send_guard",
+    "disarm_send_guard",
+    "gate_guard",
+    "gated_writes",
+]
 
 SendGuard = Callable[[str], None]
 """Called with the write (``"PUT /api/v1/..."``) right before it is sent; raises to stop it."""
@@ -25,6 +33,32 @@ SendGuard = Callable[[str], None]
 _guard: contextvars.ContextVar[SendGuard | None] = contextvars.ContextVar(
     "kubemoon_send_guard", default=None
 )
+
+
+# The guard of the request whose bytes the current task is writing, armed by the client
+# when httpcore starts sending a gated write and disarmed once its answer's head is read:
+# each adapter's network stream checks it immediately before handing bytes to the socket
+# (after h11 framed them, and after the trio stream held them back to send in one piece).
+_armed: contextvars.ContextVar[tuple[SendGuard, str] | None] = contextvars.ContextVar(
+    "kubemoon_armed_guard", default=None
+)
+
+
+def arm_send_guard(guard: SendGuard, what: str) -> None:
+    """From now on in this task, check ``guard`` before every socket write (the client)."""
+    _armed.set((guard, what))
+
+
+def disarm_send_guard() -> None:
+    """Stop checking a guard before socket writes in this task (the client)."""
+    _armed.set(None)
+
+
+def check_armed_guard() -> None:
+    """Run the armed guard, if any (the adapters' network streams, right before a send)."""
+    armed = _armed.get()
+    if armed is not None:
+        armed[0](armed[1])
 
 
 def current_send_guard() -> SendGuard | None:

@@ -23,6 +23,8 @@ from typing import Any, Protocol, TypeVar, cast
 import httpcore
 import trio
 
+from kubemoon_io import check_armed_guard
+
 __all__ = [
     "LOOP_NAME",
     "TASK_STATUS_IGNORED",
@@ -164,6 +166,7 @@ class _TrioStream(httpcore.AsyncNetworkStream):
         await self._send(data, self._pending_timeout)
 
     async def _send(self, data: bytes, timeout: float | None) -> None:
+        check_armed_guard()  # a gated write: its authority must hold as its bytes go out
         try:
             if timeout is None:
                 await self._stream.send_all(data)

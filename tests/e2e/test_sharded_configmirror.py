@@ -44,7 +44,7 @@ import trio
 from conftest import ConversionServer, accept_mirrors, eventually, install_crd
 
 from configmirror import CONFIGMAPS, CONFIGMIRRORS_V1BETA1
-from kubemoon_core import HASH_SPACE, assign_ranges, shard_hash
+from kubemoon_core import HASH_SPACE, GroupVersionResource, NotFound, assign_ranges, shard_hash
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client
 
@@ -65,6 +65,7 @@ rules:
     verbs: [create, update, patch, delete]
   - level: None
 """
+LEASES = GroupVersionResource("coordination.k8s.io", "v1", "leases")
 _FRACTION = re.compile(r"^kubemoon_shard_owned_fraction\{[^}]*\} (\S+)$", re.MULTILINE)
 _RECONCILES = re.compile(r"^controller_runtime_reconcile_total\{[^}]*\} (\S+)$", re.MULTILINE)
 
@@ -184,6 +185,7 @@ class Replica:
         log_dir: Path,
         *,
         sharded: bool = True,
+        leader: bool = False,
     ) -> None:
         self.identity = identity
         self.port = _free_port()
@@ -199,6 +201,12 @@ class Replica:
                 "--sharded", "--shard-identity", identity, "--lease-namespace", namespace,
                 "--lease-duration", str(LEASE), "--renew-deadline", str(RENEW),
                 "--retry-period", str(RETRY),
+            ]  # fmt: skip
+        if leader:
+            argv += [
+                "--leader-elect", "--identity", identity, "--lease-name", "configmirror-leader",
+                "--lease-namespace", namespace, "--lease-duration", str(LEASE),
+                "--renew-deadline", str(RENEW), "--retry-period", str(RETRY),
             ]  # fmt: skip
         self.log = log_dir / f"{identity}.log"
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
@@ -256,8 +264,10 @@ class Scene:
     started: float  # wall clock: audit events before it belong to other tests
     replicas: dict[str, Replica]
 
-    def start(self, identity: str, *, sharded: bool = True) -> Replica:
-        replica = Replica(self.cluster, identity, self.home, self.log_dir, sharded=sharded)
+    def start(self, identity: str, *, sharded: bool = True, leader: bool = False) -> Replica:
+        replica = Replica(
+            self.cluster, identity, self.home, self.log_dir, sharded=sharded, leader=leader
+        )
         self.replicas[identity] = replica
         return replica
 
@@ -714,3 +724,64 @@ async def test_a_paused_replica_writes_nothing_outside_its_validity(
         assert writes_outside_validity(scene, "replica-1", RENEW) == []
         assert_no_interleaving(scene)
         assert scene.replicas["replica-1"].alive(), scene._logs("the paused replica died")
+
+
+@pytest.mark.parametrize("round_", [1, 2, 3])
+async def test_a_paused_leader_writes_nothing_outside_its_validity(
+    gated: Cluster, tmp_path: Path, round_: int
+) -> None:
+    """The same pause for leader election: two ``--leader-elect`` replicas, the leader
+    frozen past its Lease while updates flow; the standby takes over, and the old leader's
+    writes all lie within ``RENEW`` of a renew the server accepted (it exits on waking,
+    having found its Lease lost)."""
+    count = 30
+    async with _scene(gated, tmp_path) as scene:
+        for identity in IDENTITIES[:2]:
+            scene.start(identity, sharded=False, leader=True)
+        name = "configmirror-leader"
+
+        async def holder() -> str | None:
+            try:
+                found = await scene.client.get(LEASES, name, namespace=scene.home)
+            except NotFound:
+                return None
+            value = (found.get("spec") or {}).get("holderIdentity")
+            return value if isinstance(value, str) and value else None
+
+        async def led() -> bool:
+            return await holder() is not None
+
+        await eventually(led, timeout=30, what="a leader")
+        leader = await holder()
+        assert leader in IDENTITIES[:2]
+        await _create_mirrors(scene, count)
+        expected = dict.fromkeys(range(count), 0)
+        await _converged(scene, expected, timeout=60)
+        version = 0
+
+        async def updates(stop: trio.Event) -> None:
+            nonlocal version
+            while not stop.is_set():
+                version += 1
+                for i in range(count):
+                    await _update_source(scene, i, version)
+                    expected[i] = version
+                await trio.sleep(0.05)
+
+        paused = scene.replicas[leader].process
+        stop = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(updates, stop)
+            await trio.sleep(1.5)
+            paused.send_signal(signal.SIGSTOP)
+            try:
+                await trio.sleep(2 * LEASE + 2)
+            finally:
+                paused.send_signal(signal.SIGCONT)
+            await trio.sleep(2.0)
+            stop.set()
+        assert version >= 5
+        await _converged(scene, expected, timeout=60)
+        assert await holder() != leader
+        assert writes_outside_validity(scene, leader, RENEW) == []
+        assert_no_interleaving(scene)

@@ -64,13 +64,14 @@ async def test_a_lapsed_gate_sends_nothing_and_reads_pass(
         states: list[list[str]] = []
 
         def valid(what: str) -> None:
-            # Called once for the headers, once for the body: by then the connection is
-            # open (httpcore reports CONNECTING until its TLS handshake is done).
+            # Called when the request is framed and again right before each socket write
+            # (trio sends head and body in one write): by then the connection is open
+            # (httpcore reports CONNECTING until its TLS handshake is done).
             states.append([c.info() for c in client._pool.connections])
 
         created = await gated(adapter, valid, client.create, CM, cm("allowed"), namespace=ns)
         assert created["metadata"]["name"] == "allowed"
-        assert len(states) == 2, states
+        assert len(states) >= 2, states
         for infos in states:
             assert infos and not any("CONNECTING" in info for info in infos), infos
 
