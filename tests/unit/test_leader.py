@@ -766,7 +766,14 @@ def test_the_lease_resource() -> None:
 
 
 def test_the_transition_table_covers_every_input_each_state_can_receive() -> None:
-    answers_to_get = {_Input.ABSENT, _Input.MINE, _Input.FREE, _Input.HELD, _Input.FAILED}
+    answers_to_get = {
+        _Input.ABSENT,
+        _Input.MINE,
+        _Input.FREE,
+        _Input.HELD,
+        _Input.FAILED,
+        _Input.DUPLICATE,
+    }
     answers_to_write = {_Input.WRITTEN, _Input.CONFLICT, _Input.FAILED}
     leader_timers = {_Input.EXPIRED, _Input.EXPIRED_BUSY}
     release = {_Input.RELEASE, _Input.RELEASE_BUSY}
@@ -782,6 +789,7 @@ def test_the_transition_table_covers_every_input_each_state_can_receive() -> Non
         S.RELEASE_CHECKING: answers_to_get | release,
         S.RELEASING: answers_to_write | release,
         S.STOPPED: {_Input.RELEASE},
+        S.DUPLICATE: {_Input.RELEASE},
     }
     actual: dict[LeaderState, set[_Input]] = {state: set() for state in LeaderState}
     for state, event in _TRANSITIONS:
