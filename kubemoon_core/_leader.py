@@ -341,8 +341,9 @@ class LeaderElector:
 
     ``identity`` must be unique among the candidates (client-go uses the hostname plus a
     random suffix); ``instance``, a random id of this process, lets the machine detect a
-    second process started with the same identity (see the module rules). Durations are seconds: ``lease_duration`` > ``renew_deadline`` >
-    ``JITTER_FACTOR * retry_period``, as client-go requires.
+    second process started with the same identity (see the module rules). Durations are
+    seconds: ``lease_duration`` > ``renew_deadline`` > ``JITTER_FACTOR * retry_period``, as
+    client-go requires.
     """
 
     __slots__ = (
