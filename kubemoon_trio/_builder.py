@@ -199,11 +199,12 @@ class RuntimeController:
         electing) and this replica's membership Lease and the key's range (when sharded);
         None when nothing gates them."""
         authorities = []
+        deadlines: list[float] = []
         election = self.manager.election
         if election is not None:
             elector = election.elector
             authorities.append((f"leadership of the Lease {elector.lease}", elector.valid_until))
-            deadline = elector.renew_deadline
+            deadlines.append(elector.renew_deadline)
         if self.sharding is not None:
             member, keys = self.sharding.membership.member, self.sharding.keys
             authorities.append(
@@ -212,11 +213,11 @@ class RuntimeController:
                     lambda now: member.write_deadline(now, keys.hash_of(key)),
                 )
             )
-            deadline = self.sharding.config.renew_deadline
+            deadlines.append(self.sharding.config.renew_deadline)
         if not authorities:
             return None
         # Kept back for the way to the API server; a tenth of a short renew deadline.
-        return WriteGate(authorities, margin=min(DEFAULT_GATE_MARGIN, deadline / 10))
+        return WriteGate(authorities, margin=min(DEFAULT_GATE_MARGIN, min(deadlines) / 10))
 
     @_tracing.traced_reconcile
     async def _reconcile_item(self, item: WorkItem) -> Outcome:
