@@ -7,7 +7,10 @@ turns it into a :class:`RuntimeController` registered with the manager. Every re
 read through the manager's shared informers, so two controllers that watch ConfigMaps share
 one LIST and one WATCH. Mappers and predicates are user code: one that raises is logged
 (naming the controller, the source and the object) and counted in the informer's
-``handler_errors``; the informer keeps running.
+``handler_errors``; the informer keeps running. Every write a reconcile makes is gated
+(``kubemoon_io.gated_writes``) by the authorities its work needs: the manager's leadership
+when electing, and the membership Lease and range of the key when sharded; a write refused
+by the gate (:class:`~kubemoon_core.AuthorityLost`) ends the reconcile as a ``Requeue``.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic
 
 from kubemoon_core import (
+    DEFAULT_GATE_MARGIN,
     LOW_PRIORITY,
     APIResource,
+    AuthorityLost,
     Change,
     ChangeType,
     Conflict,
@@ -36,10 +41,11 @@ from kubemoon_core import (
     Scope,
     Source,
     WorkItem,
+    WriteGate,
     controller_of,
     resource_info,
 )
-from kubemoon_io import _tracing
+from kubemoon_io import _tracing, gate_guard, gated_writes
 
 from . import _backend
 from ._cache import CacheReader
@@ -191,6 +197,31 @@ class RuntimeController:
         """True once stopped and no reconcile is running."""
         return self.controller.is_drained
 
+    def write_gate(self, key: ObjectKey) -> WriteGate | None:
+        """The gate of a reconcile of ``key``'s writes: the manager's leadership (when
+        electing) and this replica's membership Lease and the key's range (when sharded);
+        None when nothing gates them."""
+        authorities = []
+        deadlines: list[float] = []
+        election = self.manager.election
+        if election is not None:
+            elector = election.elector
+            authorities.append((f"leadership of the Lease {elector.lease}", elector.valid_until))
+            deadlines.append(elector.renew_deadline)
+        if self.sharding is not None:
+            member, keys = self.sharding.membership.member, self.sharding.keys
+            authorities.append(
+                (
+                    f"range of {key} in {member.identity}'s membership Lease",
+                    lambda now: member.write_deadline(now, keys.hash_of(key)),
+                )
+            )
+            deadlines.append(self.sharding.config.renew_deadline)
+        if not authorities:
+            return None
+        # Kept back for the way to the API server; a tenth of a short renew deadline.
+        return WriteGate(authorities, margin=min(DEFAULT_GATE_MARGIN, min(deadlines) / 10))
+
     @_tracing.traced_reconcile
     async def _reconcile_item(self, item: WorkItem) -> Outcome:
         kept = self.primary_informer.reflector.kept_out
@@ -210,8 +241,15 @@ class RuntimeController:
             cls=self._cls,
             sharded=self.sharding is not None,
         )
+        gate = self.write_gate(item.key)
         try:
-            return await self._reconcile(context)
+            with gated_writes(None if gate is None else gate_guard(gate, _backend.current_time)):
+                return await self._reconcile(context)
+        except AuthorityLost as exc:
+            # Paused or partitioned past the renew deadline: another replica may own the
+            # key now. Nothing was sent; the runtime is stopping this work.
+            context.log.warning("%s; requeued", exc)
+            return Requeue()
         except Conflict as exc:
             # A stale cache or a concurrent writer: look again with fresh data.
             context.log.info("conflict, requeueing: %s", exc)

@@ -28,6 +28,7 @@ from kubemoon_core._controller import (
     WorkItem,
 )
 from kubemoon_core._errors import LocalProtocolError
+from kubemoon_core._gate import AuthorityLost
 
 from . import _backend
 
@@ -109,10 +110,18 @@ class ControllerRunner:
             async def attempt() -> None:
                 box.append(await self._outcome(item))
 
-            async with _backend.TaskGroup() as scope:
-                self._scopes[item.reconcile_id] = scope
-                scope.start_soon(attempt)
-            del self._scopes[item.reconcile_id]
+            try:
+                async with _backend.TaskGroup() as scope:
+                    self._scopes[item.reconcile_id] = scope
+                    scope.start_soon(attempt)
+            except BaseExceptionGroup as group:
+                # Cancelled as its range was lost while its writes were refused for the
+                # same reason (concurrent writes: a group of AuthorityLost and the
+                # cancellation): nothing was sent, so it ends as a cancelled reconcile.
+                if group.split(AuthorityLost)[1] is not None:
+                    raise
+            finally:
+                del self._scopes[item.reconcile_id]
             if box:
                 outcome = box[0]
             else:

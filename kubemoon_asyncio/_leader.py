@@ -46,6 +46,7 @@ class LeaderElection:
         self.request_timeout = request_timeout
         self._on_result = on_result
         self._releasing = False
+        self._duplicate_reported = False
         self._leading = _backend.Event()
         self._lost = _backend.Event()
 
@@ -82,6 +83,16 @@ class LeaderElection:
                 logger.info("lease %s: leader is now %s", lease, event.identity)
             else:
                 logger.info("lease %s: free (no holder)", lease)
+        if self.elector.duplicate and not self._duplicate_reported:
+            self._duplicate_reported = True
+            logger.error(
+                "lease %s: another process runs with the identity %s: this one stops "
+                "campaigning for good (%s)",
+                lease,
+                self.elector.identity,
+                self.elector.last_error,
+            )
+            self._lost.set()
 
     async def _perform(self) -> bool:
         now = _backend.current_time()

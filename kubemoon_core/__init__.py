@@ -121,6 +121,7 @@ from ._freshness import (
     compare_resource_versions,
     written_object,
 )
+from ._gate import DEFAULT_GATE_MARGIN, AuthorityLost, WriteGate
 from ._histogram import QUEUE_DURATION_BUCKETS, RECONCILE_TIME_BUCKETS, Histogram
 from ._json import (
     json_backend,
@@ -404,6 +405,9 @@ __all__ = [
     "CacheSyncTimeout",
     "LeaderElectionTimeout",
     "LeadershipLost",
+    "DEFAULT_GATE_MARGIN",
+    "AuthorityLost",
+    "WriteGate",
     "ADMISSION_API_VERSION",
     "AdmissionHandler",
     "AdmissionRequest",

@@ -32,6 +32,13 @@ Rules (client-go's leaderelection, made explicit):
   that GET fails too, the release is written blind with the last observed
   resourceVersion (a 409 if the lease changed meanwhile). A release is only ever written
   over a record that names this candidate, and one that fails is not retried.
+- Duplicate identities: with an ``instance`` (a random id per process), every write
+  carries it in the annotation :data:`HOLDER_INSTANCE_ANNOTATION`. A Lease naming this
+  identity with another instance was written by another process: before this one wrote
+  the Lease, it counts as another holder's (an earlier process's, after a restart: taken
+  once it expires); once this one has written it, or when it changes again while
+  followed, two live processes share the identity and the machine stops for good in
+  ``DUPLICATE`` (a leader stops leading), so at most one of them keeps working.
 - Deadlines are applied before any input at the same ``now``; ``next_request`` never
   changes the role, so call ``tick(now)`` when ``next_deadline()`` passes.
 
@@ -58,6 +65,7 @@ from ._resources import GroupVersionResource
 from ._status import error_from_response
 
 __all__ = [
+    "HOLDER_INSTANCE_ANNOTATION",
     "JITTER_FACTOR",
     "LEASES",
     "LeaderElector",
@@ -72,6 +80,10 @@ __all__ = [
 
 LEASES = GroupVersionResource("coordination.k8s.io", "v1", "leases")
 """The resource leader election locks."""
+
+HOLDER_INSTANCE_ANNOTATION = "kubemoon.dev/holder-instance"
+"""The Lease annotation naming the process (its random instance id) that wrote it."""
+_MAX_INSTANCE = 256  # a longer annotation value is no instance of ours: ignored
 
 JITTER_FACTOR = 1.2
 """client-go's leaderelection JitterFactor: follower polls wait retry_period * [1, 2.2)."""
@@ -104,6 +116,7 @@ class LeaderState(enum.Enum):
     RELEASE_CHECKING = "release_checking"  # next: GET to see whether the lease is still ours
     RELEASING = "releasing"  # next: the UPDATE that clears the holder
     STOPPED = "stopped"  # released or shut down: nothing more to do
+    DUPLICATE = "duplicate"  # another live process has this identity: nothing more to do
 
 
 _LEADING_STATES = frozenset({LeaderState.LEADING, LeaderState.CONFIRMING})
@@ -121,6 +134,7 @@ class _Input(enum.Enum):
     EXPIRED_BUSY = "the renew deadline passed with a request in flight"
     RELEASE = "release was asked"
     RELEASE_BUSY = "release was asked with a request in flight"
+    DUPLICATE = "another process writes the lease under this identity"
 
 
 class _Wait(enum.Enum):
@@ -202,6 +216,13 @@ _TRANSITIONS: dict[tuple[LeaderState, _Input], tuple[LeaderState, _Wait]] = {
     (_S.RELEASING, _I.RELEASE): (_S.RELEASING, _W.NOW),
     (_S.RELEASING, _I.RELEASE_BUSY): (_S.RELEASING, _W.NOW),
     (_S.STOPPED, _I.RELEASE): (_S.STOPPED, _W.NOW),
+    # Two live processes with one identity: stop for good (the other one may go on).
+    (_S.FOLLOWING, _I.DUPLICATE): (_S.DUPLICATE, _W.NOW),
+    (_S.CONFIRMING, _I.DUPLICATE): (_S.DUPLICATE, _W.NOW),
+    (_S.DEPOSED, _I.DUPLICATE): (_S.DUPLICATE, _W.NOW),
+    (_S.RELEASE_PENDING, _I.DUPLICATE): (_S.DUPLICATE, _W.NOW),
+    (_S.RELEASE_CHECKING, _I.DUPLICATE): (_S.DUPLICATE, _W.NOW),
+    (_S.DUPLICATE, _I.RELEASE): (_S.DUPLICATE, _W.NOW),
 }
 
 # What each state asks for when nothing is in flight and its time has come.
@@ -224,6 +245,7 @@ _STOP_REASONS: dict[_Input, str] = {
     _I.EXPIRED_BUSY: "renew deadline passed",
     _I.RELEASE: "released",
     _I.RELEASE_BUSY: "released",
+    _I.DUPLICATE: "another process holds the lease under this identity",
 }
 
 
@@ -260,6 +282,7 @@ class LeaseRecord:
     acquire_time: str | None = None
     renew_time: str | None = None
     lease_transitions: int = 0
+    holder_instance: str = ""
 
 
 def _optional(spec: Mapping[str, Any], name: str, kind: type) -> Any:
@@ -281,6 +304,12 @@ def _parse_lease(document: Any) -> tuple[dict[str, Any], LeaseRecord]:
         spec = {}
     elif not isinstance(spec, dict):
         raise DecodeError("spec must be an object", path="spec")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    instance = (
+        annotations.get(HOLDER_INSTANCE_ANNOTATION) if isinstance(annotations, dict) else None
+    )
+    if not isinstance(instance, str) or len(instance) > _MAX_INSTANCE:
+        instance = ""
     record = LeaseRecord(
         resource_version=rv,
         holder_identity=_optional(spec, "holderIdentity", str) or "",
@@ -288,6 +317,7 @@ def _parse_lease(document: Any) -> tuple[dict[str, Any], LeaseRecord]:
         acquire_time=_optional(spec, "acquireTime", str),
         renew_time=_optional(spec, "renewTime", str),
         lease_transitions=_optional(spec, "leaseTransitions", int) or 0,
+        holder_instance=instance,
     )
     return document, record
 
@@ -310,8 +340,10 @@ class LeaderElector:
     """Campaigns for, holds and releases one Lease; see the module rules.
 
     ``identity`` must be unique among the candidates (client-go uses the hostname plus a
-    random suffix). Durations are seconds: ``lease_duration`` > ``renew_deadline`` >
-    ``JITTER_FACTOR * retry_period``, as client-go requires.
+    random suffix); ``instance``, a random id of this process, lets the machine detect a
+    second process started with the same identity (see the module rules). Durations are
+    seconds: ``lease_duration`` > ``renew_deadline`` > ``JITTER_FACTOR * retry_period``, as
+    client-go requires.
     """
 
     __slots__ = (
@@ -319,6 +351,7 @@ class LeaderElector:
         "_get",
         "_identity",
         "_in_flight",
+        "_instance",
         "_last_error",
         "_last_now",
         "_lease_duration",
@@ -334,6 +367,7 @@ class LeaderElector:
         "_sent",
         "_state",
         "_valid_until",
+        "_wrote",
     )
 
     def __init__(
@@ -346,7 +380,14 @@ class LeaderElector:
         lease_duration: float = 15.0,
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
+        instance: str | None = None,
     ) -> None:
+        if instance is not None and (
+            not isinstance(instance, str) or not instance or len(instance) > _MAX_INSTANCE
+        ):
+            raise LocalProtocolError(
+                "instance must be a non-empty string of 256 characters at most"
+            )
         if not isinstance(identity, str) or not identity:
             raise LocalProtocolError("identity must be a non-empty string")
         if not isinstance(rng, random.Random):
@@ -371,6 +412,8 @@ class LeaderElector:
         self._reported: str | None = None
         self._last_now = -math.inf
         self._last_error: KubeMoonError | None = None
+        self._instance = instance
+        self._wrote = False  # a write of this process succeeded (it held the lease)
 
     # --- what the adapter reads ---------------------------------------------------------
 
@@ -378,6 +421,11 @@ class LeaderElector:
     def state(self) -> LeaderState:
         """The current state."""
         return self._state
+
+    @property
+    def duplicate(self) -> bool:
+        """True once another live process was found holding the lease under this identity."""
+        return self._state is LeaderState.DUPLICATE
 
     @property
     def is_leader(self) -> bool:
@@ -388,6 +436,11 @@ class LeaderElector:
     def identity(self) -> str:
         """This candidate's identity."""
         return self._identity
+
+    @property
+    def renew_deadline(self) -> float:
+        """Seconds a leadership lasts after the send time of its last acknowledged write."""
+        return self._renew_deadline
 
     @property
     def lease(self) -> str:
@@ -408,6 +461,18 @@ class LeaderElector:
     def last_error(self) -> KubeMoonError | None:
         """Why the last failed request failed (an ApiError, a DecodeError), if one did."""
         return self._last_error
+
+    def valid_until(self, now: float) -> float | None:
+        """The local time this leadership ends (its renew deadline: the send time of the
+        last acknowledged write plus ``renew_deadline``), or None when not leading at
+        ``now``. A pure query: it changes nothing (call :meth:`tick` to act on expiry)."""
+        if self._state in _LEADING_STATES and now < self._valid_until:
+            return self._valid_until
+        return None
+
+    def may_write(self, now: float) -> bool:
+        """Whether the work this leadership guards may still write at ``now``."""
+        return self.valid_until(now) is not None
 
     def next_deadline(self) -> float | None:
         """When to call back (``tick`` then ``next_request``); None: wait for an answer.
@@ -543,12 +608,31 @@ class LeaderElector:
         except DecodeError as exc:
             self._last_error = exc
             return _Input.FAILED
+        before = self._observed
         self._observe(document, record, now, events)
         if op is not _Op.GET:
+            self._wrote = True
             return _Input.WRITTEN
         holder = record.holder_identity
         if holder == self._identity:
-            return _Input.MINE
+            instance = record.holder_instance
+            if self._instance is None or not instance or instance == self._instance:
+                return _Input.MINE
+            # Another process wrote it under this identity: a live one if this process
+            # wrote the lease too, or if it renews while followed; else an earlier one.
+            renewed = (
+                before is not None
+                and before != record
+                and before.holder_identity == holder
+                and before.holder_instance == instance
+            )
+            if self._wrote or renewed:
+                self._last_error = LocalProtocolError(
+                    f"the Lease {self.lease} is also held by another process with the "
+                    f"identity {holder!r} (instance {instance[:40]!r}, this one is "
+                    f"{self._instance!r}): replica identities must be unique"
+                )
+                return _Input.DUPLICATE
         seconds = record.lease_duration_seconds
         duration = self._lease_duration if seconds is None else float(seconds)
         if not holder or self._observed_time + duration <= now:
@@ -574,11 +658,15 @@ class LeaderElector:
             "renewTime": stamp,
             "leaseTransitions": 0,
         }
+        mine = {} if self._instance is None else {HOLDER_INSTANCE_ANNOTATION: self._instance}
         if self._state is LeaderState.CREATING:
+            metadata: dict[str, Any] = {"name": self._name, "namespace": self._namespace}
+            if mine:
+                metadata["annotations"] = mine
             return {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
-                "metadata": {"name": self._name, "namespace": self._namespace},
+                "metadata": metadata,
                 "spec": spec,
             }
         old, obj = self._observed, self._object
@@ -596,4 +684,11 @@ class LeaderElector:
         # Keep everything else of the observed object: metadata (with the resourceVersion
         # that makes the write conditional) and any spec field this machine does not own.
         old_spec = obj.get("spec")
-        return {**obj, "spec": {**(old_spec if isinstance(old_spec, dict) else {}), **spec}}
+        written = {**obj, "spec": {**(old_spec if isinstance(old_spec, dict) else {}), **spec}}
+        if mine:
+            old_meta = obj.get("metadata")
+            meta = dict(old_meta) if isinstance(old_meta, dict) else {}
+            annotations = meta.get("annotations")
+            meta["annotations"] = {**(annotations if isinstance(annotations, dict) else {}), **mine}
+            written["metadata"] = meta
+        return written

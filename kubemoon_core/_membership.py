@@ -363,6 +363,28 @@ class ShardMember:
             return self._valid_until
         return None
 
+    def write_deadline(self, now: float, shard_hash: int | None = None) -> float | None:
+        """The local time writes on behalf of this replica's ranges must stop (its renew
+        deadline), or None when it may not write at ``now``: its lease is not valid, or
+        ``shard_hash`` (an object's hash) lies in no range whose work may run (active or
+        stopping). A pure query: it changes nothing (call :meth:`tick` to act on expiry)."""
+        if self._state not in (MemberState.MEMBER, MemberState.LEAVING):
+            return None
+        if not now < self._valid_until:
+            return None
+        if shard_hash is not None and not any(
+            r.contains_hash(shard_hash)
+            for r, s in self._ranges.items()
+            if s in (RangeState.ACTIVE, RangeState.STOPPING)
+        ):
+            return None
+        return self._valid_until
+
+    def may_write(self, now: float, shard_hash: int | None = None) -> bool:
+        """Whether work of this replica (of the object hashing to ``shard_hash``) may write
+        at ``now``; see :meth:`write_deadline`."""
+        return self.write_deadline(now, shard_hash) is not None
+
     def ranges(self) -> Mapping[ShardRange, RangeState]:
         """Every range of this replica and its state."""
         return MappingProxyType(dict(self._ranges))

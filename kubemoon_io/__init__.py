@@ -23,6 +23,15 @@ from ._config import (
     load_kubeconfig,
 )
 from ._credentials import PLUGIN_OUTPUT_LIMIT, PLUGIN_TIMEOUT, CredentialProvider, PluginRun
+from ._gate import (
+    SendGuard,
+    arm_send_guard,
+    check_armed_guard,
+    current_send_guard,
+    disarm_send_guard,
+    gate_guard,
+    gated_writes,
+)
 from ._limits import raise_open_file_limit
 from ._logging import JsonLogFormatter, object_context
 from ._metrics import MetricsSource, RuntimeCollector
@@ -54,6 +63,13 @@ __all__ = [
     "JsonLogFormatter",
     "MetricsSource",
     "PluginRun",
+    "SendGuard",
+    "arm_send_guard",
+    "check_armed_guard",
+    "current_send_guard",
+    "disarm_send_guard",
+    "gate_guard",
+    "gated_writes",
     "ProxySettings",
     "ResponseTooLarge",
     "RuntimeCollector",

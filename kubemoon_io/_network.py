@@ -17,6 +17,8 @@ from typing import Any
 
 import httpcore
 
+from ._gate import check_armed_guard
+
 __all__ = ["ClosingNetworkBackend"]
 
 SocketOption = Any  # httpcore's SOCKET_OPTION (a tuple for setsockopt)
@@ -32,6 +34,7 @@ class _ClosingStream(httpcore.AsyncNetworkStream):
         return await self._stream.read(max_bytes, timeout)
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        check_armed_guard()  # a gated write: its authority must hold as its bytes go out
         await self._stream.write(buffer, timeout)
 
     async def aclose(self) -> None:

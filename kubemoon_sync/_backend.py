@@ -32,7 +32,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 
 import httpcore
 
-from kubemoon_io import TransportTimeout
+from kubemoon_io import TransportTimeout, check_armed_guard
 
 __all__ = [
     "LOOP_NAME",
@@ -369,6 +369,7 @@ class _DeadlineStream(httpcore.NetworkStream):
         return self._stream.read(max_bytes, _time_left(timeout, httpcore.ReadTimeout))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        check_armed_guard()  # a gated write: its authority must hold as its bytes go out
         self._stream.write(buffer, _time_left(timeout, httpcore.WriteTimeout))
 
     def close(self) -> None:

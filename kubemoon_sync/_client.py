@@ -8,7 +8,10 @@ nowhere else, and never logged. CRUD shares one connection pool; every stream (W
 a pool of its own with one connection, closed when the stream is closed or cancelled.
 Non-2xx answers become the core's typed ``ApiError``; network failures ``TransportError``.
 A 429 or 5xx that carries ``Retry-After`` is retried after that delay, a bounded number of
-times.
+times. A write made where a send guard is set (``kubemoon_io.gated_writes``: a reconcile
+that a Lease authorises) is checked by it through httpcore's ``trace`` extension, right
+before its headers and again before its body are written -- after the connection was
+taken and its TLS handshake done -- so a paused process never sends it on stale authority.
 """
 
 from __future__ import annotations
@@ -53,9 +56,13 @@ from kubemoon_core._watch import WatchDecoder, WatchEvent
 from kubemoon_io import (
     PLUGIN_TIMEOUT,
     ResponseTooLarge,
+    SendGuard,
     TransportTimeout,
     _tracing,
+    arm_send_guard,
     check_transport,
+    current_send_guard,
+    disarm_send_guard,
     load_config,
     load_in_cluster_config,
     load_kubeconfig,
@@ -90,6 +97,32 @@ _NETWORK_ERRORS = (
 )
 
 Headers = tuple[tuple[str, str], ...]
+
+# httpcore's trace events: a request starts being framed, its answer's head has been read
+# (or the exchange failed): between them the network stream checks the armed guard.
+_FRAMING = "http11.send_request_headers.started"
+_ANSWERED = frozenset(
+    {
+        "http11.receive_response_headers.complete",
+        "http11.receive_response_headers.failed",
+        "http11.response_closed.started",
+    }
+)
+
+
+def _guarded(extensions: dict[str, Any], guard: SendGuard, what: str) -> dict[str, Any]:
+    """``extensions`` with a trace callback that checks ``guard`` on the connection the
+    request will use (after its TLS handshake) and arms it for every socket write of the
+    request (each adapter's network stream checks it right before bytes go out)."""
+
+    def trace(event: str, info: Mapping[str, Any]) -> None:
+        if event == _FRAMING:
+            guard(what)  # raises AuthorityLost: httpcore closes the connection, sends nothing
+            arm_send_guard(guard, what)
+        elif event in _ANSWERED:
+            disarm_send_guard()
+
+    return {**extensions, "trace": trace}
 
 
 def _seconds(name: str, value: float) -> float:
@@ -675,6 +708,10 @@ class Client:
         else:
             base = self._base_url
             parsed = httpcore.URL(scheme=base.scheme, host=base.host, port=base.port, target=target)
+        if request.method != "GET":
+            guard = current_send_guard()
+            if guard is not None:
+                extensions = _guarded(extensions, guard, f"{request.method} {request.path}")
         return httpcore.Request(
             request.method, parsed, headers=headers, content=request.body, extensions=extensions
         )
@@ -690,7 +727,10 @@ class Client:
     ) -> Response:
         raw_request = self._raw_request(request, url, authorization, read_timeout)
         try:
-            raw = self._pool.handle_request(raw_request)
+            try:
+                raw = self._pool.handle_request(raw_request)
+            finally:
+                disarm_send_guard()  # however the exchange ended
             body = self._read_body(raw, deadline)
         except _NETWORK_ERRORS as exc:
             self.request_counts["<error>", request.method, self._host] += 1

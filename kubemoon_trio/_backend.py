@@ -23,6 +23,8 @@ from typing import Any, Protocol, TypeVar, cast
 import httpcore
 import trio
 
+from kubemoon_io import check_armed_guard
+
 __all__ = [
     "LOOP_NAME",
     "TASK_STATUS_IGNORED",
@@ -108,6 +110,31 @@ class TaskGroup:
         self._nursery.cancel_scope.cancel()
 
 
+class _GuardedTransport(trio.abc.Stream):
+    """The socket under a TLS stream, checking the armed send guard before each send:
+    ``trio.SSLStream`` encrypts, then takes a lock (a scheduler checkpoint) before it hands
+    the record to its transport, so the check must come here, where nothing yields before
+    the ``send`` system call (``kubemoon_io.check_armed_guard``)."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: trio.SocketStream) -> None:
+        self.inner = inner
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        check_armed_guard()
+        await self.inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        return await self.inner.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 class _TrioStream(httpcore.AsyncNetworkStream):
     """A trio stream as httpcore's connections use it: what ``httpcore.TrioStream`` does,
     with each read and write under one bare cancel scope instead of two context managers
@@ -164,6 +191,7 @@ class _TrioStream(httpcore.AsyncNetworkStream):
         await self._send(data, self._pending_timeout)
 
     async def _send(self, data: bytes, timeout: float | None) -> None:
+        check_armed_guard()  # a gated write: its authority must hold as its bytes go out
         try:
             if timeout is None:
                 await self._stream.send_all(data)
@@ -186,8 +214,11 @@ class _TrioStream(httpcore.AsyncNetworkStream):
     ) -> httpcore.AsyncNetworkStream:
         if self._pending:
             await self._flush()
+        transport = self._stream
+        if isinstance(transport, trio.SocketStream):
+            transport = _GuardedTransport(transport)
         tls = trio.SSLStream(
-            self._stream,
+            transport,
             ssl_context=ssl_context,
             server_hostname=server_hostname,
             https_compatible=True,
@@ -209,8 +240,8 @@ class _TrioStream(httpcore.AsyncNetworkStream):
 
     def _socket_stream(self) -> trio.SocketStream:
         stream = self._stream
-        while isinstance(stream, trio.SSLStream):
-            stream = stream.transport_stream
+        while isinstance(stream, trio.SSLStream | _GuardedTransport):
+            stream = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream.inner
         assert isinstance(stream, trio.SocketStream)
         return stream
 

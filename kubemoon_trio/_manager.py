@@ -159,6 +159,8 @@ class Manager:
                 lease_duration=leader_election.lease_duration,
                 renew_deadline=leader_election.renew_deadline,
                 retry_period=leader_election.retry_period,
+                # A random id per process: a second process with this identity is found.
+                instance=f"{random.SystemRandom().getrandbits(64):016x}",
             )
             self.election = LeaderElection(client, elector, on_result=self._lease_result)
             self.lease_name = f"{leader_election.namespace}/{leader_election.name}"

@@ -44,7 +44,7 @@ import trio
 from conftest import ConversionServer, accept_mirrors, eventually, install_crd
 
 from configmirror import CONFIGMAPS, CONFIGMIRRORS_V1BETA1
-from kubemoon_core import HASH_SPACE, assign_ranges, shard_hash
+from kubemoon_core import HASH_SPACE, GroupVersionResource, NotFound, assign_ranges, shard_hash
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client
 
@@ -65,6 +65,7 @@ rules:
     verbs: [create, update, patch, delete]
   - level: None
 """
+LEASES = GroupVersionResource("coordination.k8s.io", "v1", "leases")
 _FRACTION = re.compile(r"^kubemoon_shard_owned_fraction\{[^}]*\} (\S+)$", re.MULTILINE)
 _RECONCILES = re.compile(r"^controller_runtime_reconcile_total\{[^}]*\} (\S+)$", re.MULTILINE)
 
@@ -184,6 +185,7 @@ class Replica:
         log_dir: Path,
         *,
         sharded: bool = True,
+        leader: bool = False,
     ) -> None:
         self.identity = identity
         self.port = _free_port()
@@ -199,6 +201,12 @@ class Replica:
                 "--sharded", "--shard-identity", identity, "--lease-namespace", namespace,
                 "--lease-duration", str(LEASE), "--renew-deadline", str(RENEW),
                 "--retry-period", str(RETRY),
+            ]  # fmt: skip
+        if leader:
+            argv += [
+                "--leader-elect", "--identity", identity, "--lease-name", "configmirror-leader",
+                "--lease-namespace", namespace, "--lease-duration", str(LEASE),
+                "--renew-deadline", str(RENEW), "--retry-period", str(RETRY),
             ]  # fmt: skip
         self.log = log_dir / f"{identity}.log"
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
@@ -256,8 +264,10 @@ class Scene:
     started: float  # wall clock: audit events before it belong to other tests
     replicas: dict[str, Replica]
 
-    def start(self, identity: str, *, sharded: bool = True) -> Replica:
-        replica = Replica(self.cluster, identity, self.home, self.log_dir, sharded=sharded)
+    def start(self, identity: str, *, sharded: bool = True, leader: bool = False) -> Replica:
+        replica = Replica(
+            self.cluster, identity, self.home, self.log_dir, sharded=sharded, leader=leader
+        )
         self.replicas[identity] = replica
         return replica
 
@@ -625,3 +635,153 @@ async def test_the_audit_catches_two_unsharded_replicas_on_the_same_mirrors(
         writes = audit_writes(scene)
         broken = [key for key, ws in writes.items() if interleavings(ws, LEASE)]
         assert broken, "two unsharded replicas never interleaved on one object"
+
+
+# -- a paused replica (issue 31, defect 3) -------------------------------------------------------
+
+
+def writes_outside_validity(scene: Scene, identity: str, deadline: float) -> list[str]:
+    """``identity``'s writes of this test's objects (its own Leases aside) that no
+    successful write of its Lease authorised: the renew deadline runs from when a renew was
+    *sent*, which is no later than the apiserver received it, so a write received more
+    than ``deadline`` seconds after the last renew the server received and accepted
+    was sent outside the writer's validity."""
+    user = scene.cluster.username(identity)
+    namespaces = {scene.home, *scene.targets}
+    renews: list[float] = []
+    writes: list[tuple[float, str]] = []
+    with scene.cluster.audit_log.open(encoding="utf-8") as log:
+        for line in log:
+            event = json.loads(line)
+            ref = event.get("objectRef") or {}
+            if event["user"]["username"] != user or ref.get("namespace") not in namespaces:
+                continue
+            received = _timestamp(event["requestReceivedTimestamp"])
+            if received < scene.started or event.get("verb") not in WRITE_VERBS:
+                continue
+            code = (event.get("responseStatus") or {}).get("code", 0)
+            if ref.get("resource") == "leases":
+                if 200 <= code < 300:
+                    renews.append(received)
+            else:
+                writes.append(
+                    (received, f"{event['verb']} {ref.get('resource')}/{ref.get('name')}")
+                )
+    renews.sort()
+    late = []
+    for received, what in writes:
+        before = [r for r in renews if r <= received]
+        if not before or received - before[-1] > deadline:
+            since = received - before[-1] if before else float("inf")
+            late.append(f"{what} at {received:.3f}, {since:.3f} s after its last renew")
+    return late
+
+
+@pytest.mark.parametrize("round_", [1, 2, 3])
+async def test_a_paused_replica_writes_nothing_outside_its_validity(
+    gated: Cluster, tmp_path: Path, round_: int
+) -> None:
+    """SIGSTOP a replica while updates of its mirrors flow, past its Lease, then SIGCONT:
+    the audit log shows none of its writes outside its validity (within ``RENEW`` of a
+    renew the server accepted), no interleaving with the replicas that took over, and
+    every copy ends at the last version."""
+    count = 60
+    async with _scene(gated, tmp_path) as scene:
+        for identity in IDENTITIES:
+            scene.start(identity)
+        await scene.settled(IDENTITIES)
+        uids = await _create_mirrors(scene, count)
+        expected = dict.fromkeys(range(count), 0)
+        await _converged(scene, expected, timeout=60)
+        owners = _owners(uids, IDENTITIES)
+        mine = [int(m.removeprefix("mirror-")) for m, o in owners.items() if o == "replica-1"]
+        assert mine
+        version = 0
+
+        async def updates(stop: trio.Event) -> None:
+            nonlocal version
+            while not stop.is_set():
+                version += 1
+                for i in mine:
+                    await _update_source(scene, i, version)
+                    expected[i] = version
+                await trio.sleep(0.05)
+
+        paused = scene.replicas["replica-1"].process
+        stop = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(updates, stop)
+            await trio.sleep(1.5)  # its reconciles are running
+            paused.send_signal(signal.SIGSTOP)
+            try:
+                await trio.sleep(2 * LEASE + 2)  # the others take its range over
+            finally:
+                paused.send_signal(signal.SIGCONT)
+            await trio.sleep(2.0)  # its stale work wakes up while updates still flow
+            stop.set()
+        assert version >= 5
+        await _converged(scene, expected, timeout=60)
+        assert writes_outside_validity(scene, "replica-1", RENEW) == []
+        assert_no_interleaving(scene)
+        assert scene.replicas["replica-1"].alive(), scene._logs("the paused replica died")
+
+
+@pytest.mark.parametrize("round_", [1, 2, 3])
+async def test_a_paused_leader_writes_nothing_outside_its_validity(
+    gated: Cluster, tmp_path: Path, round_: int
+) -> None:
+    """The same pause for leader election: two ``--leader-elect`` replicas, the leader
+    frozen past its Lease while updates flow; the standby takes over, and the old leader's
+    writes all lie within ``RENEW`` of a renew the server accepted (it exits on waking,
+    having found its Lease lost)."""
+    count = 30
+    async with _scene(gated, tmp_path) as scene:
+        for identity in IDENTITIES[:2]:
+            scene.start(identity, sharded=False, leader=True)
+        name = "configmirror-leader"
+
+        async def holder() -> str | None:
+            try:
+                found = await scene.client.get(LEASES, name, namespace=scene.home)
+            except NotFound:
+                return None
+            value = (found.get("spec") or {}).get("holderIdentity")
+            return value if isinstance(value, str) and value else None
+
+        async def led() -> bool:
+            return await holder() is not None
+
+        await eventually(led, timeout=30, what="a leader")
+        leader = await holder()
+        assert leader in IDENTITIES[:2]
+        await _create_mirrors(scene, count)
+        expected = dict.fromkeys(range(count), 0)
+        await _converged(scene, expected, timeout=60)
+        version = 0
+
+        async def updates(stop: trio.Event) -> None:
+            nonlocal version
+            while not stop.is_set():
+                version += 1
+                for i in range(count):
+                    await _update_source(scene, i, version)
+                    expected[i] = version
+                await trio.sleep(0.05)
+
+        paused = scene.replicas[leader].process
+        stop = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(updates, stop)
+            await trio.sleep(1.5)
+            paused.send_signal(signal.SIGSTOP)
+            try:
+                await trio.sleep(2 * LEASE + 2)
+            finally:
+                paused.send_signal(signal.SIGCONT)
+            await trio.sleep(2.0)
+            stop.set()
+        assert version >= 5
+        await _converged(scene, expected, timeout=60)
+        assert await holder() != leader
+        assert writes_outside_validity(scene, leader, RENEW) == []
+        assert_no_interleaving(scene)

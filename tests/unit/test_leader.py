@@ -766,7 +766,14 @@ def test_the_lease_resource() -> None:
 
 
 def test_the_transition_table_covers_every_input_each_state_can_receive() -> None:
-    answers_to_get = {_Input.ABSENT, _Input.MINE, _Input.FREE, _Input.HELD, _Input.FAILED}
+    answers_to_get = {
+        _Input.ABSENT,
+        _Input.MINE,
+        _Input.FREE,
+        _Input.HELD,
+        _Input.FAILED,
+        _Input.DUPLICATE,
+    }
     answers_to_write = {_Input.WRITTEN, _Input.CONFLICT, _Input.FAILED}
     leader_timers = {_Input.EXPIRED, _Input.EXPIRED_BUSY}
     release = {_Input.RELEASE, _Input.RELEASE_BUSY}
@@ -782,6 +789,7 @@ def test_the_transition_table_covers_every_input_each_state_can_receive() -> Non
         S.RELEASE_CHECKING: answers_to_get | release,
         S.RELEASING: answers_to_write | release,
         S.STOPPED: {_Input.RELEASE},
+        S.DUPLICATE: {_Input.RELEASE},
     }
     actual: dict[LeaderState, set[_Input]] = {state: set() for state in LeaderState}
     for state, event in _TRANSITIONS:
@@ -821,3 +829,59 @@ def test_the_documented_takeover_bound_is_the_one_computed_from_the_defaults() -
 def test_the_elector_names_its_lease_for_log_lines() -> None:
     e = LeaderElector(name="demo", namespace="kube-system", identity=ME, rng=NoJitter())
     assert e.lease == "kube-system/demo"
+
+
+# --- duplicate identities (issue 31, defect 12) ----------------------------------------
+
+
+def instanced(holder: str, rv: str, instance: str) -> dict[str, Any]:
+    document = lease(holder, rv)
+    document["metadata"]["annotations"] = {"kubemoon.dev/holder-instance": instance}
+    return document
+
+
+def test_a_leader_stops_for_good_when_another_process_holds_its_identity() -> None:
+    e = new_elector(instance="mine")
+    send(e, 0.0, "GET")
+    answer(e, 0.0, 404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+    post = send(e, 0.0, "POST")
+    assert body(post)["metadata"]["annotations"] == {"kubemoon.dev/holder-instance": "mine"}
+    answer(e, 0.0, 201, instanced(ME, "1", "mine"))
+    assert e.is_leader
+    # The twin renewed over this one's version: the next renew conflicts, the GET shows it.
+    put = send(e, 2.0, "PUT")
+    assert body(put)["metadata"]["annotations"]["kubemoon.dev/holder-instance"] == "mine"
+    answer(e, 2.0, 409, {"kind": "Status", "code": 409, "reason": "Conflict"})
+    send(e, 2.0, "GET")
+    events = answer(e, 2.0, 200, instanced(ME, "3", "twin"))
+    assert StoppedLeading("another process holds the lease under this identity") in events
+    assert e.state is LeaderState.DUPLICATE and e.duplicate and not e.is_leader
+    assert "also held by another process" in str(e.last_error)
+    assert e.next_request(10.0, wall(10.0)) is None and e.next_deadline() is None
+    assert e.release(11.0) == [] and e.state is LeaderState.DUPLICATE
+
+
+def test_a_follower_waits_out_an_earlier_process_and_stops_on_a_live_twin() -> None:
+    # A restart: the Lease names this identity with an old instance, unchanged: taken
+    # once it expired, as another holder's would be.
+    e = new_elector(instance="new")
+    send(e, 0.0, "GET")
+    answer(e, 0.0, 200, instanced(ME, "5", "old"))
+    assert e.state is LeaderState.FOLLOWING
+    send(e, 15.0, "GET")
+    answer(e, 15.0, 200, instanced(ME, "5", "old"))
+    assert e.state is LeaderState.ACQUIRING
+    # A live twin: its record changes while this one follows.
+    t = new_elector(instance="late")
+    send(t, 0.0, "GET")
+    answer(t, 0.0, 200, instanced(ME, "5", "twin"))
+    send(t, 3.0, "GET")
+    answer(t, 3.0, 200, instanced(ME, "6", "twin"))
+    assert t.state is LeaderState.DUPLICATE
+    # Without an instance (or a Lease without the annotation) the identity alone counts.
+    plain = new_elector()
+    send(plain, 0.0, "GET")
+    answer(plain, 0.0, 200, instanced(ME, "5", "other"))
+    assert plain.state is LeaderState.ACQUIRING
+    with pytest.raises(LocalProtocolError, match="instance"):
+        new_elector(instance="")
