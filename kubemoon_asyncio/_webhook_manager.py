@@ -42,6 +42,7 @@ from kubemoon_core import (
     WebhookDeclarations,
     WebhookEndpoint,
     WriteOptions,
+    webhook_drift,
 )
 from kubemoon_io import CertificateMaterial, ServingCertificate, require_cryptography
 
@@ -370,11 +371,51 @@ class WebhookManager:
                     "metadata": {"name": name},
                     "webhooks": [],
                 }
-            ok = await self._apply_one(resource, body, field_manager) and ok
+                ok = await self._apply_one(resource, body, field_manager) and ok
+                continue
+            ok = await self._converge(resource, body, field_manager) and ok
         for crd in configs.conversions:
             ok = await self._clear_other_client_config(crd, field_manager) and ok
             ok = await self._apply_one(CRDS, crd, field_manager) and ok
         return ok
+
+    async def _converge(
+        self, resource: GroupVersionResource, body: dict[str, Any], field_manager: str
+    ) -> bool:
+        """Make the live configuration what ``body`` declares, field for field.
+
+        Server-side apply leaves alone every field the body does not set, so a
+        ``matchConditions`` or a selector added by hand would survive it and switch the
+        webhook off for the requests it excludes: a drifted object is put back whole (a
+        conditional PUT of the declared ``webhooks``), with a WARNING naming the fields.
+        """
+        client = self.manager.client
+        name = body["metadata"]["name"]
+        try:
+            live: dict[str, Any] | None = await client.get(resource, name)
+        except NotFound:
+            live = None
+        except KubeMoonError as exc:
+            return self._failed("get", resource.resource, exc)
+        if live is not None:
+            drift = webhook_drift(body, live)
+            if drift:
+                logger.warning(
+                    "webhooks: %s %s was edited outside its declaration (%s); putting it back",
+                    body["kind"],
+                    name,
+                    ", ".join(drift[:20]) + (" ..." if len(drift) > 20 else ""),
+                )
+                fixed = dict(live)
+                fixed["webhooks"] = body["webhooks"]
+                try:
+                    await client.replace(
+                        resource, fixed, options=WriteOptions(field_manager=field_manager)
+                    )
+                except KubeMoonError as exc:  # a conflict included: the next pass retries
+                    return self._failed("update", resource.resource, exc)
+                self._succeeded("update", resource.resource)
+        return await self._apply_one(resource, body, field_manager)
 
     async def _clear_other_client_config(self, crd: dict[str, Any], field_manager: str) -> bool:
         """A CRD installed with a ``service`` (or ``url``) its creator owns keeps it under
