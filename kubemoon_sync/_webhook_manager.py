@@ -38,6 +38,7 @@ from kubemoon_core import (
     KubeMoonError,
     LocalProtocolError,
     NotFound,
+    PatchType,
     WebhookConfigurations,
     WebhookDeclarations,
     WebhookEndpoint,
@@ -406,15 +407,23 @@ class WebhookManager:
                     name,
                     ", ".join(drift[:20]) + (" ..." if len(drift) > 20 else ""),
                 )
-                fixed = dict(live)
-                fixed["webhooks"] = body["webhooks"]
+                # A JSON patch (the ``patch`` verb the RBAC already grants), conditional on
+                # the version read: a concurrent edit fails the test and the next pass retries.
+                version = (live.get("metadata") or {}).get("resourceVersion", "")
+                fix = [
+                    {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+                    {"op": "replace", "path": "/webhooks", "value": body["webhooks"]},
+                ]
                 try:
-                    client.replace(
-                        resource, fixed, options=WriteOptions(field_manager=field_manager)
+                    client.patch(
+                        resource,
+                        name,
+                        fix,
+                        patch_type=PatchType.JSON,
+                        options=WriteOptions(field_manager=field_manager),
                     )
-                except KubeMoonError as exc:  # a conflict included: the next pass retries
-                    return self._failed("update", resource.resource, exc)
-                self._succeeded("update", resource.resource)
+                except KubeMoonError as exc:
+                    return self._failed("patch", resource.resource, exc)
         return self._apply_one(resource, body, field_manager)
 
     def _clear_other_client_config(self, crd: dict[str, Any], field_manager: str) -> bool:
