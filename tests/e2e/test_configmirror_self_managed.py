@@ -271,9 +271,8 @@ async def test_a_hand_edit_that_switches_the_webhook_off_is_put_back_within_one_
         caplog.set_level(logging.WARNING, logger="kubemoon")
         stored = await client.replace(VALIDATING, edited)
         assert stored["webhooks"][0].get(field) != hook.get(field)  # the edit took
-        # The edit switches the check off (failurePolicy alone does not, the server is up).
-        if field != "failurePolicy":
-            await eventually(lambda: _not(enforced), what="the edit switching the webhook off")
+        # Not asserted here that the edit switches the check off for a while: the leader
+        # may put it back (2 s resync) before the apiserver's webhook cache sees it.
 
         async def restored() -> bool:
             live = await client.get(VALIDATING, "configmirror-validating")
@@ -293,10 +292,6 @@ async def test_a_hand_edit_that_switches_the_webhook_off_is_put_back_within_one_
         await eventually(enforced, what="the tenancy check back on")
     finally:
         await replica.stop()
-
-
-async def _not(check: Any) -> bool:
-    return not await check()
 
 
 def forged_review(user: str, targets: list[str], home: str) -> bytes:
