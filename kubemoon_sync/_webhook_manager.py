@@ -392,12 +392,13 @@ class WebhookManager:
         """
         client = self.manager.client
         name = body["metadata"]["name"]
+        unread: KubeMoonError | None = None
         try:
             live: dict[str, Any] | None = client.get(resource, name)
         except NotFound:
             live = None
-        except KubeMoonError as exc:
-            return self._failed("get", resource.resource, exc)
+        except KubeMoonError as exc:  # apply anyway; the apply's own failure says more
+            live, unread = None, exc
         if live is not None:
             drift = webhook_drift(body, live)
             if drift:
@@ -424,7 +425,9 @@ class WebhookManager:
                     )
                 except KubeMoonError as exc:
                     return self._failed("patch", resource.resource, exc)
-        return self._apply_one(resource, body, field_manager)
+        if not self._apply_one(resource, body, field_manager):
+            return False
+        return True if unread is None else self._failed("get", resource.resource, unread)
 
     def _clear_other_client_config(self, crd: dict[str, Any], field_manager: str) -> bool:
         """A CRD installed with a ``service`` (or ``url``) its creator owns keeps it under
