@@ -124,6 +124,7 @@ class ConfigMirrorOperator:
                 secret=opts.webhook_secret,
                 advertise_host=opts.webhook_advertise_host,
                 client_ca_file=opts.webhook_client_ca_file,
+                resync=opts.webhook_resync,
             )
             self.webhook_server = self.webhooks.server
         elif opts.webhook_address is not None:  # served on every replica, leader or not

@@ -37,6 +37,8 @@ class OperatorOptions:
     webhook_service: tuple[str, str, int] | None = None
     webhook_secret: tuple[str, str] | None = None
     webhook_advertise_host: str | None = None
+    # How often the leader puts the configurations back as declared (seconds).
+    webhook_resync: float = 60.0
     # Mutual TLS on the webhook port (either mode): only clients presenting a certificate
     # this CA (PEM file) signed -- the API server's -- are answered.
     webhook_client_ca_file: str | None = None

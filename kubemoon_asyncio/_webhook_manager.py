@@ -38,10 +38,12 @@ from kubemoon_core import (
     KubeMoonError,
     LocalProtocolError,
     NotFound,
+    PatchType,
     WebhookConfigurations,
     WebhookDeclarations,
     WebhookEndpoint,
     WriteOptions,
+    webhook_drift,
 )
 from kubemoon_io import CertificateMaterial, ServingCertificate, require_cryptography
 
@@ -370,11 +372,62 @@ class WebhookManager:
                     "metadata": {"name": name},
                     "webhooks": [],
                 }
-            ok = await self._apply_one(resource, body, field_manager) and ok
+                ok = await self._apply_one(resource, body, field_manager) and ok
+                continue
+            ok = await self._converge(resource, body, field_manager) and ok
         for crd in configs.conversions:
             ok = await self._clear_other_client_config(crd, field_manager) and ok
             ok = await self._apply_one(CRDS, crd, field_manager) and ok
         return ok
+
+    async def _converge(
+        self, resource: GroupVersionResource, body: dict[str, Any], field_manager: str
+    ) -> bool:
+        """Make the live configuration what ``body`` declares, field for field.
+
+        Server-side apply leaves alone every field the body does not set, so a
+        ``matchConditions`` or a selector added by hand would survive it and switch the
+        webhook off for the requests it excludes: a drifted object is put back whole (a
+        conditional PUT of the declared ``webhooks``), with a WARNING naming the fields.
+        """
+        client = self.manager.client
+        name = body["metadata"]["name"]
+        unread: KubeMoonError | None = None
+        try:
+            live: dict[str, Any] | None = await client.get(resource, name)
+        except NotFound:
+            live = None
+        except KubeMoonError as exc:  # apply anyway; the apply's own failure says more
+            live, unread = None, exc
+        if live is not None:
+            drift = webhook_drift(body, live)
+            if drift:
+                logger.warning(
+                    "webhooks: %s %s was edited outside its declaration (%s); putting it back",
+                    body["kind"],
+                    name,
+                    ", ".join(drift[:20]) + (" ..." if len(drift) > 20 else ""),
+                )
+                # A JSON patch (the ``patch`` verb the RBAC already grants), conditional on
+                # the version read: a concurrent edit fails the test and the next pass retries.
+                version = (live.get("metadata") or {}).get("resourceVersion", "")
+                fix = [
+                    {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+                    {"op": "replace", "path": "/webhooks", "value": body["webhooks"]},
+                ]
+                try:
+                    await client.patch(
+                        resource,
+                        name,
+                        fix,
+                        patch_type=PatchType.JSON,
+                        options=WriteOptions(field_manager=field_manager),
+                    )
+                except KubeMoonError as exc:
+                    return self._failed("patch", resource.resource, exc)
+        if not await self._apply_one(resource, body, field_manager):
+            return False
+        return True if unread is None else self._failed("get", resource.resource, unread)
 
     async def _clear_other_client_config(self, crd: dict[str, Any], field_manager: str) -> bool:
         """A CRD installed with a ``service`` (or ``url``) its creator owns keeps it under

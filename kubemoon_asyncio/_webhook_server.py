@@ -616,6 +616,8 @@ class WebhookServer:
         in_flight, latency = self._metrics.children(webhook)
         in_flight.inc()
         review = _tracing.review_span(method, target, headers)
+        if review.ignored is not None:  # a fixed phrase: never the caller's text
+            self._warn(("tracestate",), "webhook request: %s ignored", review.ignored)
         try:
             if reply is None:
                 reply = await self._read_and_handle(

@@ -320,6 +320,7 @@ from ._webhook_config import (
     WebhookDeclaration,
     WebhookDeclarations,
     WebhookEndpoint,
+    webhook_drift,
 )
 
 __version__ = "0.1.0"
@@ -335,6 +336,7 @@ __all__ = [
     "WebhookDeclaration",
     "WebhookDeclarations",
     "WebhookEndpoint",
+    "webhook_drift",
     "initial_change",
     "LOW_PRIORITY",
     "NORMAL_PRIORITY",

@@ -44,6 +44,7 @@ __all__ = [
     "WebhookDeclaration",
     "WebhookDeclarations",
     "WebhookEndpoint",
+    "webhook_drift",
 ]
 
 _OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT", "*"})
@@ -464,6 +465,84 @@ def _admission_entry(d: WebhookDeclaration, client_config: dict[str, Any]) -> di
     if d.object_selector is not None:
         entry["objectSelector"] = dict(d.object_selector)
     return entry
+
+
+# -- drift -------------------------------------------------------------------------------
+
+# Every field of an admission webhook entry that decides which requests reach it or how
+# they fail. Server-side apply owns only the fields a body sets, so a field added by hand
+# (matchConditions, a selector) survives every apply: these are compared one by one.
+_ENTRY_FIELDS = (
+    "clientConfig",
+    "rules",
+    "matchConditions",
+    "objectSelector",
+    "namespaceSelector",
+    "failurePolicy",
+    "matchPolicy",
+    "sideEffects",
+    "timeoutSeconds",
+    "admissionReviewVersions",
+    "reinvocationPolicy",
+)
+# What the apiserver stores for a field a body leaves out (so "left out" never reads as drift).
+_ENTRY_DEFAULTS: dict[str, Any] = {
+    "matchConditions": [],
+    "objectSelector": {},
+    "namespaceSelector": {},
+    "failurePolicy": "Fail",
+    "matchPolicy": "Equivalent",
+    "timeoutSeconds": 10,
+}
+
+
+def _normal_entry(entry: Mapping[str, Any], mutating: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in _ENTRY_FIELDS:
+        if key == "reinvocationPolicy" and not mutating:
+            continue
+        value = entry.get(key)
+        if value is None:
+            value = "Never" if key == "reinvocationPolicy" else _ENTRY_DEFAULTS.get(key)
+        if key == "clientConfig" and isinstance(value, Mapping):
+            value = dict(value)
+            service = value.get("service")
+            if isinstance(service, Mapping):
+                value["service"] = {"port": 443, **service}
+        if key == "rules" and isinstance(value, list):
+            value = [{"scope": "*", **r} if isinstance(r, Mapping) else r for r in value]
+        out[key] = value
+    return out
+
+
+def webhook_drift(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> list[str]:
+    """The fields where a live webhook configuration differs from the declared one.
+
+    ``desired`` is the body :meth:`WebhookDeclarations.configurations` derives, ``observed``
+    the object as stored. Each entry is ``<webhook name>.<field>`` for a changed field,
+    ``<name>`` for a declared webhook that is missing or an extra one added by hand, and
+    ``webhooks`` when the order differs. Empty when the two agree field for field
+    (apiserver defaults for fields the declaration leaves out count as agreeing).
+    """
+    mutating = str(desired.get("kind", "")).startswith("Mutating")
+    wanted = [e for e in desired.get("webhooks") or () if isinstance(e, Mapping)]
+    found_list = observed.get("webhooks") or ()
+    found = {str(e.get("name")): e for e in found_list if isinstance(e, Mapping)}
+    drift: list[str] = []
+    names = [str(e.get("name")) for e in wanted]
+    for entry in wanted:
+        name = str(entry.get("name"))
+        live = found.get(name)
+        if live is None:
+            drift.append(name)
+            continue
+        a = _normal_entry(entry, mutating)
+        b = _normal_entry(live, mutating)
+        drift.extend(f"{name}.{key}" for key in a if a[key] != b[key])
+    drift.extend(n for n in found if n not in names)
+    if not drift and [str(e.get("name")) for e in found_list if isinstance(e, Mapping)] != names:
+        drift.append("webhooks")
+    return drift
 
 
 # -- certificates ------------------------------------------------------------------------

@@ -28,6 +28,7 @@ import functools
 import inspect
 import json
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -132,10 +133,62 @@ def trace_headers() -> Sequence[tuple[bytes, bytes]]:
         return _NO_HEADERS
     parent = f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
     headers = [(b"traceparent", parent.encode("ascii"))]
-    state = context.trace_state.to_header()
+    state = propagated_tracestate(context.trace_state.to_header())
     if state:
         headers.append((b"tracestate", state.encode("latin-1")))
     return headers
+
+
+MAX_PROPAGATED_TRACESTATE: Final = 512
+"""The longest ``tracestate`` sent on (W3C: a propagator SHOULD send at most 512)."""
+_LONG_MEMBER = 128
+
+
+def propagated_tracestate(state: str) -> str:
+    """``state`` cut to :data:`MAX_PROPAGATED_TRACESTATE` characters, as W3C suggests:
+    members longer than 128 characters go first, then members from the end. A caller's
+    valid 8 KiB tracestate would otherwise ride on every request a handler makes."""
+    if len(state) <= MAX_PROPAGATED_TRACESTATE:
+        return state
+    members = [m.strip() for m in state.split(",") if m.strip()]
+    members = [m for m in members if len(m) <= _LONG_MEMBER]
+    while members and len(",".join(members)) > MAX_PROPAGATED_TRACESTATE:
+        members.pop()
+    return ",".join(members)
+
+
+# W3C Trace Context tracestate list members (key "=" value), checked here so that the
+# OpenTelemetry propagator never sees a malformed one: it logs a WARNING per request that
+# quotes the caller's text.
+_STATE_KEY = re.compile(
+    r"[a-z][a-z0-9_*/-]{0,255}|[a-z0-9][a-z0-9_*/-]{0,240}@[a-z][a-z0-9_*/-]{0,13}"
+)
+_STATE_VALUE = re.compile(r"[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]")
+_MAX_MEMBERS = 32
+
+
+def tracestate_problem(values: Sequence[str]) -> str | None:
+    """Why the ``tracestate`` header lines ``values`` are not valid W3C, or None.
+
+    The reason is one of a few fixed phrases, never the caller's text, so it is safe to log.
+    """
+    if sum(len(value) + 1 for value in values) > _MAX_TRACESTATE:
+        return f"tracestate longer than {_MAX_TRACESTATE} characters"
+    keys: set[str] = set()
+    for value in values:
+        for raw in value.split(","):
+            member = raw.strip(" \t")
+            if not member:
+                continue
+            key, sep, item = member.partition("=")
+            if not sep or not _STATE_KEY.fullmatch(key) or not _STATE_VALUE.fullmatch(item):
+                return "tracestate with a malformed list member"
+            if key in keys:
+                return "tracestate with a duplicate key"
+            keys.add(key)
+            if len(keys) > _MAX_MEMBERS:
+                return f"tracestate with more than {_MAX_MEMBERS} list members"
+    return None
 
 
 # Longer values are dropped here, silently: the propagator would log a warning for each,
@@ -522,11 +575,13 @@ def leader_transition(event: object, identity: str) -> None:
 class ReviewSpan:
     """The span of one webhook request; :meth:`end` closes it with the reply."""
 
-    __slots__ = ("_span", "_token")
+    __slots__ = ("_span", "_token", "ignored")
 
-    def __init__(self, span: Span | None, token: object | None) -> None:
+    def __init__(self, span: Span | None, token: object | None, ignored: str | None = None) -> None:
         self._span = span
         self._token = token
+        #: Why the caller's ``tracestate`` was ignored (a fixed phrase), or None.
+        self.ignored = ignored
 
     def end(self, reply: Any) -> None:
         """Record ``reply`` (status, webhook, outcome, allowed) and end the span."""
@@ -559,14 +614,20 @@ _NO_REVIEW = ReviewSpan(None, None)
 def review_span(method: str, target: str, headers: Sequence[tuple[str, str]]) -> ReviewSpan:
     """Start the SERVER span of a webhook request, continuing the caller's ``traceparent``.
 
-    A malformed ``traceparent`` or ``tracestate`` is ignored (a new trace starts), as
-    W3C Trace Context asks. The span is current until :meth:`ReviewSpan.end`.
+    A malformed ``traceparent`` is ignored (a new trace starts), as W3C Trace Context
+    asks; a malformed ``tracestate`` is dropped (the trace continues without it) and
+    :attr:`ReviewSpan.ignored` says why, for the server's rate-limited log. The span is
+    current until :meth:`ReviewSpan.end`.
     """
     tracer = _tracer()
     if tracer is None:
         return _NO_REVIEW
     assert _otel_trace is not None
     assert _PROPAGATOR is not None
+    states = [value for name, value in headers if name.lower() == "tracestate"]
+    ignored = tracestate_problem(states) if states else None
+    if ignored is not None:  # the trace continues without the caller's tracestate
+        headers = [(name, value) for name, value in headers if name.lower() != "tracestate"]
     parent = _PROPAGATOR.extract(headers, context=_otel_context.Context(), getter=_GETTER)
     path = target.split("?", 1)[0]
     span = tracer.start_span(
@@ -576,7 +637,7 @@ def review_span(method: str, target: str, headers: Sequence[tuple[str, str]]) ->
         attributes={"http.request.method": method, "url.path": path, "http.route": path},
     )
     token = _otel_context.attach(_otel_trace.set_span_in_context(span))
-    return ReviewSpan(span, token)
+    return ReviewSpan(span, token, ignored)
 
 
 def current_span() -> Any:

@@ -217,6 +217,83 @@ async def test_a_tenant_gets_no_copies_elsewhere_through_the_registered_configur
         await trio.to_thread.run_sync(lambda: server.delete_namespace(other))
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("matchConditions", [{"name": "off", "expression": "false"}]),
+        ("objectSelector", {"matchLabels": {"nobody": "has-this"}}),
+        ("namespaceSelector", {"matchLabels": {"nobody": "has-this"}}),
+        ("failurePolicy", "Ignore"),
+        ("rules", "narrowed"),
+    ],
+)
+async def test_a_hand_edit_that_switches_the_webhook_off_is_put_back_within_one_resync(
+    configmirror_api: ApiServer,
+    client: Client,
+    start_operator: StartOperator,
+    kube_namespace: str,
+    registered: None,
+    caplog: pytest.LogCaptureFixture,
+    field: str,
+    value: Any,
+) -> None:
+    """Server-side apply owns only the fields the declaration sets: an edit adding a
+    field (matchConditions, a selector) or changing one must still be undone by the next
+    resync, with a WARNING naming the field, and the tenancy check holds again."""
+    home = kube_namespace
+    await client.create(CONFIGMAPS, {"metadata": {"name": "settings"}}, namespace=home)
+    resync = 2.0
+    replica = await start_operator(
+        namespaces=(home,),
+        webhook_address=("127.0.0.1", 0),
+        webhook_self_managed=True,
+        webhook_secret=(home, "configmirror-webhook-certs"),
+        webhook_resync=resync,
+    )
+    names = iter(range(1000))
+
+    async def enforced() -> bool:
+        try:
+            await client.create(CONFIGMIRRORS, mirror(f"bad-{next(names)}", [home]), namespace=home)
+        except ApiError as exc:
+            return "denied the request" in str(exc)
+        return False
+
+    try:
+        await eventually(enforced, what="the validating webhook")
+        declared = await client.get(VALIDATING, "configmirror-validating")
+        (hook,) = declared["webhooks"]
+        edited = json.loads(json.dumps(declared))
+        if field == "rules":
+            edited["webhooks"][0]["rules"][0]["operations"] = ["DELETE"]
+        else:
+            edited["webhooks"][0][field] = value
+        caplog.set_level(logging.WARNING, logger="kubemoon")
+        stored = await client.replace(VALIDATING, edited)
+        assert stored["webhooks"][0].get(field) != hook.get(field)  # the edit took
+        # Not asserted here that the edit switches the check off for a while: the leader
+        # may put it back (2 s resync) before the apiserver's webhook cache sees it.
+
+        async def restored() -> bool:
+            live = await client.get(VALIDATING, "configmirror-validating")
+            return bool(live["webhooks"][0].get(field) == hook.get(field))
+
+        with trio.fail_after(resync * 10):
+            await eventually(restored, timeout=resync * 10, what=f"{field} put back")
+        live = await client.get(VALIDATING, "configmirror-validating")
+        for key in hook:
+            assert live["webhooks"][0][key] == hook[key], key
+        warned = [
+            r.getMessage()
+            for r in caplog.records
+            if r.levelno == logging.WARNING and "edited outside its declaration" in r.getMessage()
+        ]
+        assert any(f".{field}" in message for message in warned), warned
+        await eventually(enforced, what="the tenancy check back on")
+    finally:
+        await replica.stop()
+
+
 def forged_review(user: str, targets: list[str], home: str) -> bytes:
     """A validating review of a v1beta1 mirror reaching ``targets``, as ``user``."""
     obj = {

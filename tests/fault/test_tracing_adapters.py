@@ -5,6 +5,7 @@ webhook server continues the caller's trace."""
 from __future__ import annotations
 
 import json
+import logging
 import ssl
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -274,3 +275,109 @@ async def test_hostile_trace_headers_on_the_webhook_port_are_bounded(
         assert span.context is not None
         assert f"{span.context.trace_id:032x}" == CALLER.split("-")[1]  # the first one wins
         assert len(span.context.trace_state) == 0  # over 32 entries: dropped, not kept
+
+
+async def test_bad_tracestates_log_a_bounded_number_of_safe_warnings_on_every_adapter(
+    adapter: Adapter, spans: InMemorySpanExporter, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A caller chooses ``tracestate``: 100 malformed ones (33 entries, a bad key, non-ASCII
+    and control characters) give at most a few rate-limited WARNING lines, none quoting
+    the caller's text, and the reviews are still answered in the caller's trace."""
+    certs = WebhookCertificates.create(tmp_path / "certs")
+    app = WebhookApp()
+    app.validating("/validate", lambda request: AdmissionResponse.allow(), name="configmaps")
+    bad = [
+        ",".join(f"k{i}=v" for i in range(33)),
+        "Bad-Key=v",
+        "k=\u00e9\u00e9\x1b[31mINJECTED",
+    ]
+    async with ScriptedServer() as api:
+        client = adapter.client(api.client_config())
+        manager = adapter.module.Manager(client)
+        server = adapter.module.WebhookServer(
+            app,
+            cert_file=certs.cert_file,
+            key_file=certs.key_file,
+            reload_interval=0.0,
+            registry=manager.registry,
+        )
+        manager.add_webhook_server(server)
+        caplog.set_level(logging.DEBUG)
+        async with trio.open_nursery() as nursery:
+            run = await start_background(adapter, nursery, manager.run)
+            try:
+                with trio.fail_after(10):
+                    while not server.serving:
+                        await trio.sleep(0.01)
+                context = ssl.create_default_context(cadata=certs.ca_bundle.decode("ascii"))
+                async with httpcore.AsyncConnectionPool(ssl_context=context) as pool:
+                    for i in range(100):
+                        state = bad[i % len(bad)].encode("utf-8")
+                        response = await pool.request(
+                            "POST",
+                            f"{server.url}/validate?timeout=10s",
+                            headers=[
+                                (b"Content-Type", b"application/json"),
+                                (b"traceparent", CALLER.encode()),
+                                (b"tracestate", state),
+                            ],
+                            content=review(),
+                        )
+                        assert response.status == 200
+            finally:
+                call_soon(adapter, manager.stop)
+                await run.wait()
+        await adapter.close(client)
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert 1 <= len(warnings) <= 3, [r.getMessage() for r in warnings]
+    for record in warnings:
+        text = record.getMessage()
+        assert "tracestate" in text
+        for raw in ("\u00e9", "\x1b", "INJECTED", "Bad-Key", "k32"):
+            assert raw not in text, text
+    reviews = [s for s in spans.get_finished_spans() if s.kind is SpanKind.SERVER]
+    assert len(reviews) == 100
+    for span in reviews:
+        assert span.context is not None
+        assert f"{span.context.trace_id:032x}" == CALLER.split("-")[1]
+        assert len(span.context.trace_state) == 0
+
+
+def test_a_long_valid_tracestate_is_propagated_cut_to_the_cap(
+    spans: InMemorySpanExporter,
+) -> None:
+    """A valid 7.8 KiB tracestate continues the trace, but what every request the handler
+    makes carries is at most 512 characters: long members first, then from the end."""
+    members = [f"k{i}=" + "v" * 230 for i in range(30)]  # 30 x 235 = ~7 KiB
+    members[1:1] = [f"s{i}=short{i}" for i in range(2)]
+    state = ",".join(members)
+    assert 7_000 < len(state) <= 8192
+    review_span_ = _tracing.review_span(
+        "POST", "/validate", [("traceparent", CALLER), ("tracestate", state)]
+    )
+    assert review_span_.ignored is None
+    try:
+        headers = dict(_tracing.trace_headers())
+    finally:
+        review_span_.end(None)
+    sent = headers[b"tracestate"].decode()
+    assert len(sent) <= _tracing.MAX_PROPAGATED_TRACESTATE
+    assert sent == "s0=short0,s1=short1"
+    assert headers[b"traceparent"].decode().split("-")[1] == CALLER.split("-")[1]
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        ("a=1,b=2", "a=1,b=2"),
+        (",".join(f"k{i:02d}=" + "v" * 60 for i in range(10)), None),
+        ("big=" + "v" * 600 + ",a=1", "a=1"),
+    ],
+)
+def test_the_propagated_tracestate_cap(state: str, expected: str | None) -> None:
+    out = _tracing.propagated_tracestate(state)
+    assert len(out) <= _tracing.MAX_PROPAGATED_TRACESTATE
+    if expected is not None:
+        assert out == expected
+    else:  # members are dropped from the end, whole, in order
+        assert state.startswith(out) and len(out) > 400 and out.count(",") == 6

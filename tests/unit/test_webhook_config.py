@@ -337,3 +337,92 @@ def test_a_declared_body_limit_reaches_the_served_route() -> None:
     config = declared.configurations(WebhookEndpoint(url="https://127.0.0.1:9443"))
     assert config.validating is not None
     assert "maxBodySize" not in str(config.validating)
+
+
+# -- drift: the live configuration compared with the declaration, field for field ----------
+
+
+def _stored(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` as the apiserver stores it: defaults filled in, metadata added."""
+    import copy
+
+    live = copy.deepcopy(body)
+    live["metadata"] = {**live["metadata"], "resourceVersion": "7", "uid": "u"}
+    for entry in live["webhooks"]:
+        entry.setdefault("namespaceSelector", {})
+        entry.setdefault("objectSelector", {})
+        entry.setdefault("matchConditions", [])
+    return live
+
+
+def _declared() -> tuple[dict[str, Any], dict[str, Any]]:
+    from kubemoon_core import webhook_drift  # noqa: F401 (the public name exists)
+
+    configs = hooks().configurations(WebhookEndpoint(url="https://h:9443"), ca_bundle=b"PEM")
+    assert configs.validating is not None and configs.mutating is not None
+    return configs.validating, configs.mutating
+
+
+def test_a_stored_copy_with_apiserver_defaults_has_no_drift() -> None:
+    from kubemoon_core import webhook_drift
+
+    for body in _declared():
+        assert webhook_drift(body, _stored(body)) == []
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("matchConditions", [{"name": "off", "expression": "false"}]),
+        ("objectSelector", {"matchLabels": {"x": "y"}}),
+        ("namespaceSelector", {"matchExpressions": [{"key": "k", "operator": "Exists"}]}),
+        ("failurePolicy", "Fail"),
+        ("matchPolicy", "Equivalent"),
+        ("sideEffects", "NoneOnDryRun"),
+        ("timeoutSeconds", 30),
+        ("admissionReviewVersions", ["v1", "v1beta1"]),
+        ("clientConfig", {"url": "https://elsewhere/validate-widget"}),
+        ("rules", []),
+    ],
+)
+def test_every_field_that_changes_what_reaches_the_webhook_is_drift(field: str, value: Any) -> None:
+    from kubemoon_core import webhook_drift
+
+    validating, _ = _declared()
+    live = _stored(validating)
+    live["webhooks"][0][field] = value
+    name = validating["webhooks"][0]["name"]
+    assert webhook_drift(validating, live) == [f"{name}.{field}"]
+
+
+def test_a_changed_ca_bundle_a_narrowed_rule_and_a_reinvocation_policy_are_drift() -> None:
+    from kubemoon_core import webhook_drift
+
+    validating, mutating = _declared()
+    live = _stored(validating)
+    live["webhooks"][0]["clientConfig"]["caBundle"] = base64.b64encode(b"OTHER").decode()
+    live["webhooks"][0]["rules"][0]["operations"] = ["DELETE"]
+    name = validating["webhooks"][0]["name"]
+    assert webhook_drift(validating, live) == [f"{name}.clientConfig", f"{name}.rules"]
+    live = _stored(mutating)
+    live["webhooks"][0]["reinvocationPolicy"] = "IfNeeded"
+    assert webhook_drift(mutating, live) == [
+        f"{mutating['webhooks'][0]['name']}.reinvocationPolicy"
+    ]
+
+
+def test_missing_extra_and_reordered_webhooks_are_drift() -> None:
+    from kubemoon_core import webhook_drift
+
+    validating, _ = _declared()
+    name = validating["webhooks"][0]["name"]
+    live = _stored(validating)
+    extra = {**live["webhooks"][0], "name": "extra.example.com"}
+    live["webhooks"].append(extra)
+    assert webhook_drift(validating, live) == ["extra.example.com"]
+    live["webhooks"] = []
+    assert webhook_drift(validating, live) == [name]
+    two = {**validating, "webhooks": [validating["webhooks"][0], extra]}
+    live = _stored(two)
+    live["webhooks"].reverse()
+    assert webhook_drift(two, live) == ["webhooks"]
