@@ -92,6 +92,9 @@ class RuntimeController:
         bucketed: Sequence[tuple[Informer, str | None]] = (),
     ) -> None:
         self.name = name
+        # What the controller reads, by source name, for RBAC derivation (_permissions.py).
+        self.sources = [(source.name, informer) for source, informer in sources]
+        self.sharding_config = sharding
         self._kind = kind
         self._cls = cls
         self.manager = manager

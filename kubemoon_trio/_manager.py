@@ -52,6 +52,7 @@ from kubemoon_core import (
     WebhookDeclarations,
     takeover_bound,
 )
+from kubemoon_core._rbac import PolicyRule
 from kubemoon_core._reflector import ReflectorStats
 from kubemoon_io import RuntimeCollector
 
@@ -173,6 +174,9 @@ class Manager:
         )
         self.webhook_servers: list[WebhookServer] = []
         self.webhooks: WebhookManager | None = None
+        # Rules the declarations cannot know (a reconcile writing a kind it only watches,
+        # a GET outside the caches): merged into the derived RBAC (_permissions.py).
+        self.rbac_extra: list[PolicyRule] = []
         self.reconciling = False
         self._stop = _backend.Event()
         self._stopping = False

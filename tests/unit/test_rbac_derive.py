@@ -106,3 +106,11 @@ def test_namespaced_declarations_give_a_role_in_that_namespace() -> None:
 def test_an_unknown_verb_is_refused_with_its_name() -> None:
     with pytest.raises(ValueError, match="frobnicate"):
         PolicyRule("", "pods", frozenset({"frobnicate"}))
+
+
+def test_configmirror_manager_derives_the_rules_of_its_e2e_proven_file() -> None:
+    from configmirror._operator import rbac_manager
+    from kubemoon_trio._permissions import derived_rules
+
+    manager = rbac_manager()
+    assert derived_rules(manager) == derive_rules(CONFIGMIRROR)
