@@ -13,7 +13,6 @@ to kinds it only watches (not ``owns``) cannot be seen from the declarations: pa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from kubemoon_core._rbac import (
     Declared,
@@ -23,10 +22,9 @@ from kubemoon_core._rbac import (
     derive_rules,
 )
 
-if TYPE_CHECKING:
-    from ._manager import Manager
+from ._manager import Manager
 
-__all__ = ["declared", "derived_rules"]
+__all__ = ["Manager", "declared", "derived_rules"]
 
 
 def declared(
