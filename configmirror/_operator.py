@@ -199,7 +199,8 @@ class ConfigMirrorOperator:
                 functools.partial(mirrors_targeting, mirrors),
                 label_selector=selector,
             )
-            builder.with_workers(opts.workers).complete(self.reconcile)
+            controller = builder.with_workers(opts.workers).complete(self.reconcile)
+            controller.status_verbs = ("update",)  # its planner PUTs the status
 
     def copies_cache(self, controller: str = "configmirror") -> CacheReader:
         """The cache of the copies a controller of this replica watches: sharded, only

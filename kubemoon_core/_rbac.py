@@ -33,14 +33,15 @@ __all__ = [
 # The order verbs are written in: reads first, then writes, as people write them by hand.
 _VERB_ORDER = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 
-# What the runtime's requests need (see kubemoon_trio: the informer LISTs and WATCHes, the
-# finalizer helpers PATCH the primary, the status helper PUTs the status subresource, the
-# ensure helpers POST, PUT with a resourceVersion precondition and DELETE with UID and
-# resourceVersion preconditions; nothing is read with GET because reads come from caches).
+# What the runtime's requests need (kubemoon_trio/_context.py: the informer LISTs and
+# WATCHes, finalizers are PATCHed, ctx.update_status merge-PATCHes the status subresource,
+# ctx.ensure POSTs or merge-PATCHes (kubemoon_core/_desired.py plan_write), ctx.delete
+# DELETEs; reads come from caches, so no GET, except a sharded ctx.ensure that meets an
+# object outside its owner buckets and GETs it).
 CACHE_VERBS = ("list", "watch")
 FINALIZER_VERBS = ("patch",)
-STATUS_VERBS = ("update",)
-OWNED_WRITE_VERBS = ("create", "update", "delete")
+STATUS_VERBS = ("patch",)
+OWNED_WRITE_VERBS = ("create", "patch", "delete")
 # The Event recorder POSTs an events.k8s.io/v1 Event and PATCHes its series on repeats.
 EVENT_VERBS = ("create", "patch")
 # Leader election GETs the Lease, POSTs it once and PUTs it (conditional) to renew, take
@@ -96,7 +97,12 @@ class DeclaredController:
     """The namespace the controller's caches are limited to, ``None`` for all."""
     finalizers: bool = True
     status: bool = True
+    status_verbs: Sequence[str] = STATUS_VERBS
+    """How the status is written: ``patch`` by ``ctx.update_status``, ``update`` for a PUT."""
     owned: Sequence[GroupResource] = ()
+    owned_verbs: Sequence[str] = OWNED_WRITE_VERBS
+    """How owned kinds are written (``ctx.ensure``/``ctx.delete`` by default)."""
+    sharded: bool = False
     watched: Sequence[GroupResource] = ()
 
 
@@ -141,9 +147,10 @@ def derive_rules(declared: Declared) -> list[PolicyRule]:
         _add(acc, c.primary, primary, c.namespace)
         if c.status:
             status = GroupResource(c.primary.group, c.primary.resource + "/status")
-            _add(acc, status, STATUS_VERBS, c.namespace)
+            _add(acc, status, c.status_verbs, c.namespace)
+        owned_verbs = (*CACHE_VERBS, *c.owned_verbs, *(("get",) if c.sharded else ()))
         for owned in c.owned:
-            _add(acc, owned, (*CACHE_VERBS, *OWNED_WRITE_VERBS), c.namespace)
+            _add(acc, owned, owned_verbs, c.namespace)
         for watched in c.watched:
             _add(acc, watched, CACHE_VERBS, c.namespace)
     for gr, ns in declared.caches:

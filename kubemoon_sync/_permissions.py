@@ -51,8 +51,10 @@ def declared(
             DeclaredController(
                 primary=GroupResource(primary.resource.group, primary.resource.resource),
                 namespace=primary.namespace or None,
+                status_verbs=c.status_verbs,
                 owned=owned,
                 watched=watched,
+                sharded=c.sharding_config is not None,
             )
         )
         if c.sharding_config is not None:

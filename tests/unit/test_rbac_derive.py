@@ -22,7 +22,9 @@ CONFIGMIRROR = Declared(
     controllers=[
         DeclaredController(
             primary=GroupResource("kubemoon.dev", "configmirrors"),
+            status_verbs=("update",),
             owned=[GroupResource("", "configmaps")],
+            owned_verbs=("create", "update", "delete"),
             watched=[GroupResource("", "namespaces")],
         )
     ],
@@ -71,9 +73,9 @@ def test_rules_are_merged_per_resource_and_sorted_deterministically() -> None:
     two = derive_rules(Declared(controllers=[b, a], events=False, extra=[extra]))
     assert one == two
     assert [(r.namespace, r.group, r.resource, r.sorted_verbs()) for r in one] == [
-        (None, "", "configmaps", ["list", "watch", "create", "update", "delete"]),
+        (None, "", "configmaps", ["list", "watch", "create", "patch", "delete"]),
         (None, "example.com", "gadgets", ["list", "watch", "patch"]),
-        (None, "example.com", "gadgets/status", ["update"]),
+        (None, "example.com", "gadgets/status", ["patch"]),
         (None, "example.com", "widgets", ["list", "watch"]),
         ("ns1", "", "secrets", ["get"]),
     ]
@@ -99,7 +101,7 @@ def test_namespaced_declarations_give_a_role_in_that_namespace() -> None:
             "resources": ["widgets"],
             "verbs": ["list", "watch", "patch"],
         },
-        {"apiGroups": ["example.com"], "resources": ["widgets/status"], "verbs": ["update"]},
+        {"apiGroups": ["example.com"], "resources": ["widgets/status"], "verbs": ["patch"]},
     ]
 
 
@@ -114,3 +116,37 @@ def test_configmirror_manager_derives_the_rules_of_its_e2e_proven_file() -> None
 
     manager = rbac_manager()
     assert derived_rules(manager) == derive_rules(CONFIGMIRROR)
+
+
+def test_the_widgets_example_gets_what_ctx_ensure_delete_and_update_status_send() -> None:
+    import sys
+
+    from kubemoon_core import ClientConfig
+    from kubemoon_core.builtin import ConfigMap
+    from kubemoon_trio import Client, LeaderElectionConfig, Manager
+    from kubemoon_trio._permissions import derived_rules
+
+    sys.path.insert(0, str(ROOT / "examples" / "widgets"))
+    try:
+        from widget_api import Widget
+    finally:
+        sys.path.remove(str(ROOT / "examples" / "widgets"))
+
+    async def reconcile(ctx: object) -> object:
+        raise AssertionError("never run")
+
+    manager = Manager(
+        Client(ClientConfig(server="https://127.0.0.1:6443")),
+        leader_election=LeaderElectionConfig("widgets", "ops"),
+    )
+    manager.controller("widgets", Widget).owns(ConfigMap).complete(reconcile)  # type: ignore[arg-type]
+    got = [(r.namespace, r.group, r.resource, r.sorted_verbs()) for r in derived_rules(manager)]
+    widgets = [g for g in got if g[2].startswith("widgets")]
+    assert [w[2:] for w in widgets] == [
+        ("widgets", ["list", "watch", "patch"]),
+        ("widgets/status", ["patch"]),
+    ]
+    assert (None, "", "configmaps", ["list", "watch", "create", "patch", "delete"]) in got
+    assert (None, "events.k8s.io", "events", ["create", "patch"]) in got
+    assert ("ops", "coordination.k8s.io", "leases", ["get", "create", "update"]) in got
+    assert len(got) == 5
