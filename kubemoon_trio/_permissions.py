@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kubemoon_core import GroupVersionResource, LocalProtocolError
 from kubemoon_core._rbac import (
     Declared,
     DeclaredController,
@@ -20,9 +21,11 @@ from kubemoon_core._rbac import (
     derive_rules,
 )
 
+from . import _backend
+from ._client import Client
 from ._manager import Manager
 
-__all__ = ["Manager", "declared", "derived_rules"]
+__all__ = ["Manager", "declared", "derived_rules", "describe_missing", "missing_permissions"]
 
 
 def declared(
@@ -87,3 +90,58 @@ def derived_rules(
 ) -> list[PolicyRule]:
     """The least-privilege rules ``manager`` needs, merged and sorted."""
     return derive_rules(declared(manager, access_reviews=access_reviews, extra=extra))
+
+
+_SSAR = GroupVersionResource("authorization.k8s.io", "v1", "selfsubjectaccessreviews")
+
+
+async def missing_permissions(
+    client: Client,
+    rules: Sequence[PolicyRule],
+    *,
+    concurrency: int = 4,
+    limit: int = 256,
+) -> list[tuple[str, str, str, str | None]]:
+    """The (verb, group, resource, namespace) of ``rules`` the client's identity lacks.
+
+    One SelfSubjectAccessReview per verb, at most ``concurrency`` at a time and at most
+    ``limit`` in all (more is a :class:`LocalProtocolError`: a bounded start-up). A
+    ``/status`` resource is asked as its subresource.
+    """
+    asks = [(v, r.group, r.resource, r.namespace) for r in rules for v in r.sorted_verbs()]
+    if len(asks) > limit:
+        raise LocalProtocolError(f"{len(asks)} permissions to check, more than limit={limit}")
+    missing: list[tuple[str, str, str, str | None]] = []
+
+    async def ask(verb: str, group: str, resource: str, namespace: str | None) -> None:
+        name, _, sub = resource.partition("/")
+        attributes: dict[str, str] = {"verb": verb, "group": group, "resource": name}
+        if sub:
+            attributes["subresource"] = sub
+        if namespace is not None:
+            attributes["namespace"] = namespace
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        }
+        answer = await client.create(_SSAR, review)
+        if not (answer.get("status") or {}).get("allowed"):
+            missing.append((verb, group, resource, namespace))
+
+    # Batches of ``concurrency`` reviews: no more requests in flight than that.
+    for start in range(0, len(asks), max(1, concurrency)):
+        async with _backend.TaskGroup() as tasks:
+            for item in asks[start : start + max(1, concurrency)]:
+                tasks.start_soon(ask, *item)
+    return sorted(missing, key=lambda m: (m[3] or "", m[1], m[2], m[0]))
+
+
+def describe_missing(missing: Sequence[tuple[str, str, str, str | None]]) -> str:
+    """One line naming every missing permission: ``verb group/resource in namespace``."""
+    parts = [
+        f"{verb} {group + '/' if group else ''}{resource}"
+        + (f" in namespace {ns}" if ns else " (cluster-wide)")
+        for verb, group, resource, ns in missing
+    ]
+    return "missing RBAC permissions: " + "; ".join(parts)
