@@ -13,6 +13,7 @@ to kinds it only watches (not ``owns``) cannot be seen from the declarations: pa
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from kubemoon_core import GroupVersionResource, LocalProtocolError
 from kubemoon_core._rbac import (
@@ -25,9 +26,11 @@ from kubemoon_core._rbac import (
 
 from . import _backend
 from ._client import Client
-from ._manager import Manager
 
-__all__ = ["Manager", "declared", "derived_rules", "describe_missing", "missing_permissions"]
+if TYPE_CHECKING:
+    from ._manager import Manager
+
+__all__ = ["declared", "derived_rules", "describe_missing", "missing_permissions"]
 
 
 def declared(
@@ -147,3 +150,9 @@ def describe_missing(missing: Sequence[tuple[str, str, str, str | None]]) -> str
         for verb, group, resource, ns in missing
     ]
     return "missing RBAC permissions: " + "; ".join(parts)
+
+
+async def check_at_start(manager: Manager) -> str | None:
+    """The Manager's start-up check: one message naming every missing permission, or None."""
+    missing = await missing_permissions(manager.client, derived_rules(manager))
+    return describe_missing(missing) if missing else None

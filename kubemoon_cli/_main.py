@@ -32,8 +32,11 @@ from pathlib import Path
 
 import yaml
 
+import kubemoon_asyncio
 import kubemoon_asyncio._permissions as asyncio_permissions
+import kubemoon_sync
 import kubemoon_sync._permissions as sync_permissions
+import kubemoon_trio
 import kubemoon_trio._permissions as trio_permissions
 from kubemoon_core import (
     ConversionWebhook,
@@ -243,16 +246,18 @@ def load_manager_rules(spec: str) -> list[PolicyRule]:
     if not sep or not module_name or not attr:
         raise UsageError(f"expected module:name or file.py:name, got {spec!r}")
     found = getattr(_load_module(module_name), attr, None)
-    managers = (trio_permissions, asyncio_permissions, sync_permissions)
-    if callable(found) and not any(isinstance(found, m.Manager) for m in managers):
+    managers = (kubemoon_trio.Manager, kubemoon_asyncio.Manager, kubemoon_sync.Manager)
+    if callable(found) and not isinstance(found, managers):
         try:
             found = found()
         except Exception as exc:  # the user's function: report it, no traceback
             raise UsageError(f"{spec}() failed: {type(exc).__name__}: {exc}") from None
-    for permissions in managers:
-        if isinstance(found, permissions.Manager):
-            rules: list[PolicyRule] = permissions.derived_rules(found)
-            return rules
+    if isinstance(found, kubemoon_trio.Manager):
+        return trio_permissions.derived_rules(found)
+    if isinstance(found, kubemoon_asyncio.Manager):
+        return asyncio_permissions.derived_rules(found)
+    if isinstance(found, kubemoon_sync.Manager):
+        return sync_permissions.derived_rules(found)
     raise UsageError(f"{spec} is not a Manager (nor a function returning one)")
 
 
