@@ -44,6 +44,8 @@ lint: $(STAMP) $(BIN)/actionlint
 	$(BIN)/actionlint -no-color
 	$(BIN)/kubemoon webhooks check deploy/webhook-configurations.yaml $(CONFIGMIRROR_WEBHOOKS)
 	$(BIN)/kubemoon rbac check deploy/rbac.yaml $(CONFIGMIRROR_RBAC)
+	PYTHONPATH=examples/widgets $(BIN)/kubemoon rbac check examples/widgets/rbac.yaml \
+		examples/widgets/controller.py:rbac_manager --service-account widgets-system/widgets --name widgets
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict $(PACKAGES)
