@@ -34,11 +34,11 @@ from kubemoon_core import (
     NotFound,
     ObjectKey,
     Outcome,
+    PolicyRule,
     Reconciled,
     Requeue,
     RequeueAfter,
 )
-from kubemoon_core._rbac import PolicyRule
 from kubemoon_trio import (
     CacheReader,
     Client,
