@@ -11,6 +11,7 @@ CORE_COVERAGE_MIN := 95
 CONFIGMIRROR_CRD := configmirror._api:ConfigMirror configmirror._api:ConfigMirrorV1beta1 \
 	--webhook-service kubemoon-system/configmirror-webhook:443/convert-configmirror
 # ConfigMirror's webhook configurations for cert-manager, generated from its declarations.
+CONFIGMIRROR_RBAC := configmirror._operator:rbac_manager --service-account kubemoon-system/configmirror --name kubemoon-configmirror
 CONFIGMIRROR_WEBHOOKS := configmirror:webhook_declarations \
 	--service kubemoon-system/configmirror-webhook \
 	--inject-ca-from kubemoon-system/configmirror-webhook
@@ -42,6 +43,9 @@ lint: $(STAMP) $(BIN)/actionlint
 	$(BIN)/python scripts/version.py check
 	$(BIN)/actionlint -no-color
 	$(BIN)/kubemoon webhooks check deploy/webhook-configurations.yaml $(CONFIGMIRROR_WEBHOOKS)
+	$(BIN)/kubemoon rbac check deploy/rbac.yaml $(CONFIGMIRROR_RBAC)
+	PYTHONPATH=examples/widgets $(BIN)/kubemoon rbac check examples/widgets/rbac.yaml \
+		examples/widgets/controller.py:rbac_manager --service-account widgets-system/widgets --name widgets
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict $(PACKAGES)

@@ -28,11 +28,13 @@ from typing import Any
 from kubemoon_core import (
     AlreadyExists,
     ApiError,
+    ClientConfig,
     Conflict,
     ListOptions,
     NotFound,
     ObjectKey,
     Outcome,
+    PolicyRule,
     Reconciled,
     Requeue,
     RequeueAfter,
@@ -41,8 +43,10 @@ from kubemoon_trio import (
     CacheReader,
     Client,
     Informer,
+    LeaderElectionConfig,
     Manager,
     ReconcileContext,
+    ShardingConfig,
     WebhookManager,
     WebhookServer,
 )
@@ -87,6 +91,15 @@ def _first(caches: tuple[CacheReader, ...], name: str, namespace: str) -> Mappin
     return None
 
 
+# What the declarations cannot show: the planner writes the ConfigMaps it only watches (POST
+# a copy, PUT it conditionally, DELETE it with preconditions), and the validating webhook
+# asks a SubjectAccessReview per target namespace.
+RBAC_EXTRA = (
+    PolicyRule("", "configmaps", frozenset({"create", "update", "delete"})),
+    PolicyRule("authorization.k8s.io", "subjectaccessreviews", frozenset({"create"})),
+)
+
+
 class ConfigMirrorOperator:
     """One replica: a :class:`~kubemoon_trio.Manager` running the ConfigMirror controller.
 
@@ -105,6 +118,7 @@ class ConfigMirrorOperator:
             grace_period=opts.grace_period,
             stall_margin=opts.stall_margin,
         )
+        self.manager.rbac_extra.extend(RBAC_EXTRA)
         self.writes = 0
         self.webhook_server: WebhookServer | None = None
         self.webhooks: WebhookManager | None = None
@@ -186,7 +200,8 @@ class ConfigMirrorOperator:
                 functools.partial(mirrors_targeting, mirrors),
                 label_selector=selector,
             )
-            builder.with_workers(opts.workers).complete(self.reconcile)
+            controller = builder.with_workers(opts.workers).complete(self.reconcile)
+            controller.status_verbs = ("update",)  # its planner PUTs the status
 
     def copies_cache(self, controller: str = "configmirror") -> CacheReader:
         """The cache of the copies a controller of this replica watches: sharded, only
@@ -300,3 +315,15 @@ class ConfigMirrorOperator:
             ctx.writes += 1
             ctx.log.debug("%s %s", request.method, request.path)
         return None, []
+
+
+def rbac_manager() -> Manager:
+    """The operator's Manager as deployed (leader-elected and sharded in kubemoon-system),
+    built without connecting: ``kubemoon rbac generate configmirror._operator:rbac_manager``
+    derives deploy/rbac.yaml from it."""
+    options = OperatorOptions(
+        leader_election=LeaderElectionConfig(name="configmirror", namespace="kubemoon-system"),
+        sharding=ShardingConfig(),
+    )
+    client = Client(ClientConfig(server="https://127.0.0.1:6443"))
+    return ConfigMirrorOperator(client, options).manager

@@ -192,6 +192,8 @@ from ._ratelimit import (
     RateLimiter,
     default_rate_limiter,
 )
+from ._rbac import Declared as RbacDeclared
+from ._rbac import DeclaredController, GroupResource, PolicyRule, derive_rules, rules_manifest
 from ._reflector import (
     KeptOut,
     Reflector,
@@ -513,6 +515,12 @@ __all__ = [
     "ResourceNotServed",
     "ObjectKey",
     "Outcome",
+    "PolicyRule",
+    "RbacDeclared",
+    "DeclaredController",
+    "GroupResource",
+    "derive_rules",
+    "rules_manifest",
     "QUEUE_DURATION_BUCKETS",
     "RECONCILE_TIME_BUCKETS",
     "OwnerReference",

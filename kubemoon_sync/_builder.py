@@ -99,6 +99,12 @@ class RuntimeController:
         bucketed: Sequence[tuple[Informer, str | None]] = (),
     ) -> None:
         self.name = name
+        # What the controller reads, by source name, for RBAC derivation (_permissions.py).
+        self.sources = [(source.name, informer) for source, informer in sources]
+        self.sharding_config = sharding
+        # How its reconcile writes the primary's status: ctx.update_status PATCHes it; set
+        # ("update",) for a reconcile that PUTs it, so the derived RBAC matches.
+        self.status_verbs: tuple[str, ...] = ("patch",)
         self._kind = kind
         self._cls = cls
         self.manager = manager

@@ -54,10 +54,11 @@ from kubemoon_core import (
     WebhookDeclarations,
     takeover_bound,
 )
+from kubemoon_core._rbac import PolicyRule
 from kubemoon_core._reflector import ReflectorStats
 from kubemoon_io import RuntimeCollector
 
-from . import _backend
+from . import _backend, _permissions
 from ._builder import ControllerBuilder, RuntimeController
 from ._cache import CacheReader, SharedInformers
 from ._client import Client
@@ -132,6 +133,7 @@ class Manager:
         stall_margin: float = 30.0,
         close_client: bool | None = None,
         compact_cache: bool = False,
+        check_permissions: bool = False,
     ) -> None:
         self.client = client
         self.close_client = close_client
@@ -177,6 +179,12 @@ class Manager:
         )
         self.webhook_servers: list[WebhookServer] = []
         self.webhooks: WebhookManager | None = None
+        # Rules the declarations cannot know (a reconcile writing a kind it only watches,
+        # a GET outside the caches): merged into the derived RBAC (_permissions.py).
+        self.rbac_extra: list[PolicyRule] = []
+        # Ask SelfSubjectAccessReviews for the derived rules before reconciling.
+        self.check_permissions = check_permissions
+        self.permission_problem: str | None = None
         self.reconciling = False
         self._stop = _backend.Event()
         self._stopping = False
@@ -351,6 +359,8 @@ class Manager:
                 reasons += controller.sharding.problems()
         if self.webhooks is not None:
             reasons += self.webhooks.problems()
+        if self.permission_problem is not None:
+            reasons.append(self.permission_problem)
         if self._stopping:
             reasons.append("stopping")
         return reasons
@@ -561,6 +571,12 @@ class Manager:
         self.informers.wait_synced()
         if self._stopping:
             return
+        if self.check_permissions:
+            self.permission_problem = _permissions.check_at_start(self)
+            if self.permission_problem is not None:
+                # Every missing rule in one ERROR; no controller starts that cannot work.
+                logger.error("not starting controllers: %s", self.permission_problem)
+                return
         for controller in self.controllers:
             controller.enqueue_cached()
         logger.info("caches synced; running %d controller(s)", len(self.controllers))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from widget_api import Widget, WidgetStatus
 
-from kubemoon_core import Condition, Outcome, Reconciled, RequeueAfter, decode
+from kubemoon_core import ClientConfig, Condition, Outcome, Reconciled, RequeueAfter, decode
 from kubemoon_core.builtin import ConfigMap
 
 if TYPE_CHECKING:
@@ -47,6 +47,15 @@ async def reconcile(ctx: ReconcileContext[Widget]) -> Outcome:
     if await ctx.update_status(status) and done:
         ctx.events.record(widget, "Normal", "Scaled", f"{ready} ConfigMap(s) ready")
     return RequeueAfter(300.0)
+
+
+def rbac_manager() -> object:
+    """The operator's Manager, built without connecting, for ``kubemoon rbac generate``."""
+    import kubemoon_trio as km  # noqa: PLC0415 - only the RBAC tooling needs it
+
+    manager = km.Manager(km.Client(ClientConfig(server="https://127.0.0.1:6443")))
+    manager.controller("widgets", Widget).owns(ConfigMap).complete(reconcile)
+    return manager
 
 
 def main(argv: list[str] | None = None) -> None:
