@@ -38,12 +38,15 @@ lint: $(STAMP) $(BIN)/actionlint
 	$(BIN)/ruff format --check .
 	$(BIN)/python scripts/unasync.py --check
 	$(BIN)/python scripts/gen_builtins.py --check
-	$(BIN)/kubemoon crd check deploy/crd.yaml $(CONFIGMIRROR_CRD)
+	$(BIN)/kubemoon crd check deploy/base/crd.yaml $(CONFIGMIRROR_CRD)
 	$(BIN)/kubemoon crd check examples/widgets/crd.yaml examples/widgets/widget_api.py:Widget
 	$(BIN)/python scripts/version.py check
 	$(BIN)/actionlint -no-color
-	$(BIN)/kubemoon webhooks check deploy/webhook-configurations.yaml $(CONFIGMIRROR_WEBHOOKS)
-	$(BIN)/kubemoon rbac check deploy/rbac.yaml $(CONFIGMIRROR_RBAC)
+	$(BIN)/kubemoon webhooks check deploy/overlays/cert-manager/webhook-configurations.yaml \
+		$(CONFIGMIRROR_WEBHOOKS) --only configurations
+	$(BIN)/kubemoon webhooks check deploy/overlays/cert-manager/crd-conversion.yaml \
+		$(CONFIGMIRROR_WEBHOOKS) --only conversions
+	$(BIN)/kubemoon rbac check deploy/base/rbac.yaml $(CONFIGMIRROR_RBAC)
 	PYTHONPATH=examples/widgets $(BIN)/kubemoon rbac check examples/widgets/rbac.yaml \
 		examples/widgets/controller.py:rbac_manager --service-account widgets-system/widgets --name widgets
 

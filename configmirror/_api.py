@@ -1,9 +1,9 @@
-"""The ConfigMirror API, declared as types: ``deploy/crd.yaml`` is generated from it.
+"""The ConfigMirror API, declared as types: ``deploy/base/crd.yaml`` is generated from it.
 
 Two versions: ``v1alpha1`` (:class:`ConfigMirror`, still served) and ``v1beta1``
 (:class:`ConfigMirrorV1beta1`, the storage version), converted by the operator's
 conversion webhook (``configmirror._convert``). ``make lint`` regenerates the manifest with
-the command in ``deploy/crd.yaml``'s first line and fails when the checked-in file is stale.
+the command in ``deploy/base/crd.yaml``'s first line and fails when the checked-in file is stale.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ both. An object that cannot make that round trip is refused with a
 - a v1beta1 object may not carry the annotation itself (back in v1alpha1 it would turn
   into a selector the stored object does not have);
 - every converted ``spec`` must pass the target version's schema as declared in
-  ``configmirror._api`` (what ``deploy/crd.yaml`` is generated from), with nothing left
+  ``configmirror._api`` (what ``deploy/base/crd.yaml`` is generated from), with nothing left
   for the apiserver to prune.
 """
 

@@ -265,7 +265,7 @@ class ConfigMirrorOperator:
                 break
             # Creates refused as AlreadyExists: ConfigMaps these caches do not hold (another
             # replica's copy, a copy whose bucket label was changed): read them and replan.
-            # (A LIST by name: deploy/rbac.yaml grants list and watch, not get.)
+            # (A LIST by name: deploy/base/rbac.yaml grants list and watch, not get.)
             by_name = ListOptions(field_selector=f"metadata.name={source_name}")
             for namespace in unseen:
                 async for found in ctx.client.list(
@@ -320,7 +320,7 @@ class ConfigMirrorOperator:
 def rbac_manager() -> Manager:
     """The operator's Manager as deployed (leader-elected and sharded in kubemoon-system),
     built without connecting: ``kubemoon rbac generate configmirror._operator:rbac_manager``
-    derives deploy/rbac.yaml from it."""
+    derives deploy/base/rbac.yaml from it."""
     options = OperatorOptions(
         leader_election=LeaderElectionConfig(name="configmirror", namespace="kubemoon-system"),
         sharding=ShardingConfig(),

@@ -90,7 +90,8 @@ async def demo(server: ApiServer, tmp: Path) -> None:
     async with Client.from_kubeconfig(str(server.kubeconfig_path)) as client:
         say("installing the ConfigMirror CRD (v1beta1 stored, v1alpha1 served)")
         # The operator's leader points spec.conversion at itself once it runs.
-        await client.create(CRDS, yaml.safe_load((ROOT / "deploy" / "crd.yaml").read_text()))
+        crd = yaml.safe_load((ROOT / "deploy" / "base" / "crd.yaml").read_text())
+        await client.create(CRDS, crd)
         for namespace in NAMESPACES:
             # Targets opt in to receiving copies with a label; the source namespace does not.
             labels = {ACCEPT_MIRRORS_LABEL: "true"} if namespace != NAMESPACES[0] else {}

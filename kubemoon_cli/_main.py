@@ -232,11 +232,21 @@ def render_webhooks(args: argparse.Namespace) -> str:
     configs = declarations.configurations(
         endpoint, ca_bundle=bundle, inject_ca_from=args.inject_ca_from
     )
-    documents = [dump_yaml(doc) for doc in configs.documents()]
+    if args.only == "configurations":
+        chosen = [c for c in (configs.validating, configs.mutating) if c is not None]
+    elif args.only == "conversions":
+        chosen = list(configs.conversions)
+    else:
+        chosen = configs.documents()
+    if not chosen:
+        raise UsageError(f"{args.declarations} declares no {args.only or 'webhooks'}")
+    documents = [dump_yaml(doc) for doc in chosen]
     words = [args.declarations]
     words += ["--service", args.service] if args.service else ["--url", args.url]
     if args.inject_ca_from:
         words += ["--inject-ca-from", args.inject_ca_from]
+    if args.only:
+        words += ["--only", args.only]
     return WEBHOOKS_HEADER.format(args=" ".join(words)) + "---\n".join(documents)
 
 
@@ -311,6 +321,12 @@ def _parser() -> argparse.ArgumentParser:
             "--inject-ca-from",
             metavar="NAMESPACE/CERTIFICATE",
             help="annotate for cert-manager's CA injector instead of a caBundle",
+        )
+        sub.add_argument(
+            "--only",
+            choices=("configurations", "conversions"),
+            help="only the webhook configurations, or only the CRDs' spec.conversion "
+            "(partial CRDs: a kustomize patch of the full CRD)",
         )
     hook_generate.add_argument("-o", "--output", help="write to this file instead of stdout")
     rbac = commands.add_parser("rbac", help="least-privilege RBAC derived from a Manager")

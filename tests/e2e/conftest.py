@@ -1,6 +1,6 @@
 """End-to-end fixtures: the ConfigMirror CRD on the real apiserver, clients, operators.
 
-The CRD is deploy/crd.yaml: two versions, v1beta1 stored, converted by a webhook. The
+The CRD is deploy/base/crd.yaml, as the overlays render it: two versions, v1beta1 stored, converted by a webhook. The
 session runs that conversion webhook (:class:`ConversionServer`, ConfigMirror's own
 converter on a :class:`kubemoon_trio.WebhookServer` in a thread of its own) and each test
 module installs the CRD pointing at it, then removes the CRD and its objects, so that
@@ -14,12 +14,11 @@ import json
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
-import yaml
+from overlays import rendered_one
 from prometheus_client import CollectorRegistry
 
 from configmirror import (
@@ -34,7 +33,6 @@ from kubemoon_core import WebhookApp
 from kubemoon_testing import ApiServer, WebhookCertificates
 from kubemoon_trio import Client, WebhookServer
 
-CRD_FILE = Path(__file__).parents[2] / "deploy" / "crd.yaml"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 CRD_NAME = "configmirrors.kubemoon.dev"
 
@@ -89,8 +87,9 @@ class ConversionServer:
 
 
 def crd_manifest(conversion: ConversionServer) -> dict[str, Any]:
-    """deploy/crd.yaml with the conversion webhook at ``conversion`` (not a Service)."""
-    crd: dict[str, Any] = yaml.safe_load(CRD_FILE.read_text())
+    """The CRD of the rendered self-managed overlay (deploy/base/crd.yaml) with the
+    conversion webhook at ``conversion`` (not a Service)."""
+    crd = rendered_one("self-managed", "CustomResourceDefinition")
     crd["spec"]["conversion"]["webhook"]["clientConfig"] = conversion.client_config()
     return crd
 
@@ -142,7 +141,7 @@ def uninstall_crd(server: ApiServer) -> None:
 
 
 def install_crd(server: ApiServer, conversion: ConversionServer) -> None:
-    """Install the ConfigMirror CRD of deploy/crd.yaml, converting through ``conversion``."""
+    """Install the ConfigMirror CRD of deploy/base/crd.yaml, converting through ``conversion``."""
     put_crd(server, crd_manifest(conversion))
 
 

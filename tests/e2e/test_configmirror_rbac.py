@@ -1,4 +1,4 @@
-"""ConfigMirror runs with exactly the RBAC of ``deploy/rbac.yaml`` on the real apiserver.
+"""ConfigMirror runs with exactly the RBAC of ``deploy/base/rbac.yaml`` on the real apiserver.
 
 The operator authenticates as a ServiceAccount bound to the manifest's ClusterRole and
 leader-election Role (and nothing else), and goes through everything it does: caches,
@@ -18,6 +18,7 @@ import pytest
 import trio
 import yaml
 from conftest import accept_mirrors, eventually
+from overlays import RBAC_KINDS, rendered
 from test_configmirror import Scenario, configmap, mirror
 
 from configmirror import (
@@ -42,7 +43,9 @@ from kubemoon_trio import Client, LeaderElectionConfig
 
 pytestmark = pytest.mark.integration
 
-RBAC_FILE = Path(__file__).parents[2] / "deploy" / "rbac.yaml"
+BASE_RBAC = Path(__file__).parents[2] / "deploy" / "base" / "rbac.yaml"
+# A file to install instead of the overlay's rendered RBAC (a test that removes a rule).
+RBAC_FILE: Path | None = None
 RBAC_API = "/apis/rbac.authorization.k8s.io/v1"
 
 
@@ -53,9 +56,17 @@ def checked(server: ApiServer, method: str, path: str, body: Any) -> dict[str, A
     return result
 
 
-def install_rbac(server: ApiServer, namespace: str, suffix: str) -> str:
-    """Create the manifest's objects for a ServiceAccount in ``namespace``; its username."""
-    for doc in yaml.safe_load_all(RBAC_FILE.read_text()):
+def install_rbac(
+    server: ApiServer, namespace: str, suffix: str, overlay: str = "cert-manager"
+) -> str:
+    """Create the RBAC objects of the rendered ``overlay`` (or of :data:`RBAC_FILE`) for
+    a ServiceAccount in ``namespace``; its username."""
+    documents = (
+        list(yaml.safe_load_all(RBAC_FILE.read_text()))
+        if RBAC_FILE is not None
+        else rendered(overlay, RBAC_KINDS)
+    )
+    for doc in documents:
         kind, meta = doc["kind"], doc["metadata"]
         if "namespace" in meta:
             meta["namespace"] = namespace  # kubemoon-system, here a test namespace

@@ -118,7 +118,7 @@ async def test_a_tenant_gets_no_copies_elsewhere_through_the_registered_configur
     registered: None,
 ) -> None:
     """The self-managed configuration (rules for v1beta1, matchPolicy Equivalent, the
-    server behind mutual TLS) refuses what deploy/webhooks.yaml refuses: a tenant's
+    server behind mutual TLS) refuses what deploy/overlays/cert-manager/webhooks.yaml refuses: a tenant's
     v1alpha1 create or PATCH carrying the selector annotation that names a namespace
     where the tenant may not write. A client without the API server's certificate is
     never answered."""

@@ -3,7 +3,7 @@
 Two ``python -m configmirror --sharded`` processes split the mirrors of a namespace,
 serve the shard status on ``/readyz?verbose`` and ``/metrics``, and leave the group on
 SIGTERM; two in-process replicas authenticated as the ServiceAccount of
-``deploy/rbac.yaml`` converge with nothing beyond those rules.
+``deploy/base/rbac.yaml`` converge with nothing beyond those rules.
 """
 
 from __future__ import annotations
@@ -254,7 +254,7 @@ async def test_sharded_replicas_need_nothing_beyond_deploy_rbac(
 ) -> None:
     server = configmirror_api
     operator_namespace = server.create_namespace(prefix="cm-system")
-    user = install_rbac(server, operator_namespace, secrets.token_hex(4))
+    user = install_rbac(server, operator_namespace, secrets.token_hex(4), overlay="sharded")
     wait_until_allowed(server, user, operator_namespace)
     s = Scenario(server, client)
     await _mirrors(client, s)

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 import trio
-import yaml
 from conftest import (
     ConversionServer,
     StartOperator,
@@ -30,6 +29,7 @@ from conftest import (
     put_crd,
     uninstall_crd,
 )
+from overlays import rendered
 from prometheus_client import CollectorRegistry
 
 from configmirror import (
@@ -373,9 +373,7 @@ async def test_objects_stored_before_the_upgrade_are_served_in_both_versions(
 
 
 def test_the_deployed_webhook_configurations_are_valid(configmirror_api: ApiServer) -> None:
-    documents = yaml.safe_load_all(
-        (Path(__file__).parents[2] / "deploy" / "webhook-configurations.yaml").read_text()
-    )
+    documents = rendered("cert-manager")
     paths = {
         "ValidatingWebhookConfiguration": VALIDATING,
         "MutatingWebhookConfiguration": MUTATING,
@@ -384,7 +382,7 @@ def test_the_deployed_webhook_configurations_are_valid(configmirror_api: ApiServ
     for doc in documents:
         resource = paths.get(doc["kind"])
         if resource is None:
-            continue  # namespaced, or cert-manager's kinds (not installed here)
+            continue  # the rest of the overlay: tests/e2e/test_deploy_overlays.py
         url = f"/apis/{resource.group}/{resource.version}/{resource.resource}?dryRun=All"
         answer = configmirror_api.request("POST", url, body=doc)
         assert answer.status == 201, answer.body[:500]

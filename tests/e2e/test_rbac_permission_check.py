@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import trio
 from test_configmirror_rbac import (
-    RBAC_FILE,
+    BASE_RBAC,
     install_rbac,
     service_account_client,
     wait_until_allowed,
@@ -37,7 +37,7 @@ async def test_missing_permissions_names_the_one_rule_removed(
 ) -> None:
     server = configmirror_api
     namespace = server.create_namespace(prefix="cm-perm")
-    text = RBAC_FILE.read_text()
+    text = BASE_RBAC.read_text()
     if drop is not None:  # configmaps' delete verb, the first "- delete" of the ClusterRole
         text = text.replace("  - delete\n", "", 1)
     path = tmp_path / "rbac.yaml"
@@ -68,7 +68,7 @@ async def test_the_manager_does_not_start_controllers_without_a_permission(
 ) -> None:
     server = configmirror_api
     namespace = server.create_namespace(prefix="cm-start")
-    text = RBAC_FILE.read_text()
+    text = BASE_RBAC.read_text()
     if drop is not None:
         text = text.replace("  - delete\n", "", 1)
     path = tmp_path / "rbac.yaml"

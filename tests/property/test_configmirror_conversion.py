@@ -1,6 +1,6 @@
 """ConfigMirror's conversion webhook functions: every object goes to the other version and
 back unchanged, whichever version it started in; what cannot is refused, never widened;
-every converted spec passes the schema of deploy/crd.yaml with nothing left to prune."""
+every converted spec passes the schema of deploy/base/crd.yaml with nothing left to prune."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from configmirror._convert import SELECTOR_ANNOTATION, V1ALPHA1, V1BETA1, schema
 from kubemoon_core import ConversionError, ConversionRequest
 
 CONVERTER = converter()
-CRD = yaml.safe_load((Path(__file__).parents[2] / "deploy" / "crd.yaml").read_text())
+CRD = yaml.safe_load((Path(__file__).parents[2] / "deploy" / "base" / "crd.yaml").read_text())
 SPEC_SCHEMAS = {
     f"kubemoon.dev/{v['name']}": v["schema"]["openAPIV3Schema"]["properties"]["spec"]
     for v in CRD["spec"]["versions"]

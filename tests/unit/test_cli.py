@@ -86,7 +86,7 @@ def test_the_checked_in_manifests_are_current(
         "kubemoon-system/configmirror-webhook:443/convert-configmirror",
     )
     for file, spec in [
-        ("deploy/crd.yaml", configmirror),
+        ("deploy/base/crd.yaml", configmirror),
         ("examples/widgets/crd.yaml", ("examples/widgets/widget_api.py:Widget",)),
     ]:
         status, _, err = run(capsys, "crd", "check", file, *spec)
@@ -210,7 +210,7 @@ def test_the_console_script_runs(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout == (ROOT / "deploy" / "crd.yaml").read_text()
+    assert result.stdout == (ROOT / "deploy" / "base" / "crd.yaml").read_text()
 
 
 # Plain scalars that Go's YAML parsers (go.yaml.in/yaml v2.4.4 and v3.0.4, gopkg.in/yaml.v3

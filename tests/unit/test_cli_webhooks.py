@@ -58,6 +58,28 @@ def test_cert_manager_variant_and_the_operator_agree(
     assert "-  timeoutSeconds: 11" in err and "kubemoon webhooks generate" in err
 
 
+def test_only_splits_configurations_from_conversions(capsys: pytest.CaptureFixture[str]) -> None:
+    """The two halves (for kustomize: resources, and a patch of the full CRD) are the
+    whole output, in order, each with a header naming its command."""
+    args = ["configmirror:webhook_declarations", "--service", "ops/hooks"]
+    assert main(["webhooks", "generate", *args]) == 0
+    whole = list(yaml.safe_load_all(capsys.readouterr().out))
+    halves = []
+    for only in ("configurations", "conversions"):
+        assert main(["webhooks", "generate", *args, "--only", only]) == 0
+        out = capsys.readouterr().out
+        assert out.splitlines()[0].endswith(f"--only {only}`: do not edit.")
+        halves.append(list(yaml.safe_load_all(out)))
+    assert [d["kind"] for d in halves[1]] == ["CustomResourceDefinition"]
+    assert halves[0] + halves[1] == whole
+    # Declarations without conversions have nothing to print: an error, not an empty file.
+    assert (
+        main(["webhooks", "generate", EXAMPLE, "--url", "https://x:1", "--only", "conversions"])
+        == 2
+    )
+    assert "declares no conversions" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -39,12 +39,12 @@ def _rules(docs: list[dict[str, object]], kind: str) -> list[object]:
 
 
 def test_configmirror_declarations_give_the_rules_its_e2e_run_proved_exact() -> None:
-    # deploy/rbac.yaml is kept exact by tests/e2e/test_configmirror_rbac.py: the derived
+    # deploy/base/rbac.yaml is kept exact by tests/e2e/test_configmirror_rbac.py: the derived
     # rules must grant exactly the same (group, resource, verb, namespace) tuples.
     derived = {
         (r.namespace, r.group, r.resource, v) for r in derive_rules(CONFIGMIRROR) for v in r.verbs
     }
-    docs = list(yaml.safe_load_all((ROOT / "deploy" / "rbac.yaml").read_text()))
+    docs = list(yaml.safe_load_all((ROOT / "deploy" / "base" / "rbac.yaml").read_text()))
     written = set()
     for d in docs:
         if d["kind"] not in ("ClusterRole", "Role"):

@@ -410,12 +410,10 @@ def test_the_network_policy_covers_exactly_the_operators_ports() -> None:
     import yaml
 
     root = Path(__file__).resolve().parents[2] / "deploy"
-    (policy,) = yaml.safe_load_all((root / "networkpolicy.yaml").read_text())
-    deployment = next(
-        doc
-        for doc in yaml.safe_load_all((root / "deployment.yaml").read_text())
-        if doc["kind"] == "Deployment"
+    (policy,) = yaml.safe_load_all(
+        (root / "components" / "networkpolicy" / "networkpolicy.yaml").read_text()
     )
+    (deployment,) = yaml.safe_load_all((root / "base" / "deployment.yaml").read_text())
     pod = deployment["spec"]["template"]
     assert policy["metadata"]["namespace"] == deployment["metadata"]["namespace"]
     assert policy["spec"]["podSelector"]["matchLabels"] == pod["metadata"]["labels"]
