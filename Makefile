@@ -11,7 +11,8 @@ CORE_COVERAGE_MIN := 95
 CONFIGMIRROR_CRD := configmirror._api:ConfigMirror configmirror._api:ConfigMirrorV1beta1 \
 	--webhook-service kubemoon-system/configmirror-webhook:443/convert-configmirror
 # ConfigMirror's webhook configurations for cert-manager, generated from its declarations.
-CONFIGMIRROR_RBAC := configmirror._operator:rbac_manager --service-account kubemoon-system/configmirror --name kubemoon-configmirror
+CONFIGMIRROR_RBAC_ACCOUNT := --service-account kubemoon-system/configmirror --name kubemoon-configmirror
+CONFIGMIRROR_RBAC := configmirror._operator:rbac_manager $(CONFIGMIRROR_RBAC_ACCOUNT)
 CONFIGMIRROR_WEBHOOKS := configmirror:webhook_declarations \
 	--service kubemoon-system/configmirror-webhook \
 	--inject-ca-from kubemoon-system/configmirror-webhook
@@ -46,7 +47,9 @@ lint: $(STAMP) $(BIN)/actionlint
 		$(CONFIGMIRROR_WEBHOOKS) --only configurations
 	$(BIN)/kubemoon webhooks check deploy/overlays/cert-manager/crd-conversion.yaml \
 		$(CONFIGMIRROR_WEBHOOKS) --only conversions
-	$(BIN)/kubemoon rbac check deploy/base/rbac.yaml $(CONFIGMIRROR_RBAC)
+	$(BIN)/kubemoon rbac check deploy/overlays/cert-manager/rbac.yaml $(CONFIGMIRROR_RBAC)
+	$(BIN)/kubemoon rbac check deploy/overlays/self-managed/rbac.yaml \
+		configmirror._operator:rbac_manager_self_managed $(CONFIGMIRROR_RBAC_ACCOUNT)
 	PYTHONPATH=examples/widgets $(BIN)/kubemoon rbac check examples/widgets/rbac.yaml \
 		examples/widgets/controller.py:rbac_manager --service-account widgets-system/widgets --name widgets
 

@@ -265,7 +265,7 @@ class ConfigMirrorOperator:
                 break
             # Creates refused as AlreadyExists: ConfigMaps these caches do not hold (another
             # replica's copy, a copy whose bucket label was changed): read them and replan.
-            # (A LIST by name: deploy/base/rbac.yaml grants list and watch, not get.)
+            # (A LIST by name: the generated RBAC grants list and watch, not get.)
             by_name = ListOptions(field_selector=f"metadata.name={source_name}")
             for namespace in unseen:
                 async for found in ctx.client.list(
@@ -318,12 +318,26 @@ class ConfigMirrorOperator:
 
 
 def rbac_manager() -> Manager:
-    """The operator's Manager as deployed (leader-elected and sharded in kubemoon-system),
-    built without connecting: ``kubemoon rbac generate configmirror._operator:rbac_manager``
-    derives deploy/base/rbac.yaml from it."""
+    """The operator's Manager as deployed with cert-manager (leader-elected or sharded in
+    kubemoon-system), built without connecting: ``kubemoon rbac generate
+    configmirror._operator:rbac_manager`` derives deploy/overlays/cert-manager/rbac.yaml
+    from it."""
     options = OperatorOptions(
         leader_election=LeaderElectionConfig(name="configmirror", namespace="kubemoon-system"),
         sharding=ShardingConfig(),
+    )
+    client = Client(ClientConfig(server="https://127.0.0.1:6443"))
+    return ConfigMirrorOperator(client, options).manager
+
+
+def rbac_manager_self_managed() -> Manager:
+    """The Manager of the self-managed overlay: leader-elected, keeping its webhook
+    certificate Secret and registering its webhooks (deploy/overlays/self-managed/rbac.yaml)."""
+    options = OperatorOptions(
+        leader_election=LeaderElectionConfig(name="configmirror", namespace="kubemoon-system"),
+        webhook_address=("0.0.0.0", 9443),
+        webhook_self_managed=True,
+        webhook_service=("kubemoon-system", "configmirror-webhook", 443),
     )
     client = Client(ClientConfig(server="https://127.0.0.1:6443"))
     return ConfigMirrorOperator(client, options).manager

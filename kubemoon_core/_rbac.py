@@ -24,9 +24,14 @@ from typing import Any
 __all__ = [
     "Declared",
     "DeclaredController",
+    "DeclaredWebhooks",
     "GroupResource",
+    "Permission",
     "PolicyRule",
+    "access_review_allowed",
     "derive_rules",
+    "describe_missing",
+    "permissions_to_check",
     "rules_manifest",
 ]
 
@@ -48,6 +53,16 @@ EVENT_VERBS = ("create", "patch")
 # over or release; shard membership also LISTs the Leases of its group.
 LEASE_VERBS = ("get", "create", "update")
 MEMBERSHIP_VERBS = ("list",)
+# Self-managed webhooks (kubemoon_trio/_webhook_manager.py): every replica GETs the
+# certificate Secret, the leader POSTs it once and PUTs it to renew; the leader POSTs each
+# configuration once, then GETs and PATCHes it (server-side apply, drift repair), and GETs
+# and PATCHes the CRDs whose conversion it serves. A create cannot be limited to a name
+# (the object does not exist yet), the rest is limited to the declared names.
+SECRET_CREATE_VERBS = ("create",)
+SECRET_NAMED_VERBS = ("get", "update")
+CONFIGURATION_CREATE_VERBS = ("create",)
+CONFIGURATION_NAMED_VERBS = ("get", "patch")
+CRD_NAMED_VERBS = ("get", "patch")
 
 
 @dataclass(frozen=True, order=True)
@@ -67,6 +82,8 @@ class PolicyRule:
     verbs: frozenset[str]
     namespace: str | None = None
     """``None`` for a ClusterRole rule; a namespace for a Role in it."""
+    resource_names: frozenset[str] = frozenset()
+    """Only the objects of these names (``resourceNames``); empty for every object."""
 
     def __post_init__(self) -> None:
         unknown = sorted(self.verbs - set(_VERB_ORDER) - {"*"})
@@ -74,6 +91,12 @@ class PolicyRule:
             raise ValueError(f"PolicyRule on {self.resource!r}: unknown verbs {unknown}")
         if not self.verbs:
             raise ValueError(f"PolicyRule on {self.resource!r}: no verbs")
+        if self.resource_names and self.verbs & {"list", "watch", "create", "deletecollection"}:
+            # RBAC cannot limit these by name: the rule would silently allow nothing.
+            raise ValueError(
+                f"PolicyRule on {self.resource!r}: list, watch, create and deletecollection "
+                "cannot be limited to resource names"
+            )
 
     def sorted_verbs(self) -> list[str]:
         """The verbs in the conventional order (get, list, watch, create, ...)."""
@@ -81,11 +104,11 @@ class PolicyRule:
 
     def as_dict(self) -> dict[str, Any]:
         """The rule as it appears in a Role's ``rules`` list."""
-        return {
-            "apiGroups": [self.group],
-            "resources": [self.resource],
-            "verbs": self.sorted_verbs(),
-        }
+        rule: dict[str, Any] = {"apiGroups": [self.group], "resources": [self.resource]}
+        if self.resource_names:
+            rule["resourceNames"] = sorted(self.resource_names)
+        rule["verbs"] = self.sorted_verbs()
+        return rule
 
 
 @dataclass(frozen=True)
@@ -107,6 +130,18 @@ class DeclaredController:
 
 
 @dataclass(frozen=True)
+class DeclaredWebhooks:
+    """Self-managed webhooks: the certificate Secret and the objects the leader registers."""
+
+    secret: tuple[str, str] | None = None
+    """``(namespace, name)`` of the certificate Secret; ``None`` with certificate files."""
+    configurations: Sequence[tuple[str, str]] = ()
+    """``(resource, name)``: ``validatingwebhookconfigurations`` or ``mutating...``."""
+    crds: Sequence[str] = ()
+    """The CRDs whose ``spec.conversion`` the leader keeps."""
+
+
+@dataclass(frozen=True)
 class Declared:
     """What a whole operator declares."""
 
@@ -119,17 +154,39 @@ class Declared:
     sharded: bool = False
     access_reviews: bool = False
     """A webhook that asks SubjectAccessReviews (``authorization.k8s.io``)."""
+    webhooks: DeclaredWebhooks | None = None
     extra: Sequence[PolicyRule] = field(default_factory=tuple)
     """Rules the declarations cannot know, merged with the derived ones."""
 
 
+_Key = tuple[str, str, str, tuple[str, ...]]
+
+
 def _add(
-    into: dict[tuple[str, str, str], set[str]],
+    into: dict[_Key, set[str]],
     gr: GroupResource,
     verbs: Iterable[str],
     namespace: str | None,
+    names: Iterable[str] = (),
 ) -> None:
-    into.setdefault((namespace or "", gr.group, gr.resource), set()).update(verbs)
+    key = (namespace or "", gr.group, gr.resource, tuple(sorted(set(names))))
+    into.setdefault(key, set()).update(verbs)
+
+
+def _add_webhooks(acc: dict[_Key, set[str]], hooks: DeclaredWebhooks) -> None:
+    if hooks.secret is not None:
+        namespace, name = hooks.secret
+        secrets = GroupResource("", "secrets")
+        _add(acc, secrets, SECRET_CREATE_VERBS, namespace)
+        _add(acc, secrets, SECRET_NAMED_VERBS, namespace, [name])
+    for resource in sorted({r for r, _ in hooks.configurations}):
+        gr = GroupResource("admissionregistration.k8s.io", resource)
+        names = [n for r, n in hooks.configurations if r == resource]
+        _add(acc, gr, CONFIGURATION_CREATE_VERBS, None)
+        _add(acc, gr, CONFIGURATION_NAMED_VERBS, None, names)
+    if hooks.crds:
+        crds = GroupResource("apiextensions.k8s.io", "customresourcedefinitions")
+        _add(acc, crds, CRD_NAMED_VERBS, None, hooks.crds)
 
 
 def derive_rules(declared: Declared) -> list[PolicyRule]:
@@ -139,7 +196,7 @@ def derive_rules(declared: Declared) -> list[PolicyRule]:
     namespace's, each sorted by group and resource, so the same declarations always give
     the same list.
     """
-    acc: dict[tuple[str, str, str], set[str]] = {}
+    acc: dict[_Key, set[str]] = {}
     for c in declared.controllers:
         primary = set(CACHE_VERBS)
         if c.finalizers:
@@ -163,12 +220,84 @@ def derive_rules(declared: Declared) -> list[PolicyRule]:
     if declared.lease_namespace is not None:
         verbs = (*LEASE_VERBS, *(MEMBERSHIP_VERBS if declared.sharded else ()))
         _add(acc, GroupResource("coordination.k8s.io", "leases"), verbs, declared.lease_namespace)
+    if declared.webhooks is not None:
+        _add_webhooks(acc, declared.webhooks)
     for rule in declared.extra:
-        _add(acc, GroupResource(rule.group, rule.resource), rule.verbs, rule.namespace)
+        gr = GroupResource(rule.group, rule.resource)
+        _add(acc, gr, rule.verbs, rule.namespace, rule.resource_names)
     return [
-        PolicyRule(group, resource, frozenset(verbs), ns or None)
-        for (ns, group, resource), verbs in sorted(acc.items())
+        PolicyRule(group, resource, frozenset(verbs), ns or None, frozenset(names))
+        for (ns, group, resource, names), verbs in sorted(acc.items())
     ]
+
+
+@dataclass(frozen=True)
+class Permission:
+    """One request to ask about: ``verb`` on ``resource`` (``pods/status`` names a
+    subresource) of ``group``, in ``namespace`` or cluster-wide, of the object ``name`` or
+    of any."""
+
+    verb: str
+    group: str
+    resource: str
+    namespace: str | None = None
+    name: str | None = None
+
+    def review(self) -> dict[str, Any]:
+        """The SelfSubjectAccessReview that asks whether the caller may do this."""
+        resource, _, sub = self.resource.partition("/")
+        attributes: dict[str, str] = {"verb": self.verb, "group": self.group}
+        attributes["resource"] = resource
+        if sub:
+            attributes["subresource"] = sub
+        if self.namespace is not None:
+            attributes["namespace"] = self.namespace
+        if self.name is not None:
+            attributes["name"] = self.name
+        return {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        }
+
+    def describe(self) -> str:
+        """``verb group/resource [name] in namespace N`` (or ``(cluster-wide)``)."""
+        what = f"{self.verb} {self.group + '/' if self.group else ''}{self.resource}"
+        if self.name is not None:
+            what += f" {self.name}"
+        return what + (f" in namespace {self.namespace}" if self.namespace else " (cluster-wide)")
+
+    def sort_key(self) -> tuple[str, str, str, str, str]:
+        """Namespace, group, resource, name, verb: the order missing ones are reported in."""
+        return (self.namespace or "", self.group, self.resource, self.name or "", self.verb)
+
+
+def permissions_to_check(rules: Sequence[PolicyRule], *, limit: int = 256) -> list[Permission]:
+    """One :class:`Permission` per verb (and per resource name) of ``rules``, at most ``limit``.
+
+    More than ``limit`` is a :class:`ValueError`: the start-up check stays bounded.
+    """
+    asks = [
+        Permission(verb, r.group, r.resource, r.namespace, name)
+        for r in rules
+        for name in (sorted(r.resource_names) if r.resource_names else [None])
+        for verb in r.sorted_verbs()
+    ]
+    if len(asks) > limit:
+        raise ValueError(f"{len(asks)} permissions to check, more than limit={limit}")
+    return asks
+
+
+def access_review_allowed(answer: Mapping[str, Any]) -> bool:
+    """Whether an access review's answer allows the request (anything else: no)."""
+    status = answer.get("status")
+    return isinstance(status, Mapping) and status.get("allowed") is True
+
+
+def describe_missing(missing: Sequence[Permission]) -> str:
+    """One line naming every missing permission, in :meth:`Permission.sort_key` order."""
+    ordered = sorted(missing, key=Permission.sort_key)
+    return "missing RBAC permissions: " + "; ".join(p.describe() for p in ordered)
 
 
 def rules_manifest(

@@ -15,13 +15,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kubemoon_core import GroupVersionResource, LocalProtocolError
+from kubemoon_core import GroupVersionResource, LocalProtocolError, WebhookEndpoint
 from kubemoon_core._rbac import (
     Declared,
     DeclaredController,
+    DeclaredWebhooks,
     GroupResource,
+    Permission,
     PolicyRule,
+    access_review_allowed,
     derive_rules,
+    describe_missing,
+    permissions_to_check,
 )
 
 from . import _backend
@@ -31,6 +36,7 @@ if TYPE_CHECKING:
     from ._manager import Manager
 
 __all__ = ["declared", "derived_rules", "describe_missing", "missing_permissions"]
+# describe_missing is the core's (kubemoon_core._rbac), re-exported for the callers here.
 
 
 def declared(
@@ -86,8 +92,29 @@ def declared(
         lease_namespace=lease_namespace,
         sharded=sharded,
         access_reviews=access_reviews,
+        webhooks=_declared_webhooks(manager),
         extra=more,
     )
+
+
+def _declared_webhooks(manager: Manager) -> DeclaredWebhooks | None:
+    """What the Manager's self-managed webhooks read and write (served with
+    :meth:`~Manager.serve_webhooks`; a plain webhook server registers nothing)."""
+    hooks = manager.webhooks
+    if hooks is None:
+        return None
+    # The names do not depend on where the webhooks are reached.
+    configs = hooks.declarations.configurations(WebhookEndpoint(service=("default", "rbac")))
+    registered = [
+        (resource, doc["metadata"]["name"])
+        for resource, doc in (
+            ("validatingwebhookconfigurations", configs.validating),
+            ("mutatingwebhookconfigurations", configs.mutating),
+        )
+        if doc is not None
+    ]
+    crds = [doc["metadata"]["name"] for doc in configs.conversions]
+    return DeclaredWebhooks(secret=hooks.secret, configurations=registered, crds=crds)
 
 
 def derived_rules(
@@ -106,50 +133,30 @@ def missing_permissions(
     *,
     concurrency: int = 4,
     limit: int = 256,
-) -> list[tuple[str, str, str, str | None]]:
-    """The (verb, group, resource, namespace) of ``rules`` the client's identity lacks.
+) -> list[Permission]:
+    """The permissions of ``rules`` the client's identity lacks, in a stable order.
 
-    One SelfSubjectAccessReview per verb, at most ``concurrency`` at a time and at most
-    ``limit`` in all (more is a :class:`LocalProtocolError`: a bounded start-up). A
-    ``/status`` resource is asked as its subresource.
+    One SelfSubjectAccessReview per verb (and per resource name), at most ``concurrency``
+    at a time and at most ``limit`` in all (more is a :class:`LocalProtocolError`: a
+    bounded start-up). A ``/status`` resource is asked as its subresource.
     """
-    asks = [(v, r.group, r.resource, r.namespace) for r in rules for v in r.sorted_verbs()]
-    if len(asks) > limit:
-        raise LocalProtocolError(f"{len(asks)} permissions to check, more than limit={limit}")
-    missing: list[tuple[str, str, str, str | None]] = []
+    try:
+        asks = permissions_to_check(rules, limit=limit)
+    except ValueError as exc:
+        raise LocalProtocolError(str(exc)) from None
+    missing: list[Permission] = []
 
-    def ask(verb: str, group: str, resource: str, namespace: str | None) -> None:
-        name, _, sub = resource.partition("/")
-        attributes: dict[str, str] = {"verb": verb, "group": group, "resource": name}
-        if sub:
-            attributes["subresource"] = sub
-        if namespace is not None:
-            attributes["namespace"] = namespace
-        review = {
-            "apiVersion": "authorization.k8s.io/v1",
-            "kind": "SelfSubjectAccessReview",
-            "spec": {"resourceAttributes": attributes},
-        }
-        answer = client.create(_SSAR, review)
-        if not (answer.get("status") or {}).get("allowed"):
-            missing.append((verb, group, resource, namespace))
+    def ask(permission: Permission) -> None:
+        answer = client.create(_SSAR, permission.review())
+        if not access_review_allowed(answer):
+            missing.append(permission)
 
     # Batches of ``concurrency`` reviews: no more requests in flight than that.
     for start in range(0, len(asks), max(1, concurrency)):
         with _backend.TaskGroup() as tasks:
             for item in asks[start : start + max(1, concurrency)]:
-                tasks.start_soon(ask, *item)
-    return sorted(missing, key=lambda m: (m[3] or "", m[1], m[2], m[0]))
-
-
-def describe_missing(missing: Sequence[tuple[str, str, str, str | None]]) -> str:
-    """One line naming every missing permission: ``verb group/resource in namespace``."""
-    parts = [
-        f"{verb} {group + '/' if group else ''}{resource}"
-        + (f" in namespace {ns}" if ns else " (cluster-wide)")
-        for verb, group, resource, ns in missing
-    ]
-    return "missing RBAC permissions: " + "; ".join(parts)
+                tasks.start_soon(ask, item)
+    return sorted(missing, key=Permission.sort_key)
 
 
 def check_at_start(manager: Manager) -> str | None:

@@ -1,4 +1,4 @@
-"""ConfigMirror runs with exactly the RBAC of ``deploy/base/rbac.yaml`` on the real apiserver.
+"""ConfigMirror runs with exactly the RBAC of ``deploy/overlays/cert-manager/rbac.yaml`` on the real apiserver.
 
 The operator authenticates as a ServiceAccount bound to the manifest's ClusterRole and
 leader-election Role (and nothing else), and goes through everything it does: caches,
@@ -43,7 +43,7 @@ from kubemoon_trio import Client, LeaderElectionConfig
 
 pytestmark = pytest.mark.integration
 
-BASE_RBAC = Path(__file__).parents[2] / "deploy" / "base" / "rbac.yaml"
+BASE_RBAC = Path(__file__).parents[2] / "deploy" / "overlays" / "cert-manager" / "rbac.yaml"
 # A file to install instead of the overlay's rendered RBAC (a test that removes a rule).
 RBAC_FILE: Path | None = None
 RBAC_API = "/apis/rbac.authorization.k8s.io/v1"

@@ -3,7 +3,7 @@
 Two ``python -m configmirror --sharded`` processes split the mirrors of a namespace,
 serve the shard status on ``/readyz?verbose`` and ``/metrics``, and leave the group on
 SIGTERM; two in-process replicas authenticated as the ServiceAccount of
-``deploy/base/rbac.yaml`` converge with nothing beyond those rules.
+``deploy/overlays/cert-manager/rbac.yaml`` converge with nothing beyond those rules.
 """
 
 from __future__ import annotations

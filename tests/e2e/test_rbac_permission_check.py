@@ -16,7 +16,7 @@ from test_configmirror_rbac import (
 
 from configmirror import ConfigMirrorOperator, OperatorOptions
 from configmirror._operator import rbac_manager
-from kubemoon_core._rbac import PolicyRule
+from kubemoon_core._rbac import Permission, PolicyRule
 from kubemoon_testing import ApiServer
 from kubemoon_trio import LeaderElectionConfig
 from kubemoon_trio._permissions import derived_rules, describe_missing, missing_permissions
@@ -27,7 +27,10 @@ pytestmark = pytest.mark.integration
 def _in(namespace: str, rules: list[PolicyRule]) -> list[PolicyRule]:
     # The derived rules name kubemoon-system; the test installs them in a test namespace.
     return [
-        PolicyRule(r.group, r.resource, r.verbs, namespace if r.namespace else None) for r in rules
+        PolicyRule(
+            r.group, r.resource, r.verbs, namespace if r.namespace else None, r.resource_names
+        )
+        for r in rules
     ]
 
 
@@ -52,7 +55,7 @@ async def test_missing_permissions_names_the_one_rule_removed(
     if drop is None:
         assert missing == []
     else:
-        assert missing == [("delete", "", "configmaps", None)]
+        assert missing == [Permission("delete", "", "configmaps", None)]
         assert describe_missing(missing) == (
             "missing RBAC permissions: delete configmaps (cluster-wide)"
         )

@@ -9,6 +9,7 @@ import pytest
 from kubemoon_cli._main import main
 
 ROOT = Path(__file__).resolve().parents[2]
+RBAC_FILE = ROOT / "deploy" / "overlays" / "cert-manager" / "rbac.yaml"
 ARGS = [
     "configmirror._operator:rbac_manager",
     "--service-account",
@@ -20,15 +21,15 @@ ARGS = [
 
 def test_deploy_rbac_yaml_is_what_generate_writes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["rbac", "generate", *ARGS]) == 0
-    assert capsys.readouterr().out == (ROOT / "deploy" / "base" / "rbac.yaml").read_text()
-    assert main(["rbac", "check", str(ROOT / "deploy" / "base" / "rbac.yaml"), *ARGS]) == 0
+    assert capsys.readouterr().out == RBAC_FILE.read_text()
+    assert main(["rbac", "check", str(RBAC_FILE), *ARGS]) == 0
 
 
 def test_check_fails_with_a_diff_on_a_stale_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     stale = tmp_path / "rbac.yaml"
-    text = (ROOT / "deploy" / "base" / "rbac.yaml").read_text()
+    text = RBAC_FILE.read_text()
     stale.write_text(text.replace("  - delete\n", "", 1))
     assert main(["rbac", "check", str(stale), *ARGS]) == 1
     err = capsys.readouterr().err

@@ -10,9 +10,13 @@ import yaml
 from kubemoon_core._rbac import (
     Declared,
     DeclaredController,
+    DeclaredWebhooks,
     GroupResource,
     PolicyRule,
+    access_review_allowed,
     derive_rules,
+    describe_missing,
+    permissions_to_check,
     rules_manifest,
 )
 
@@ -39,12 +43,16 @@ def _rules(docs: list[dict[str, object]], kind: str) -> list[object]:
 
 
 def test_configmirror_declarations_give_the_rules_its_e2e_run_proved_exact() -> None:
-    # deploy/base/rbac.yaml is kept exact by tests/e2e/test_configmirror_rbac.py: the derived
+    # deploy/overlays/cert-manager/rbac.yaml is kept exact by tests/e2e/test_configmirror_rbac.py: the derived
     # rules must grant exactly the same (group, resource, verb, namespace) tuples.
     derived = {
         (r.namespace, r.group, r.resource, v) for r in derive_rules(CONFIGMIRROR) for v in r.verbs
     }
-    docs = list(yaml.safe_load_all((ROOT / "deploy" / "base" / "rbac.yaml").read_text()))
+    docs = list(
+        yaml.safe_load_all(
+            (ROOT / "deploy" / "overlays" / "cert-manager" / "rbac.yaml").read_text()
+        )
+    )
     written = set()
     for d in docs:
         if d["kind"] not in ("ClusterRole", "Role"):
@@ -150,3 +158,128 @@ def test_the_widgets_example_gets_what_ctx_ensure_delete_and_update_status_send(
     assert (None, "events.k8s.io", "events", ["create", "patch"]) in got
     assert ("ops", "coordination.k8s.io", "leases", ["get", "create", "update"]) in got
     assert len(got) == 5
+
+
+SELF_MANAGED = DeclaredWebhooks(
+    secret=("ops", "hooks-certs"),
+    configurations=[
+        ("validatingwebhookconfigurations", "hooks-validating"),
+        ("mutatingwebhookconfigurations", "hooks-mutating"),
+    ],
+    crds=["widgets.example.com"],
+)
+
+
+def test_self_managed_webhooks_get_their_secret_and_registrations_by_name() -> None:
+    rules = derive_rules(Declared(events=False, webhooks=SELF_MANAGED))
+    got = {(r.namespace, r.group, r.resource, tuple(sorted(r.resource_names))): r for r in rules}
+    assert {k: set(r.verbs) for k, r in got.items()} == {
+        ("ops", "", "secrets", ()): {"create"},
+        ("ops", "", "secrets", ("hooks-certs",)): {"get", "update"},
+        (None, "admissionregistration.k8s.io", "validatingwebhookconfigurations", ()): {"create"},
+        (
+            None,
+            "admissionregistration.k8s.io",
+            "validatingwebhookconfigurations",
+            ("hooks-validating",),
+        ): {"get", "patch"},
+        (None, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", ()): {"create"},
+        (
+            None,
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations",
+            ("hooks-mutating",),
+        ): {"get", "patch"},
+        (None, "apiextensions.k8s.io", "customresourcedefinitions", ("widgets.example.com",)): {
+            "get",
+            "patch",
+        },
+    }
+    named = got[("ops", "", "secrets", ("hooks-certs",))].as_dict()
+    assert named == {
+        "apiGroups": [""],
+        "resources": ["secrets"],
+        "resourceNames": ["hooks-certs"],
+        "verbs": ["get", "update"],
+    }
+    # Certificate files instead of a Secret: the registrations only.
+    files = derive_rules(Declared(events=False, webhooks=DeclaredWebhooks(crds=["a.b"])))
+    assert [(r.resource, set(r.verbs)) for r in files] == [
+        ("customresourcedefinitions", {"get", "patch"})
+    ]
+
+
+@pytest.mark.parametrize("verb", ["list", "watch", "create", "deletecollection"])
+def test_a_verb_rbac_cannot_limit_by_name_is_refused_with_names(verb: str) -> None:
+    with pytest.raises(ValueError, match="cannot be limited to resource names"):
+        PolicyRule("", "secrets", frozenset({verb}), "ops", frozenset({"x"}))
+
+
+def test_permissions_to_check_ask_each_verb_and_name_as_an_access_review() -> None:
+    rules = [
+        PolicyRule("", "secrets", frozenset({"get", "update"}), "ops", frozenset({"b", "a"})),
+        PolicyRule("kubemoon.dev", "configmirrors/status", frozenset({"update"})),
+    ]
+    asks = permissions_to_check(rules)
+    assert [(p.verb, p.name) for p in asks] == [
+        ("get", "a"),
+        ("update", "a"),
+        ("get", "b"),
+        ("update", "b"),
+        ("update", None),
+    ]
+    assert asks[0].review()["spec"]["resourceAttributes"] == {
+        "verb": "get",
+        "group": "",
+        "resource": "secrets",
+        "namespace": "ops",
+        "name": "a",
+    }
+    assert asks[-1].review()["spec"]["resourceAttributes"] == {
+        "verb": "update",
+        "group": "kubemoon.dev",
+        "resource": "configmirrors",
+        "subresource": "status",
+    }
+    with pytest.raises(ValueError, match="5 permissions to check, more than limit=4"):
+        permissions_to_check(rules, limit=4)
+    assert describe_missing([asks[-1], asks[1]]) == (
+        "missing RBAC permissions: update kubemoon.dev/configmirrors/status (cluster-wide); "
+        "update secrets a in namespace ops"
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "allowed"),
+    [
+        ({"status": {"allowed": True}}, True),
+        ({"status": {"allowed": False, "denied": True}}, False),
+        ({"status": {"allowed": "true"}}, False),  # not a boolean: never allowed
+        ({"status": None}, False),
+        ({}, False),
+    ],
+)
+def test_only_an_explicit_allowed_true_allows(answer: dict[str, object], allowed: bool) -> None:
+    assert access_review_allowed(answer) is allowed
+
+
+def test_configmirror_self_managed_manager_derives_its_overlays_file() -> None:
+    from configmirror._operator import rbac_manager_self_managed
+    from kubemoon_trio._permissions import derived_rules
+
+    rules = derived_rules(rbac_manager_self_managed())
+    path = ROOT / "deploy" / "overlays" / "self-managed" / "rbac.yaml"
+    written = [
+        rule
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc["kind"] in ("ClusterRole", "Role")
+        for rule in doc["rules"]
+    ]
+    assert sorted(map(str, written)) == sorted(str(r.as_dict()) for r in rules)
+    names = {n for r in rules for n in r.resource_names}
+    assert names == {
+        "configmirror-webhook-certs",
+        "configmirror-validating",
+        "configmirror-mutating",
+        "configmirrors.kubemoon.dev",
+    }
