@@ -7,7 +7,10 @@ series updates, spam filtering, bounded caches); :meth:`EventRecorder.record` on
 the writes it plans and returns at once. A background task performs them, each bounded in
 time, and flushes due series updates. A failed write is logged at DEBUG and forgotten: an
 Event is never worth failing or slowing a reconcile. At most ``max_pending`` writes wait;
-more are dropped and counted.
+more are dropped and counted. An Event recorded where writes are gated (a reconcile under
+a leadership or a shard range: ``kubemoon_io.gated_writes``) is written under that gate,
+when the writer gets to it; a series update under the gate of the latest gated record.
+A gate that lapsed meanwhile stops the write like any other failure.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 from kubemoon_core import Declared, EventOutcome, EventWrite, KubeMoonError, encode
 from kubemoon_core import EventRecorder as EventMachine
+from kubemoon_io import SendGuard, current_send_guard, gated_writes
 
 from . import _backend
 from ._client import Client
@@ -48,7 +52,8 @@ class EventRecorder:
     ) -> None:
         self._client = client
         self.machine = machine or EventMachine(reporting_controller, reporting_instance)
-        self._pending: collections.deque[EventWrite] = collections.deque()
+        self._pending: collections.deque[tuple[EventWrite, SendGuard | None]] = collections.deque()
+        self._series_guard: SendGuard | None = None  # the latest gated record's guard
         self._max_pending = max_pending
         self._request_timeout = request_timeout
         self._wakeup = _backend.Event()
@@ -83,33 +88,37 @@ class EventRecorder:
         self.outcomes[plan.outcome.value] += 1
         if plan.outcome is EventOutcome.INVALID:
             logger.debug("event %s not recorded: %s", reason, plan.reason)
-        self._queue(plan.writes)
+        guard = current_send_guard()
+        if guard is not None:
+            self._series_guard = guard
+        self._queue(plan.writes, guard)
 
-    def _queue(self, writes: tuple[EventWrite, ...]) -> None:
+    def _queue(self, writes: tuple[EventWrite, ...], guard: SendGuard | None) -> None:
         for write in writes:
             if len(self._pending) >= self._max_pending:
                 self.dropped += 1
                 self.machine.request_failed(write, _backend.current_time())
                 continue
-            self._pending.append(write)
+            self._pending.append((write, guard))
         if writes:
             self._wakeup.set()
 
     async def run(self) -> None:
         """Write queued Events and due series updates until cancelled."""
         while True:
-            self._queue(self.machine.flush(_backend.current_time()))
+            self._queue(self.machine.flush(_backend.current_time()), self._series_guard)
             while self._pending:
-                await self._write(self._pending.popleft())
+                await self._write(*self._pending.popleft())
             self._wakeup = _backend.Event()
             if self._pending:
                 continue
             await _backend.wait_event(self._wakeup, self.machine.next_deadline())
 
-    async def _write(self, write: EventWrite) -> None:
+    async def _write(self, write: EventWrite, guard: SendGuard | None) -> None:
         try:
-            response = await self._client.send(write.request, timeout=self._request_timeout)
-        except KubeMoonError as exc:
+            with gated_writes(guard):
+                response = await self._client.send(write.request, timeout=self._request_timeout)
+        except KubeMoonError as exc:  # AuthorityLost too: the gate lapsed
             logger.debug("event write failed: %s", exc)
             self.machine.request_failed(write, _backend.current_time())
             return

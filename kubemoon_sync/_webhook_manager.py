@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kubemoon_core import (
+    DEFAULT_GATE_MARGIN,
     ApiError,
     CertificateAction,
     CertificatePlanner,
@@ -42,10 +43,18 @@ from kubemoon_core import (
     WebhookConfigurations,
     WebhookDeclarations,
     WebhookEndpoint,
+    WriteGate,
     WriteOptions,
     webhook_drift,
 )
-from kubemoon_io import CertificateMaterial, ServingCertificate, require_cryptography
+from kubemoon_io import (
+    CertificateMaterial,
+    SendGuard,
+    ServingCertificate,
+    gate_guard,
+    gated_writes,
+    require_cryptography,
+)
 
 from . import _backend
 from ._webhook_server import WebhookServer
@@ -227,6 +236,18 @@ class WebhookManager:
             logger.info("webhook serving certificate loaded (reload %d)", self.certificate.reloads)
         self._loaded.set()
 
+    def _leadership_guard(self) -> SendGuard | None:
+        """The leader pass's writes are gated by the leadership, as a reconcile's are."""
+        election = self.manager.election
+        if election is None:
+            return None
+        elector = election.elector
+        gate = WriteGate(
+            [(f"leadership of the Lease {elector.lease}", elector.valid_until)],
+            margin=min(DEFAULT_GATE_MARGIN, elector.renew_deadline / 10),
+        )
+        return gate_guard(gate, _backend.current_time)
+
     def _lead_loop(self) -> None:
         """The leader: certificates, then configurations, every ``resync`` or when due."""
         election = self.manager.election
@@ -234,8 +255,9 @@ class WebhookManager:
             if election is not None and not election.is_leader:
                 election.wait_leading()
             try:
-                next_check = self.reconcile_once()
-            except KubeMoonError as exc:  # never lose the manager over one pass
+                with gated_writes(self._leadership_guard()):
+                    next_check = self.reconcile_once()
+            except KubeMoonError as exc:  # never lose the manager over one pass (AuthorityLost too)
                 logger.error("webhooks: the leader's pass failed: %s", exc)
                 next_check = self._clock() + min(self.resync, 5.0)
             delay = self.resync

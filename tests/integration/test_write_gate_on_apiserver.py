@@ -92,3 +92,48 @@ async def test_a_lapsed_gate_sends_nothing_and_reads_pass(
         await adapter.call(client.create, CM, cm("later"), namespace=ns)
     finally:
         await adapter.close(client)
+
+
+EVENTS = GroupVersionResource("events.k8s.io", "v1", "events")
+
+
+async def test_an_event_recorded_in_gated_work_is_written_only_while_the_gate_holds(
+    kube_apiserver: ApiServer, kube_namespace: str
+) -> None:
+    """The Event writer is a task of its own: the gate of the reconcile that recorded an
+    Event goes with it (issue 31, defect 3: a paused leader wrote Events after its Lease
+    lapsed). A series update is gated like the record that started it."""
+    from kubemoon_core import EventRecorder as EventMachine
+    from kubemoon_trio import Client, EventRecorder
+
+    ns = kube_namespace
+    valid_until = [trio.current_time() + 3600.0]
+    lease = WriteGate([("leadership of the Lease ns/demo", lambda now: valid_until[0])])
+    guard = gate_guard(lease, trio.current_time)
+    async with Client.from_kubeconfig(str(kube_apiserver.kubeconfig_path)) as client:
+        regarding = await client.create(CM, cm("regarding"), namespace=ns)
+        machine = EventMachine("example.com/gate-test", "r-0", flush_interval=0.2)
+        recorder = EventRecorder(client, "example.com/gate-test", "r-0", machine=machine)
+
+        async def settled(writes: int) -> None:
+            with trio.fail_after(20):
+                while recorder.writes < writes or recorder._pending:
+                    await trio.sleep(0.02)
+            await trio.sleep(0.5)  # a write queued behind the last would be sent by now
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(recorder.run)
+            with gated_writes(guard):
+                recorder.record(regarding, "Normal", "Valid", "while leading")
+            await settled(1)
+            valid_until[0] = trio.current_time() - 1.0  # the Lease lapsed (a pause)
+            with gated_writes(guard):
+                recorder.record(regarding, "Normal", "Late", "after the lease")
+                recorder.record(regarding, "Normal", "Valid", "a repeat: a series update")
+            await settled(1)
+            await trio.sleep(1.0)  # past the flush interval: the series update is due
+            nursery.cancel_scope.cancel()
+        listed = [e async for e in client.list(EVENTS, namespace=ns)]
+    got = [(e["reason"], e.get("series")) for e in listed]
+    assert got == [("Valid", None)], got
+    assert recorder.writes == 1
