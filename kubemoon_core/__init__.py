@@ -179,6 +179,7 @@ from ._ownership import (
     with_owner_reference,
 )
 from ._queue import (
+    DEFAULT_MAX_OVERTAKES,
     LOW_PRIORITY,
     NORMAL_PRIORITY,
     WorkQueue,
@@ -340,6 +341,7 @@ __all__ = [
     "WebhookEndpoint",
     "webhook_drift",
     "initial_change",
+    "DEFAULT_MAX_OVERTAKES",
     "LOW_PRIORITY",
     "NORMAL_PRIORITY",
     "CLAIMS_ANNOTATION",

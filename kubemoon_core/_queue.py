@@ -19,6 +19,17 @@ Rules (client-go's workqueue semantics, without threads or clocks):
   queued with it. A controller adds the objects of an informer's first list and resyncs at
   :data:`LOW_PRIORITY`, so changes that arrive later are worked on first (controller-runtime's
   default since v0.23).
+- Waiting keys age, so no key starves: of the keys queued, the *oldest* is the one queued
+  first (a raise keeps a key's age; a key queued again after ``done`` starts a new wait).
+  A hand-out of any other key *overtakes* the oldest, and at most ``max_overtakes``
+  (default :data:`DEFAULT_MAX_OVERTAKES`, 3) hand-outs in a row may do so: the next one
+  hands out the oldest key whatever its priority. Hence the bound, for any arrival pattern,
+  any priorities and any number of workers: **a key queued while Q other keys are queued
+  is among the next (max_overtakes + 1) * (Q + 1) keys handed out** (every
+  max_overtakes + 1 hand-outs include one of the oldest, and only the Q keys queued before
+  it are ever older than it). Under a flood of ordinary adds, the first list thus still
+  gets one hand-out in four; a new object behind any first list is handed out first or,
+  when the oldest's turn is due, second. ``max_overtakes=0`` is first in, first out.
 - After ``shutdown`` every add is silently ignored (client-go does the same, so late events
   racing a shutdown are harmless) and delayed keys are dropped; keys already queued are
   still handed out, and ``is_drained`` tells when none is queued or processing.
@@ -29,17 +40,19 @@ Rules (client-go's workqueue semantics, without threads or clocks):
   from its deadline); ``get`` to a ``done`` given ``now`` is the work duration. Adds and
   dones without ``now`` are simply not timed.
 
-add, get and done are O(1) (a deque per priority, a few dicts; priorities are few); raising
-a queued key's priority leaves a stale entry behind that ``get`` skips; delayed adds are
-O(log n).
+add, get and done are O(1) (an insertion-ordered dict per priority and one of all queued keys
+by age, a few dicts) plus O(P) when a priority gains its first or loses its last queued key,
+P being the number of distinct priorities queued (few: a controller uses two); delayed adds
+are O(log n). Memory is one entry per queued key in each order: no stale entries.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
-from collections import deque
+from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -48,13 +61,23 @@ from ._errors import LocalProtocolError
 from ._histogram import QUEUE_DURATION_BUCKETS, Histogram, _Recorder
 from ._ratelimit import RateLimiter, default_rate_limiter
 
-__all__ = ["LOW_PRIORITY", "NORMAL_PRIORITY", "WorkQueue", "WorkQueueMetrics"]
+__all__ = [
+    "DEFAULT_MAX_OVERTAKES",
+    "LOW_PRIORITY",
+    "NORMAL_PRIORITY",
+    "WorkQueue",
+    "WorkQueueMetrics",
+]
 
 NORMAL_PRIORITY = 0
 """The priority of an ordinary add: a watch event, a mapped change, a retry."""
 LOW_PRIORITY = -100
 """The priority of work from an informer's first list or a resync (controller-runtime's
-``LowPriority``): served after every ordinary add."""
+``LowPriority``): served after every ordinary add, except when its key is the oldest
+queued and its turn has come (see :data:`DEFAULT_MAX_OVERTAKES`)."""
+DEFAULT_MAX_OVERTAKES = 3
+"""How many hand-outs in a row may pass over the oldest queued key before it is handed out
+whatever its priority: a key queued behind Q others is among the next 4 * (Q + 1)."""
 
 K = TypeVar("K", bound=Hashable)
 
@@ -89,7 +112,10 @@ class WorkQueue(Generic[K]):
     """A de-duplicating queue of keys; see the module rules.
 
     ``rate_limiter`` decides the delays of :meth:`add_rate_limited`; the default is
-    :func:`default_rate_limiter` (client-go's controller default).
+    :func:`default_rate_limiter` (client-go's controller default). ``max_overtakes`` (an
+    int >= 0, default :data:`DEFAULT_MAX_OVERTAKES`) is how many hand-outs in a row may pass
+    over the oldest queued key; a key queued behind Q others is handed out within
+    ``(max_overtakes + 1) * (Q + 1)`` hand-outs.
     """
 
     __slots__ = (
@@ -101,6 +127,8 @@ class WorkQueue(Generic[K]):
         "_latency_pending",
         "_levels",
         "_limiter",
+        "_max_overtakes",
+        "_overtaken",
         "_priority",
         "_processing",
         "_queued",
@@ -114,12 +142,24 @@ class WorkQueue(Generic[K]):
         "_work_pending",
     )
 
-    def __init__(self, rate_limiter: RateLimiter | None = None) -> None:
+    def __init__(
+        self,
+        rate_limiter: RateLimiter | None = None,
+        *,
+        max_overtakes: int = DEFAULT_MAX_OVERTAKES,
+    ) -> None:
+        if max_overtakes.__class__ is not int or max_overtakes < 0:
+            raise LocalProtocolError(
+                f"max_overtakes must be a non-negative int, got {max_overtakes!r}"
+            )
         self._limiter = rate_limiter if rate_limiter is not None else default_rate_limiter()
-        # One FIFO of (sequence, key) per priority; an entry is live when _queued says so.
-        self._queues: dict[int, deque[tuple[int, K]]] = {}
-        self._levels: list[int] = []  # the priorities of _queues, highest first
-        self._queued: dict[K, tuple[int, int]] = {}  # queued key -> (priority, sequence)
+        self._max_overtakes = max_overtakes
+        self._overtaken = 0  # hand-outs in a row that passed over the oldest queued key
+        # One FIFO of keys per priority with a queued key; emptied ones are dropped.
+        self._queues: dict[int, OrderedDict[K, None]] = {}
+        self._levels: list[int] = []  # the priorities of _queues, ascending (highest last)
+        # Queued key -> its priority, oldest first (the order keys were queued in).
+        self._queued: OrderedDict[K, int] = OrderedDict()
         self._dirty: dict[K, float | None] = {}  # dirty key -> when it was added, if known
         self._priority: dict[K, int] = {}  # dirty key -> the highest priority it was added at
         self._processing: dict[K, float] = {}  # key -> when get handed it out
@@ -165,32 +205,52 @@ class WorkQueue(Generic[K]):
             self._enqueue(key, priority)
 
     def _enqueue(self, key: K, priority: int) -> None:
-        sequence = next(self._sequence)
-        self._queued[key] = (priority, sequence)
-        queue = self._queues.get(priority)
-        if queue is None:
-            queue = self._queues[priority] = deque()
-            self._levels.append(priority)
-            self._levels.sort(reverse=True)
-        queue.append((sequence, key))
+        queued = self._queued
+        current = queued.get(key)
+        if current is not None:  # a raise: the key moves up and keeps its age
+            self._unlevel(key, current)
+        queued[key] = priority
+        level = self._queues.get(priority)
+        if level is None:
+            level = self._queues[priority] = OrderedDict()
+            bisect.insort(self._levels, priority)
+        level[key] = None
+
+    def _unlevel(self, key: K, priority: int) -> None:
+        level = self._queues[priority]
+        del level[key]
+        if not level:
+            del self._queues[priority]
+            levels = self._levels
+            del levels[bisect.bisect_left(levels, priority)]
 
     def _pop(self) -> K | None:
         queued = self._queued
         if not queued:
             return None
-        for level in self._levels:
-            queue = self._queues[level]
-            while queue:
-                sequence, key = queue.popleft()
-                if queued.get(key) == (level, sequence):
-                    del queued[key]
-                    return key
-        raise AssertionError("a queued key has no live entry")  # pragma: no cover
+        if self._overtaken >= self._max_overtakes:  # the oldest's turn
+            key, priority = queued.popitem(last=False)
+            self._unlevel(key, priority)
+            self._overtaken = 0
+            return key
+        top = self._levels[-1]
+        level = self._queues[top]
+        key, _ = level.popitem(last=False)
+        if not level:
+            del self._queues[top]
+            self._levels.pop()
+        if next(iter(queued)) == key:
+            self._overtaken = 0
+        else:
+            self._overtaken += 1
+        del queued[key]
+        return key
 
     def get(self, now: float) -> K | None:
         """Hand out the next ready key (now processing), or None if none is ready.
 
-        The highest priority goes first; within a priority, the first queued.
+        The highest priority goes first; within a priority, the first queued; but after
+        ``max_overtakes`` hand-outs in a row that passed over the oldest queued key, that key.
         """
         found = self.get_with_priority(now)
         return None if found is None else found[0]

@@ -10,6 +10,10 @@ hand-out) and at most one delayed deadline (the earliest). A deadline that has p
 - ``get`` returns None only when no dirty key is idle (work conserving);
 - priorities: ``get`` hands out the idle dirty key of the highest priority (the highest any
   of its adds gave), and within it the one queued first (a raise re-queues at the end);
+- aging: after ``max_overtakes`` hand-outs in a row that passed over the oldest queued key
+  (queued first; a raise keeps its age, a re-queue after ``done`` starts anew), ``get``
+  hands out that key instead; and no key waits past the stated bound, (max_overtakes + 1)
+  * (Q + 1) hand-outs when queued behind Q others;
 - a key handed out reports the priority it was handed out at;
 - depth, processing, waiting, next deadline and drained state agree with the model.
 
@@ -23,7 +27,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from kubemoon_core._queue import LOW_PRIORITY, NORMAL_PRIORITY, WorkQueue
+from kubemoon_core._queue import DEFAULT_MAX_OVERTAKES, LOW_PRIORITY, NORMAL_PRIORITY, WorkQueue
 from kubemoon_core._ratelimit import ExponentialRateLimiter
 
 KEYS = [f"k{i}" for i in range(6)]
@@ -36,9 +40,13 @@ priorities = st.sampled_from([LOW_PRIORITY, NORMAL_PRIORITY, 10])
 class QueueMachine(RuleBasedStateMachine):
     """Drives a WorkQueue and a model side by side; see the module docstring."""
 
+    OVERTAKES = DEFAULT_MAX_OVERTAKES
+
     def __init__(self) -> None:
         super().__init__()
-        self.queue: WorkQueue[str] = WorkQueue(ExponentialRateLimiter(base=0.25, cap=4.0))
+        self.queue: WorkQueue[str] = WorkQueue(
+            ExponentialRateLimiter(base=0.25, cap=4.0), max_overtakes=self.OVERTAKES
+        )
         self.now = 0.0
         self.step = 0
         self.dirty: set[str] = set()
@@ -47,6 +55,10 @@ class QueueMachine(RuleBasedStateMachine):
         self.waiting_priority: dict[str, int] = {}
         self.priority: dict[str, int] = {}  # dirty key -> its highest priority
         self.position: dict[str, int] = {}  # queued (dirty, idle) key -> queue position
+        self.age: dict[str, int] = {}  # queued key -> position when it was queued (no raise)
+        self.overtaken = 0  # hand-outs in a row that passed over the oldest queued key
+        self.handouts = 0
+        self.due: dict[str, int] = {}  # queued key -> hand-out count it must be out by
         self.counter = 0
         self.processing: set[str] = set()
         self.shut = False
@@ -62,6 +74,10 @@ class QueueMachine(RuleBasedStateMachine):
         self.counter += 1
         return self.counter
 
+    def queued(self, key: str) -> None:
+        self.position[key] = self.age[key] = self.next_position()
+        self.due[key] = self.handouts + (self.OVERTAKES + 1) * len(self.age)
+
     def mark_dirty(self, key: str, priority: int = NORMAL_PRIORITY) -> None:
         if key in self.dirty:
             if priority > self.priority[key]:
@@ -73,7 +89,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.priority[key] = priority
         self.last_add[key] = self.step
         if key not in self.processing:
-            self.position[key] = self.next_position()
+            self.queued(key)
 
     def promote(self) -> None:
         due = [k for k, deadline in self.waiting.items() if deadline <= self.now]
@@ -110,10 +126,20 @@ class QueueMachine(RuleBasedStateMachine):
         key, priority = found
         assert key not in self.processing, f"{key} handed out while processing"
         assert key in self.dirty, f"{key} handed out without an add owed (or before its delay)"
-        expected = min(idle_dirty, key=lambda k: (-self.priority[k], self.position[k]))
-        assert key == expected, f"{key} handed out before {expected} (priority or order)"
+        oldest = min(idle_dirty, key=lambda k: self.age[k])
+        if self.overtaken >= self.OVERTAKES:
+            expected = oldest
+        else:
+            expected = min(idle_dirty, key=lambda k: (-self.priority[k], self.position[k]))
+        assert key == expected, f"{key} handed out before {expected} (priority, order or age)"
+        self.overtaken = 0 if key == oldest else self.overtaken + 1
         assert priority == self.priority.pop(key)
         del self.position[key]
+        del self.age[key]
+        del self.due[key]
+        self.handouts += 1
+        late = {k: due for k, due in self.due.items() if due <= self.handouts}
+        assert not late, f"after {self.handouts} hand-outs {late} are still queued"
         self.dirty.discard(key)
         self.processing.add(key)
         self.last_handout[key] = self.step
@@ -126,7 +152,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.processing.remove(key)
         assert self.queue.priority_of(key) is None
         if key in self.dirty:
-            self.position[key] = self.next_position()
+            self.queued(key)
 
     # --- rules --------------------------------------------------------------------------
 
@@ -210,4 +236,11 @@ class QueueMachine(RuleBasedStateMachine):
             assert self.queue.next_deadline() is None
 
 
+class EagerAgingMachine(QueueMachine):
+    """The same with one overtake allowed: aging decides about every other hand-out."""
+
+    OVERTAKES = 1
+
+
 TestQueueModel = QueueMachine.TestCase
+TestQueueModelEagerAging = EagerAgingMachine.TestCase
