@@ -22,12 +22,19 @@ Rules:
   resourceVersion (some aggregated APIs) records no floor, for the same reason.
 - Dry-run writes, collection deletes and subresources other than ``status`` record
   nothing: their answers are not the object as stored.
+- Judging a floor decodes nothing: the cached copy's resourceVersion is read from the store
+  as kept (a compact store keeps it beside the bytes). Only a tombstone without a version
+  needs the cached copy's uid, read once per cached version. A read asks only about the
+  floors it could return: those of a namespace (:meth:`WriteFloors.written_keys`) or those
+  whose written object an index function puts under a value
+  (:meth:`WriteFloors.indexed_keys`), so its cost follows the floors it returns, not all
+  the floors pending.
 - Pure: time comes in as ``now`` (monotonic seconds).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, KeysView, Mapping
+from collections.abc import Callable, Iterable, KeysView, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +82,9 @@ def compare_resource_versions(a: str, b: str) -> int | None:
 def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     metadata = obj.get("metadata")
     return metadata if isinstance(metadata, Mapping) else {}
+
+
+IndexFunc = Callable[[Mapping[str, Any]], Iterable[str]]
 
 
 def _cached_resource_version(store: Store, key: ObjectKey) -> str | None:
@@ -183,22 +193,42 @@ class Floor:
         return self.obj is None
 
 
+def _forget(table: dict[str, dict[ObjectKey, Floor]], name: str, floor: Floor) -> None:
+    """Take ``floor`` out of ``table[name]`` if it is there (not another floor of its key)."""
+    bucket = table.get(name)
+    if bucket is not None and bucket.get(floor.key) is floor:
+        bucket.pop(floor.key, None)
+        if not bucket:
+            table.pop(name, None)
+            if bucket:  # another thread filled it meanwhile: keep what it added
+                table.setdefault(name, {}).update(bucket)
+
+
 class WriteFloors:
     """The floors of one cache: the objects this process wrote, until the cache catches up.
 
     Feed it the writes (:meth:`record`), the changes the cache delivers (:meth:`observe`),
     and ask it, on every read of a key, whether the cache is behind (:meth:`fresher`).
     ``transform`` shapes a written object as the cache stores it (dropping
-    ``managedFields``, or keeping metadata only). Counters: :attr:`stale_reads_avoided`
-    (reads answered from a floor), :attr:`incomparable` (floors dropped because the cached
-    version could not be compared), :attr:`evicted` (floors forgotten beyond the bounds).
+    ``managedFields``, or keeping metadata only). ``indexers`` are the cache's index
+    functions: each written object is indexed when recorded, so a read by index finds its
+    floors without looking at the others (:meth:`indexed_keys`). Counters:
+    :attr:`stale_reads_avoided` (reads answered from a floor), :attr:`incomparable` (floors
+    dropped because the cached version could not be compared), :attr:`evicted` (floors
+    forgotten beyond the bounds).
     """
 
     __slots__ = (
+        "_by_namespace",
+        "_by_value",
         "_floors",
+        "_indexers",
+        "_made",
         "_max_age",
         "_max_entries",
         "_transform",
+        "_uids",
+        "_unindexed",
         "evicted",
         "incomparable",
         "stale_reads_avoided",
@@ -210,6 +240,7 @@ class WriteFloors:
         max_entries: int = DEFAULT_FLOOR_MAX_ENTRIES,
         max_age: float = DEFAULT_FLOOR_MAX_AGE,
         transform: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
+        indexers: Mapping[str, IndexFunc] | None = None,
     ) -> None:
         if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
             raise LocalProtocolError(f"max_entries must be a positive int, not {max_entries!r}")
@@ -224,9 +255,24 @@ class WriteFloors:
         self._transform = transform
         # key -> floor, oldest record first (a new record of a key moves it to the end).
         self._floors: dict[ObjectKey, Floor] = {}
+        # What a read looks up instead of walking every floor. Each entry names the floor
+        # it was made for: an entry whose floor is no longer the key's is ignored (another
+        # thread may record and drop meanwhile), so a lookup never misses a floor.
+        self._by_namespace: dict[str, dict[ObjectKey, Floor]] = {}
+        self._indexers: dict[str, IndexFunc] = {}
+        # index name -> value -> key -> floor; and the floors an index function failed on
+        # (a read by that index asks about them all, and calls the function itself).
+        self._by_value: dict[str, dict[str, dict[ObjectKey, Floor]]] = {}
+        self._unindexed: dict[str, dict[ObjectKey, Floor]] = {}
+        # key -> (its floor, the (index, value) entries made for it)
+        self._made: dict[ObjectKey, tuple[Floor, list[tuple[str, str]]]] = {}
+        # Tombstones without a version: key -> (the floor, the cached version, its uid).
+        self._uids: dict[ObjectKey, tuple[Floor, str, str | None]] = {}
         self.stale_reads_avoided = 0
         self.incomparable = 0
         self.evicted = 0
+        if indexers:
+            self.add_indexers(indexers)
 
     def __len__(self) -> int:
         return len(self._floors)
@@ -237,6 +283,20 @@ class WriteFloors:
 
     def __repr__(self) -> str:
         return f"<WriteFloors floors={len(self._floors)} avoided={self.stale_reads_avoided}>"
+
+    def add_indexers(self, indexers: Mapping[str, IndexFunc]) -> None:
+        """Index the written objects with these functions too (those pending at once).
+
+        A name already in use is refused (the cache's own indexes are added alike)."""
+        for name in indexers:
+            if name in self._indexers:
+                raise LocalProtocolError(f"an index is already named {name!r}")
+        for name, function in indexers.items():
+            self._indexers[name] = function
+            self._by_value[name] = {}
+            self._unindexed[name] = {}
+        for floor in list(self._floors.values()):
+            self._index(floor, indexers)
 
     def record(self, written: WrittenObject, now: float) -> None:
         """Remember a write's answer as the floor of its key.
@@ -264,11 +324,62 @@ class WriteFloors:
         obj = written.obj
         if obj is not None and self._transform is not None:
             obj = self._transform(obj)
-        self._floors.pop(key, None)
-        self._floors[key] = Floor(key, obj, written.resource_version, written.uid, now, after)
+        floor = Floor(key, obj, written.resource_version, written.uid, now, after)
+        # Findable first, then the floor of its key: a read never misses it.
+        self._by_namespace.setdefault(key.namespace, {})[key] = floor
+        self._index(floor, self._indexers)
+        old = self._floors.pop(key, None)
+        self._floors[key] = floor
+        if old is not None:
+            self._unlink(old)
         while len(self._floors) > self._max_entries and (oldest := self._oldest()) is not None:
-            self._floors.pop(oldest.key, None)
+            self._drop(oldest.key)
             self.evicted += 1
+
+    def _index(self, floor: Floor, indexers: Mapping[str, IndexFunc]) -> None:
+        """Make ``floor`` findable by the values ``indexers`` give its written object."""
+        if floor.obj is None:
+            return  # a tombstone hides a cached key, which the cache's own index finds
+        made: list[tuple[str, str]] = []
+        for name, function in indexers.items():
+            try:
+                values = list(function(floor.obj))
+            except Exception:  # the caller's code: a read by this index calls it again
+                self._unindexed[name][floor.key] = floor
+                continue
+            by_value = self._by_value[name]
+            for value in values:
+                by_value.setdefault(value, {})[floor.key] = floor
+                made.append((name, value))
+        if made:
+            found = self._made.get(floor.key)
+            if found is not None and found[0] is floor:
+                made = found[1] + made
+            self._made[floor.key] = (floor, made)
+
+    def _unlink(self, floor: Floor) -> None:
+        """Forget the lookup entries made for ``floor`` (those since made for another floor
+        of its key stay)."""
+        key = floor.key
+        _forget(self._by_namespace, key.namespace, floor)
+        made = self._made.get(key)
+        if made is not None and made[0] is floor:
+            self._made.pop(key, None)
+            for name, value in made[1]:
+                by_value = self._by_value.get(name)
+                if by_value is not None:
+                    _forget(by_value, value, floor)
+        for unindexed in self._unindexed.values():
+            if unindexed.get(key) is floor:
+                unindexed.pop(key, None)
+        memo = self._uids.get(key)
+        if memo is not None and memo[0] is floor:
+            self._uids.pop(key, None)
+
+    def _drop(self, key: ObjectKey) -> None:
+        floor = self._floors.pop(key, None)
+        if floor is not None:
+            self._unlink(floor)
 
     def _oldest(self) -> Floor | None:
         # Tolerates another thread changing the table meanwhile (the blocking adapter's
@@ -282,7 +393,7 @@ class WriteFloors:
         """Forget the floors older than ``max_age``."""
         limit = now - self._max_age
         while (oldest := self._oldest()) is not None and oldest.recorded_at <= limit:
-            self._floors.pop(oldest.key, None)
+            self._drop(oldest.key)
 
     def _caught_up(self, floor: Floor, watermark: str) -> bool:
         """True once the cache's collection resourceVersion has passed the floor."""
@@ -295,47 +406,55 @@ class WriteFloors:
 
         ``watermark`` is the resourceVersion the cache's list and watch have reached; read
         it *before* calling, so the store is at least as new. A floor returned is counted
-        in :attr:`stale_reads_avoided` (a tombstone means: the object is gone).
+        in :attr:`stale_reads_avoided` (a tombstone means: the object is gone). Nothing is
+        decoded: the cached version is read as the store keeps it (see the module's rules).
         """
         floor = self._floors.get(key)
         if floor is None:
             return None
         if now - floor.recorded_at >= self._max_age or self._caught_up(floor, watermark):
-            self._floors.pop(key, None)
+            self._drop(key)
             return None
-        cached = store.get(key)
-        if floor.resource_version is None:
-            # A tombstone without a version: it hides the incarnation it deleted only.
-            if cached is None:
-                return floor
-            if _metadata(cached).get("uid") != floor.uid:
-                # Another incarnation: older than the deleted one if not newer than our own
-                # write of it; otherwise it may be a re-creation, and the cache is read (the
-                # tombstone stays: it still hides a late copy of the incarnation it deleted).
-                cached_rv = _cached_resource_version(store, key) or ""
-                if floor.after is None or compare_resource_versions(cached_rv, floor.after) not in (
-                    -1,
-                    0,
-                ):
-                    return None
-            self.stale_reads_avoided += 1
-            return floor
-        if cached is None:
+        if key not in store:
             if floor.obj is not None:
                 self.stale_reads_avoided += 1
             return floor
-        order = compare_resource_versions(
-            _cached_resource_version(store, key) or "", floor.resource_version
-        )
+        cached_rv = _cached_resource_version(store, key)
+        if floor.resource_version is None:
+            # A tombstone without a version: it hides the incarnation it deleted only.
+            # Another incarnation: older than the deleted one if not newer than our own
+            # write of it; otherwise it may be a re-creation, and the cache is read (the
+            # tombstone stays: it still hides a late copy of the incarnation it deleted).
+            if self._cached_uid(store, key, floor, cached_rv) != floor.uid and (
+                floor.after is None
+                or compare_resource_versions(cached_rv or "", floor.after) not in (-1, 0)
+            ):
+                return None
+            self.stale_reads_avoided += 1
+            return floor
+        order = compare_resource_versions(cached_rv or "", floor.resource_version)
         if order is None:
             self.incomparable += 1
-            self._floors.pop(key, None)
+            self._drop(key)
             return None
         if order >= 0:
-            self._floors.pop(key, None)
+            self._drop(key)
             return None
         self.stale_reads_avoided += 1
         return floor
+
+    def _cached_uid(
+        self, store: Store, key: ObjectKey, floor: Floor, cached_rv: str | None
+    ) -> str | None:
+        """The uid of the cached ``key``, read once per cached version while ``floor`` (a
+        tombstone without a version) stands: a compact store decodes to answer it."""
+        memo = self._uids.get(key)
+        if memo is not None and memo[0] is floor and cached_rv is not None and memo[1] == cached_rv:
+            return memo[2]
+        uid = store.uid(key)
+        if cached_rv is not None and self._floors.get(key) is floor:
+            self._uids[key] = (floor, cached_rv, uid)
+        return uid
 
     def observe(self, change: Change) -> None:
         """Drop the floor of a key the cache has now caught up on (a delivered change)."""
@@ -346,19 +465,36 @@ class WriteFloors:
         metadata = _metadata(seen) if seen is not None else {}
         if floor.resource_version is None:
             if change.type is ChangeType.DELETED and floor.uid == metadata.get("uid"):
-                self._floors.pop(change.key, None)
+                self._drop(change.key)
             return
         rv = metadata.get("resourceVersion")
         if compare_resource_versions(rv if isinstance(rv, str) else "", floor.resource_version) in (
             0,
             1,
         ):
-            self._floors.pop(change.key, None)
+            self._drop(change.key)
 
     def live_keys(self) -> KeysView[ObjectKey]:
         """A live view of the keys that have a floor (a membership test costs one lookup)."""
         return self._floors.keys()
 
-    def written_keys(self) -> list[ObjectKey]:
-        """The keys that have a floor (for readers that must look at every one)."""
-        return list(self._floors)
+    def written_keys(self, namespace: str | None = None) -> list[ObjectKey]:
+        """The keys that have a floor (for readers that must look at every one), or those
+        of ``namespace`` (looked up, not searched)."""
+        if namespace is None:
+            return list(self._floors)
+        return list(self._by_namespace.get(namespace, ()))
+
+    def indexed_keys(self, index: str, value: str) -> list[ObjectKey]:
+        """The keys whose written object the index function ``index`` (one of
+        ``indexers``) put under ``value``, and those it failed on (the reader judges them
+        itself); none for an index this table was not given. Tombstones are not indexed:
+        they hide cached keys, which the cache's own index finds. While another thread
+        changes the table a key may be named whose floor has just gone (:meth:`fresher`
+        then says so); a floor recorded before the call is never left out."""
+        keys = list(self._by_value.get(index, {}).get(value, ()))
+        failed = self._unindexed.get(index)
+        if failed:
+            named = set(keys)
+            keys.extend(key for key in list(failed) if key not in named)
+        return keys

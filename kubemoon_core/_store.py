@@ -383,6 +383,18 @@ class Store:
         rv = _rv(found)
         return rv if type(rv) is str else None
 
+    def uid(self, key: ObjectKey) -> str | None:
+        """The stored object's ``metadata.uid`` (None if absent or without one). A plain
+        store reads it in place; a compact one decodes the object (its entry keeps the
+        resourceVersion alone), so ask only when :meth:`resource_version` cannot answer."""
+        found = self._objects.get((key.namespace, key.name))
+        if found is None:
+            return None
+        obj = found if self._codec is None else self._codec.load(found[0])
+        metadata = obj.get("metadata")
+        uid = metadata.get("uid") if isinstance(metadata, Mapping) else None
+        return uid if type(uid) is str else None
+
     def keys(self) -> list[ObjectKey]:
         """Every key, in insertion order."""
         return [ObjectKey(namespace, name) for namespace, name in self._objects]

@@ -72,6 +72,14 @@ def _expected(what: str, value: object) -> _Fail:
     return _Fail(f"expected {what}, got {got}")
 
 
+def _int_as_float(value: int) -> float:
+    """An integer read into a float field; one beyond a double's range is refused."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise _Fail("expected float, got an integer too large for a double") from None
+
+
 def _not_in(values: Any, value: object) -> _Fail:
     return _Fail(f"expected one of {', '.join(map(repr, values))}, got {value!r}")
 
@@ -135,6 +143,7 @@ class _Gen:
             "_Fail": _Fail,
             "_expected": _expected,
             "_not_in": _not_in,
+            "_int_as_float": _int_as_float,
             "_locate_item": _locate_item,
             "_locate_value": _locate_value,
             "_parse_datetime": _parse_datetime,
@@ -173,7 +182,7 @@ class _Gen:
         if kind is Kind.FLOAT:
             return [
                 f"{indent}if type({src}) is float: {dst} = {src}",
-                f"{indent}elif type({src}) is int: {dst} = float({src})",
+                f"{indent}elif type({src}) is int: {dst} = _int_as_float({src})",
                 f"{indent}else: raise _expected('float', {src})",
             ]
         if kind is Kind.ENUM:

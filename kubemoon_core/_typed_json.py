@@ -13,8 +13,12 @@ Rules:
 - When msgspec refuses a document (or the declared class refuses a value), the document
   is judged again the Python way, so the error (a :class:`TypedDecodeError` and its path,
   or a :class:`DecodeError` for malformed JSON) is exactly the one :func:`decode` raises,
-  and a document only msgspec refuses (an integer beyond 64 bits) still decodes. Errors
-  are rare; the second pass costs only then.
+  and a document only msgspec refuses still decodes. Errors are rare; the second pass
+  costs only then.
+- Integers of any size are read exactly either way: an ``int`` or ``Any`` field given
+  ``100000000000000000000`` holds that int, never a float (the active backend reads it as
+  the standard library does); a ``float`` field given an integer beyond a double's range
+  is a :class:`TypedDecodeError`.
 - Declarations msgspec cannot mirror (a ``PreserveUnknown`` field, a class containing
   itself) and every class when msgspec is absent or turned off (:func:`use_msgspec`) go
   through the active JSON backend and :func:`decode`.

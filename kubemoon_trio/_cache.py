@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from kubemoon_core import (
@@ -44,6 +44,9 @@ __all__ = ["CacheReader", "SharedInformers"]
 
 IndexFunc = Callable[[Mapping[str, Any]], tuple[str, ...]]
 InformerKey = tuple[GroupVersionResource, str | None, str | None, str | None, bool, str | None]
+
+# What a lookup gives for a key that is not there (None means: deleted by our write).
+_ABSENT: Any = object()
 
 # The private switch of read-your-own-writes (tests turn it off to show what it prevents).
 _READ_YOUR_WRITES = True
@@ -111,22 +114,25 @@ class CacheReader:
         """True once the first complete list has been applied."""
         return self._informer.has_synced
 
-    def _fresher(self) -> dict[ObjectKey, Mapping[str, Any] | None]:
-        """Every key whose floor is ahead of the cache: the written object (None: deleted)."""
+    def _fresher(
+        self, keys: Iterable[ObjectKey], watermark: str
+    ) -> dict[tuple[str, str], Mapping[str, Any] | None]:
+        """Those of ``keys`` whose floor is ahead of the cache, by (namespace, name) (a
+        tuple hashes in C, an ObjectKey in Python): the written object (None: deleted).
+        ``watermark``: the collection's resourceVersion, read before the store."""
         floors = self._floors
-        if floors is None or not len(floors):
-            return {}
-        # The collection's resourceVersion first: the store read after it is at least as new.
-        watermark = self._informer.reflector.resource_version
+        assert floors is not None
         now = _backend.current_time()
         store = self._store
-        found: dict[ObjectKey, Mapping[str, Any] | None] = {}
-        for key in floors.written_keys():
-            if self._selective and key not in store:
+        fresher = floors.fresher
+        selective = self._selective
+        found: dict[tuple[str, str], Mapping[str, Any] | None] = {}
+        for key in keys:
+            if selective and key not in store:
                 continue  # whether it belongs here is the server's to say
-            floor = floors.fresher(store, key, watermark, now)
+            floor = fresher(store, key, watermark, now)
             if floor is not None:
-                found[key] = floor.obj
+                found[key.namespace, key.name] = floor.obj
         return found
 
     def get(self, name: str | ObjectKey, namespace: str = "") -> Mapping[str, Any] | None:
@@ -157,54 +163,81 @@ class CacheReader:
     def objects(self, namespace: str | None = None) -> list[Mapping[str, Any]]:
         """Every cached object, or those of ``namespace``."""
         store = self._store
-        fresher = self._fresher()  # first: the store is then read at least as new
-        if namespace is None:
-            if not fresher:
+        floors = self._floors
+        if floors is None or not len(floors):
+            if namespace is None:
                 return store.objects()
-            pairs = store.items()
-        else:
-            # Through get(): a compact store decodes only the objects of that namespace.
-            pairs = [
-                (key, obj)
-                for key in store
-                if key.namespace == namespace and (obj := store.get(key)) is not None
-            ]
-            if not fresher:
-                return [obj for _, obj in pairs]
-        # By key, not by identity: a compact store decodes a fresh copy on every read.
+            return self._namespaced(namespace)
+        # The collection's resourceVersion first: the store read after it is at least as
+        # new. Only the floors this read could return are judged (those of ``namespace``).
+        watermark = self._informer.reflector.resource_version
+        fresher = self._fresher(floors.written_keys(namespace), watermark)
+        if not fresher:
+            return store.objects() if namespace is None else self._namespaced(namespace)
+        # By key, not by identity: a compact store decodes a fresh copy on every read, and
+        # only of the objects returned (not those a written object replaces).
+        keys = store.keys() if namespace is None else self._namespaced_keys(namespace)
         found: list[Mapping[str, Any]] = []
-        for key, cached in pairs:
-            if key not in fresher:
-                found.append(cached)
-            elif (written := fresher.pop(key)) is not None:
+        pop, get, absent = fresher.pop, store.get, _ABSENT
+        for key in keys:
+            written = pop((key.namespace, key.name), absent)
+            if written is absent:
+                if (obj := get(key)) is not None:
+                    found.append(obj)
+            elif written is not None:
                 found.append(written)  # else deleted by our own write
-        found.extend(
-            written
-            for key, written in fresher.items()
-            if written is not None and (namespace is None or key.namespace == namespace)
-        )
+        found.extend(written for written in fresher.values() if written is not None)
         return found
 
-    def _indexed(self, index: str, value: str) -> list[tuple[ObjectKey, Mapping[str, Any]]]:
+    def _namespaced_keys(self, namespace: str) -> list[ObjectKey]:
+        return [key for key in self._store if key.namespace == namespace]
+
+    def _namespaced(self, namespace: str) -> list[Mapping[str, Any]]:
+        # Through get(): a compact store decodes only the objects of that namespace.
         store = self._store
-        fresher = self._fresher()  # first: the store is then read at least as new
+        return [
+            obj for key in self._namespaced_keys(namespace) if (obj := store.get(key)) is not None
+        ]
+
+    def _indexed(
+        self, index: str, value: str, *, objects: bool
+    ) -> list[tuple[ObjectKey, Mapping[str, Any] | None]]:
+        """The (key, object) pairs under ``value`` (with ``objects`` False, the objects are
+        None: nothing is decoded)."""
+        store = self._store
+        floors = self._floors
+        assert floors is not None
+        # The collection's resourceVersion first: the store read after it is at least as new.
+        watermark = self._informer.reflector.resource_version
         keys = store.keys_by_index(index, value)  # raises for an unknown index
+        # The floors this read could return: of the written objects the index function
+        # puts under the value, and of the keys cached under it.
+        floor_keys = self._floor_keys
+        candidates = floors.indexed_keys(index, value)
+        named = {(key.namespace, key.name) for key in candidates}
+        candidates.extend(
+            key for key in keys if (key.namespace, key.name) not in named and key in floor_keys
+        )
+        fresher = self._fresher(candidates, watermark) if candidates else {}
         function = self._indexers.get(index)
-        found: list[tuple[ObjectKey, Mapping[str, Any]]] = []
+        found: list[tuple[ObjectKey, Mapping[str, Any] | None]] = []
+        absent = _ABSENT
         for key in keys:
-            obj = store.get(key)
-            if key in fresher:
-                written = fresher.pop(key)
-                if written is None or function is None or value not in function(written):
-                    continue  # deleted, or no longer under this value
-                obj = written
-            if obj is not None:
-                found.append((key, obj))
+            written = fresher.pop((key.namespace, key.name), absent) if fresher else absent
+            if written is absent:
+                if objects:
+                    if (obj := store.get(key)) is not None:
+                        found.append((key, obj))
+                elif key in store:
+                    found.append((key, None))
+            elif written is not None and function is not None and value in function(written):
+                found.append((key, written))
+            # else deleted, or no longer under this value
         if function is not None:
             # Written objects the cache has not indexed under this value (yet).
             found.extend(
-                (key, obj)
-                for key, obj in fresher.items()
+                (ObjectKey(*pair), obj)
+                for pair, obj in fresher.items()
                 if obj is not None and value in function(obj)
             )
         return found
@@ -213,13 +246,13 @@ class CacheReader:
         """The objects whose index function ``index`` gave ``value``."""
         if self._floors is None or not len(self._floors):
             return self._store.by_index(index, value)
-        return [obj for _, obj in self._indexed(index, value)]
+        return [obj for _, obj in self._indexed(index, value, objects=True) if obj is not None]
 
     def keys_by_index(self, index: str, value: str) -> list[ObjectKey]:
         """The keys of the objects whose index function ``index`` gave ``value``."""
         if self._floors is None or not len(self._floors):
             return self._store.keys_by_index(index, value)
-        return [key for key, _ in self._indexed(index, value)]
+        return [key for key, _ in self._indexed(index, value, objects=False)]
 
 
 class SharedInformers:
@@ -310,7 +343,10 @@ class SharedInformers:
             informer.set_failure_handler(handler)
             self._informers[key] = informer
             self._indexers[key] = dict(indexers or {})
-            floors = WriteFloors(transform=_as_metadata if metadata_only else _as_cached)
+            floors = WriteFloors(
+                transform=_as_metadata if metadata_only else _as_cached,
+                indexers=dict(indexers or {}),
+            )
             informer.add_handler(floors.observe)
             self._floors[key] = floors
             narrowed = bool(label_selector or field_selector or sharded_for)
@@ -331,6 +367,7 @@ class SharedInformers:
                         f"{informer.name}: indexes must be added before the runtime starts"
                     )
                 informer.store.add_indexers(missing)
+                self._floors[key].add_indexers(missing)
                 known.update(missing)
         return informer
 

@@ -1,15 +1,21 @@
 """Hostile objects on the real kube-apiserver: one custom resource nested ~10,000 levels
 (what the apiserver stores; every JSON backend stops near 1,000) and pages pushed past the
-client's body cap by a tenant's 1 MB ConfigMaps. Regressions for issue 31, defects 1 and 2.
+client's body cap by a tenant's 1 MB ConfigMaps, and a tenant's numbers beyond 64 bits.
+Regressions for issue 31, defects 1, 2 and 11.
 
 Defect 1: the deep object is kept out of the cache and out of reconciles, with a /readyz
 reason naming it and ``kubemoon_reflector_kept_out_objects`` = 1, while the 10 others sync
 and reconcile: over a LIST, a watch (the deep object created after the sync) and a
 streaming list, for every JSON backend and both stores.
+
+Defect 11: a custom resource whose spec holds ``1e20`` and integers beyond 64 bits reaches
+a reconcile, a ``get`` and a write-back exactly as the standard library reads the served
+bytes, on every backend and both stores (orjson read them as floats).
 """
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -196,6 +202,60 @@ async def test_a_streaming_list_keeps_the_deep_object_out(
     assert informer.reflector.stats.relists == 0
     assert sorted(k.name for k in informer.store) == [f"b{i}" for i in range(10)]
     assert [str(r.key) for r in informer.kept_out] == [f"{ns}/deep"]
+
+
+# -- defect 11: a tenant's huge numbers reach a reconcile and a write-back unchanged --------
+
+# As the tenant sends them (raw bytes: 1e20 is a JSON number with an exponent). The
+# apiserver keeps numbers beyond int64 as doubles and serves those below 1e21 as integer
+# literals (1e20 as 100000000000000000000, -(2**64)-1 as -18446744073709552000): what a
+# reconcile must get is what the standard library reads from the served bytes.
+HUGE_SPEC = '{"e20":1e20,"big":1180591620717411303424,"neg":-18446744073709551617,"small":7}'
+
+
+def typed(value: dict[str, Any]) -> dict[str, tuple[type, Any]]:
+    return {key: (type(item), item) for key, item in value.items()}
+
+
+@pytest.mark.parametrize("compact", [False, True], ids=["plain", "compact"])
+async def test_huge_integers_reach_a_reconcile_and_a_write_back_exactly(
+    client: Client,
+    kube_apiserver: ApiServer,
+    kube_namespace: str,
+    json_backend: str,
+    compact: bool,
+) -> None:
+    ns = kube_namespace
+    await ensure_crd(client, ns)
+    body = (
+        f'{{"apiVersion":"{GROUP}/v1","kind":"Blob","metadata":{{"name":"huge"}},'
+        f'"spec":{HUGE_SPEC}}}'
+    ).encode()
+    resp = kube_apiserver.request("POST", f"/apis/{GROUP}/v1/namespaces/{ns}/blobs", body=body)
+    assert resp.status == 201, resp.body[:300]
+    assert b'"e20":100000000000000000000' in resp.body  # served as an integer literal
+    served = json.loads(resp.body)["spec"]  # the standard library, whatever the backend
+    assert typed(served)["e20"] == (int, 10**20) and typed(served)["small"] == (int, 7)
+    seen: list[Any] = []
+    manager = Manager(client, compact_cache=compact, close_client=False)
+
+    async def reconcile(ctx: ReconcileContext[Any]) -> Reconciled:
+        seen.append(dict(ctx.raw["spec"]))
+        return Reconciled()
+
+    manager.controller("blobs", BLOBS, kind="Blob", namespace=ns).complete(reconcile)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(manager.run)
+        await wait_for(lambda: bool(seen))
+        manager.stop()
+    assert typed(seen[0]) == typed(served)
+    # A write-back of what was read (get, then replace) leaves the numbers as they were.
+    got = await client.get(BLOBS, "huge", namespace=ns)
+    assert typed(got["spec"]) == typed(served)
+    got["metadata"].setdefault("labels", {})["touched"] = "yes"
+    await client.replace(BLOBS, got, namespace=ns)
+    after = kube_apiserver.request("GET", f"/apis/{GROUP}/v1/namespaces/{ns}/blobs/huge")
+    assert typed(json.loads(after.body)["spec"]) == typed(served)
 
 
 # -- defect 2: a tenant's 1 MB ConfigMaps push a 500-item page past the body cap -----------

@@ -3,9 +3,8 @@
 For generated JSON documents, watch streams and LIST pages, sound or corrupted, every
 backend gives equal results or fails with a ``KubeMoonError`` at the same place: the same
 watch events before the same bad line (same offset), the same LIST page or the same path.
-Excluded are the differences the backends' parsers are documented to have (``_json``): an
-integer beyond 64 bits (orjson reads a float), a lone UTF-16 surrogate escape (the
-standard library accepts it) and non-UTF-8 encodings the standard library sniffs. With
+Excluded are the differences the backends' parsers are documented to have (``_json``): a
+lone UTF-16 surrogate escape (the standard library accepts it) and non-UTF-8 encodings the standard library sniffs. With
 ``keep_raw`` every item's and event's bytes decode to its object.
 """
 
@@ -42,21 +41,19 @@ TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=12)
 VALUES = st.recursive(
     st.none()
     | st.booleans()
-    | st.integers(-(2**63), 2**63 - 1)
+    | st.integers()  # of any size: no backend reads one otherwise
     | st.floats(allow_nan=False, allow_infinity=False)
     | TEXT,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
     max_leaves=10,
 )
 # What the parsers are documented to read differently.
-_BIG_INT = re.compile(rb"\d{19,}")
 _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]", re.IGNORECASE)
 
 
 def comparable(data: bytes) -> bool:
     return not (
-        _BIG_INT.search(data)
-        or _SURROGATE.search(data)
+        _SURROGATE.search(data)
         or b"\x00" in data[:4]
         or data.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff"))
     )

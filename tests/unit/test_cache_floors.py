@@ -15,6 +15,9 @@ from kubemoon_core import (
     GroupVersionResource,
     ObjectKey,
     PatchType,
+    Store,
+    WriteFloors,
+    _store,
     create_request,
     delete_request,
     label_indexer,
@@ -171,3 +174,95 @@ async def test_a_compact_cache_hands_out_its_bytes_only_when_no_write_is_ahead()
     shared.record_write(*update("a", "7"))
     assert reader.json("a", "ns") is None  # our write is ahead: read get() instead
     assert reader.get("a", "ns")["metadata"]["resourceVersion"] == "7"  # type: ignore[index]
+
+
+class _Counts:
+    """How many objects a cache decoded and how many floors the reader judged."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, store: Store) -> None:
+        self.decodes = 0
+        self.judged = 0
+        codec = store._codec
+        if codec is not None:
+
+            def load(blob: bytes) -> Any:
+                self.decodes += 1
+                return codec.load(blob)
+
+            store._codec = _store._Codec(codec.name, codec.encode, codec.decode, load)
+        judge = WriteFloors.fresher
+
+        def fresher(floors: WriteFloors, *args: Any) -> Any:
+            self.judged += 1
+            return judge(floors, *args)
+
+        monkeypatch.setattr(WriteFloors, "fresher", fresher)
+
+    def reset(self) -> None:
+        self.decodes = self.judged = 0
+
+
+def ns_update(namespace: str, name: str, rv: str, **labels: str) -> tuple[Any, dict[str, Any]]:
+    request = patch_request(CM, name, {}, patch_type=PatchType.MERGE, namespace=namespace)
+    return request, cm(name, rv, namespace, **labels)
+
+
+@pytest.mark.parametrize("compact", [False, True], ids=["dicts", "compact"])
+async def test_a_read_costs_the_floors_it_returns_not_all_pending(
+    monkeypatch: pytest.MonkeyPatch, compact: bool
+) -> None:
+    # 10,000 writes ahead of the cache, all but one in one namespace (issue 31, defect 9): a read of
+    # another namespace or another index value judged every one of them, and judging
+    # decoded the cached copy (a compact cache: 10,000 decodes per read). Counted, not
+    # timed: a read judges the floors it may return, and decodes only the cached objects
+    # it returns (never one a written object replaces).
+    shared = informers(compact=compact)
+    informer = shared.get(CM, indexers={"app": label_indexer("app")})
+    reader = shared.reader(informer)
+    store = informer.store
+    busy = 9_999  # and q0: 10,000 floors, the most one cache keeps
+    for index in range(busy):
+        store.upsert(cm(f"b{index}", "5", "busy", app="busy"))
+    for index in range(3):
+        store.upsert(cm(f"q{index}", "5", "quiet", app="quiet"))
+    for index in range(busy):
+        shared.record_write(*ns_update("busy", f"b{index}", "7", app="busy"))
+    shared.record_write(*ns_update("quiet", "q0", "7", app="quiet"))
+    counts = _Counts(monkeypatch, store)
+    cached_returned = 2 if compact else 0  # q1 and q2, decoded by a compact cache only
+
+    assert rvs(reader.objects("quiet")) == {"q0": "7", "q1": "5", "q2": "5"}
+    assert (counts.judged, counts.decodes) == (1, cached_returned)
+    counts.reset()
+    assert rvs(reader.by_index("app", "quiet")) == {"q0": "7", "q1": "5", "q2": "5"}
+    assert (counts.judged, counts.decodes) == (1, cached_returned)
+    counts.reset()
+    assert len(reader.keys_by_index("app", "quiet")) == 3
+    assert (counts.judged, counts.decodes) == (1, 0)
+    counts.reset()
+    # Reads that return every floor judge every floor, and still decode no replaced copy.
+    everything = reader.objects()
+    assert len(everything) == busy + 3
+    assert {o["metadata"]["resourceVersion"] for o in everything[:busy]} == {"7"}
+    assert (counts.judged, counts.decodes) == (busy + 1, cached_returned)
+    counts.reset()
+    assert len(reader.by_index("app", "busy")) == busy
+    assert (counts.judged, counts.decodes) == (busy, 0)
+    assert shared.stale_reads_avoided()[CM] >= 2 * busy
+
+    # Deletes answered with a Status leave tombstones without a version: a compact cache
+    # reads a cached copy's uid once per cached version, then never again.
+    status = {"kind": "Status", "status": "Success"}
+    for index in range(busy):
+        shared.record_write(
+            delete_request(CM, f"b{index}", namespace="busy"),
+            {**status, "details": {"uid": f"uid-b{index}"}},
+        )
+    counts.reset()
+    assert rvs(reader.objects()) == {"q0": "7", "q1": "5", "q2": "5"}
+    assert counts.decodes == ((busy + 2) if compact else 0)
+    counts.reset()
+    assert rvs(reader.objects()) == {"q0": "7", "q1": "5", "q2": "5"}
+    assert rvs(reader.objects("quiet")) == {"q0": "7", "q1": "5", "q2": "5"}
+    assert reader.by_index("app", "busy") == []
+    assert counts.decodes == 2 * cached_returned

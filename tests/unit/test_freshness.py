@@ -403,3 +403,13 @@ def test_the_transform_shapes_the_written_object_as_the_cache_stores_it() -> Non
 def test_bad_bounds_are_refused(kwargs: dict[str, Any]) -> None:
     with pytest.raises(LocalProtocolError):
         WriteFloors(**kwargs)
+
+
+@pytest.mark.parametrize("compact", [False, True], ids=["dicts", "compact"])
+def test_a_store_tells_a_cached_uid_and_version(compact: bool) -> None:
+    store = Store(compact=compact)
+    store.upsert(cm("5", uid="u9"))
+    store.upsert({"metadata": {"name": "b", "namespace": "ns", "uid": 3}})
+    assert store.uid(KEY) == "u9" and store.resource_version(KEY) == "5"
+    assert store.uid(ObjectKey("ns", "b")) is None  # not a string: none
+    assert store.uid(ObjectKey("ns", "absent")) is None
