@@ -18,7 +18,10 @@ Rules of this module:
   for this OS and architecture (or from ``--archive``), checked against its SHA-512; what
   no archive provides (always kube-controller-manager) is built with Go. An index that
   cannot be reached, or that lists no archive that fits, means the Go build; an archive
-  whose hash is wrong stops the command.
+  whose hash or Kubernetes version is wrong stops the command, and leaves the cache as it
+  was (the archive is checked whole before any binary is renamed into place).
+- Every download has an overall deadline (``--download-deadline``), so a server that
+  trickles bytes cannot hold the build lock for long.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import math
 import os
 import re
 import shutil
@@ -318,6 +322,8 @@ class _Prebuilt:
     index: str | None = _envtest.ENVTEST_INDEX_URL
     archive: str | None = None
     sha512: str | None = None
+    #: Overall deadline of each download in seconds; None: the defaults of _envtest.
+    deadline: float | None = None
 
 
 def _install_prebuilt(directory: Path, todo: list[_Program], source: _Prebuilt) -> list[_Program]:
@@ -331,7 +337,10 @@ def _install_prebuilt(directory: Path, todo: list[_Program], source: _Prebuilt) 
     else:
         assert source.index is not None
         try:
-            found = _envtest.find_envtest_archive(source.index)
+            found = _envtest.find_envtest_archive(
+                source.index,
+                deadline=source.deadline if source.deadline else _envtest.INDEX_DEADLINE,
+            )
         except _envtest.EnvtestArchiveError as exc:
             _say(f"no prebuilt archive ({exc}); building with Go instead")
             return todo
@@ -342,9 +351,16 @@ def _install_prebuilt(directory: Path, todo: list[_Program], source: _Prebuilt) 
             )
             return todo
         url, sha512 = found.url, found.sha512
-    _say(f"installing {', '.join(names)} from {url} ...")
+    _say(f"installing {', '.join(names)} from {_envtest.shown(url)} ...")
     start = time.monotonic()
-    _envtest.install_envtest_archive(url, directory, sha512=sha512, programs=names)
+    _envtest.install_envtest_archive(
+        url,
+        directory,
+        sha512=sha512,
+        programs=names,
+        version=KUBERNETES_VERSION,
+        deadline=source.deadline if source.deadline else _envtest.ARCHIVE_DEADLINE,
+    )
     checked = "SHA-512 verified" if sha512 else "no SHA-512 given"
     _say(f"installed {', '.join(names)} in {_elapsed(time.monotonic() - start)} ({checked})")
     return [p for p in todo if p not in fits]
@@ -370,6 +386,8 @@ def _run_build(names: str | None, *, force: bool, source: _Prebuilt | None = Non
         for program in _PROGRAMS:
             for stale in directory.glob(f".{program.name}.*"):
                 stale.unlink(missing_ok=True)
+        for stage in directory.glob(f"{_envtest.STAGE_PREFIX}*"):
+            shutil.rmtree(stage, ignore_errors=True)
         todo = list(programs) if force else _missing(directory, programs)
         todo = _install_prebuilt(directory, todo, source)
         if not todo:
@@ -407,6 +425,16 @@ def _path(name: str | None) -> int:
         _say(f"{program.name} is not built yet: run `kubemoon-testenv build`", sys.stderr)
         return 1
     return 0
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(f"not a positive number of seconds: {text!r}")
+    return seconds
 
 
 def _terminate(signum: int, _frame: object) -> NoReturn:
@@ -448,13 +476,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     build_cmd.add_argument(
         "--archive",
         metavar="URL_OR_FILE",
-        help="take kube-apiserver and etcd from this envtest archive instead of the index",
+        help="take kube-apiserver and etcd from this envtest archive instead of the index "
+        f"(it must be of Kubernetes {KUBERNETES_VERSION})",
     )
     build_cmd.add_argument(
         "--sha512", metavar="HEX", help="expected SHA-512 of --archive (required for a URL)"
     )
     build_cmd.add_argument(
         "--no-archive", action="store_true", help="build everything with Go, download nothing"
+    )
+    build_cmd.add_argument(
+        "--download-deadline",
+        metavar="SECONDS",
+        type=_seconds,
+        help="give up on any one download after this long (default: "
+        f"{_envtest.INDEX_DEADLINE:g} s for the index, {_envtest.ARCHIVE_DEADLINE:g} s for an "
+        "archive)",
     )
     path_cmd = commands.add_parser("path", help="print the cache directory or one binary")
     path_cmd.add_argument("name", nargs="?", help="print this binary's path; exit 1 if missing")
@@ -466,6 +503,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 index=None if args.no_archive or args.index == "none" else args.index,
                 archive=None if args.no_archive else args.archive,
                 sha512=args.sha512,
+                deadline=args.download_deadline,
             )
             return _run_build(args.only, force=args.force, source=source)
         return _path(args.name)

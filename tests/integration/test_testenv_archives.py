@@ -35,6 +35,8 @@ from kubemoon_testing._testenv import main
 PREFIX = "controller-tools/envtest/"
 #: The binaries this suite built (read before any test points the cache elsewhere).
 BUILT = default_binary_dir()
+#: A stand-in kube-apiserver: the command checks the version an archive's one prints.
+APISERVER = f"#!/bin/sh\necho 'Kubernetes {KUBERNETES_VERSION}'\n".encode()
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -167,7 +169,7 @@ def test_a_wrong_hash_is_refused_and_nothing_is_installed(
     wrong = hashlib.sha512(b"the real archive").hexdigest()
     with pytest.raises(ArchiveHashError, match=f"expected {wrong}"):
         install_envtest_archive(f"{base}/a.tar.gz", cache, sha512=wrong)
-    assert sorted(p.name for p in cache.iterdir()) == []
+    assert not cache.exists()  # not even the directory it would have made
 
     write_index(root / "index.yaml", f"{base}/a.tar.gz", wrong)
     code = main(["build", "--only", "kube-apiserver,etcd", "--index", f"{base}/index.yaml"])
@@ -201,7 +203,11 @@ def test_no_fitting_archive_falls_back_to_the_go_build(
     assert "building with Go instead" in captured.out
 
     # The controller manager is never in an archive; the message says what it is for.
-    members = {PREFIX + "kube-apiserver": b"a", PREFIX + "etcd": b"e", PREFIX + "kubectl": b"k"}
+    members = {
+        PREFIX + "kube-apiserver": APISERVER,
+        PREFIX + "etcd": b"e",
+        PREFIX + "kubectl": b"k",
+    }
     sha512 = make_archive(root / "a.tar.gz", members)
     write_index(root / "good.yaml", f"{base}/a.tar.gz", sha512)
     monkeypatch.setenv("KUBEMOON_TESTENV_INDEX", "none")
@@ -231,10 +237,17 @@ def test_hostile_archives_write_nothing_outside_and_are_refused(
         link.type = tarfile.SYMTYPE
         link.linkname = str(escape)
         archive.addfile(link)
-    with pytest.raises(EnvtestArchiveError, match="no controller-tools/envtest/etcd"):
+    with pytest.raises(EnvtestArchiveError, match="'../escaped' points outside the archive"):
         install_envtest_archive(hostile, target)
     assert not escape.exists()
     assert not (target / "kube-apiserver").exists()
+
+    linked = tmp_path / "linked.tar.gz"
+    with tarfile.open(linked, "w:gz") as archive:
+        archive.addfile(link)
+    with pytest.raises(EnvtestArchiveError, match="kube-apiserver is not a regular file"):
+        install_envtest_archive(linked, target)
+    assert not escape.exists()
 
     garbage = tmp_path / "garbage.tar.gz"
     garbage.write_bytes(b"\x1f\x8b not really gzip")
