@@ -379,11 +379,21 @@ class BodyReader:
 
 
 class ByteStream:
-    """One accepted connection: ``receive_some``, ``send_all``, ``aclose``."""
+    """One accepted connection: ``receive_some``, ``send_all``, ``aclose``.
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    ``raw`` is the TCP transport under a connection upgraded to TLS by :func:`serve_tls`
+    (the writer's own transport otherwise), which :meth:`aclose` closes.
+    """
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        raw: asyncio.WriteTransport | None = None,
+    ) -> None:
         self._reader = reader
         self._writer = writer
+        self._raw = raw
 
     async def receive_some(self, max_bytes: int = 65536, deadline: float | None = None) -> bytes:
         """Up to ``max_bytes`` bytes; ``b""`` when the peer closed its side.
@@ -410,14 +420,28 @@ class ByteStream:
         return bool(self._writer.get_extra_info("peercert"))
 
     async def aclose(self) -> None:
-        """Close the connection (bounded: a peer that stalls the TLS goodbye is dropped)."""
-        self._writer.close()
+        """Close the connection, its socket included, without waiting on the peer.
+
+        What is still unsent (an answer's tail, TLS's close_notify) is handed to the kernel
+        first, for at most a second if the peer reads nothing; then the socket is closed,
+        as trio's https-compatible TLS streams close: the peer's close_notify is not
+        awaited. (asyncio's own TLS close waits for it up to its 30 s shutdown timeout, so
+        every evicted idle connection kept its socket and buffers that long.)
+        """
+        writer = self._writer
+        writer.close()  # with TLS: the close_notify, queued behind anything unsent
+        raw = self._raw if self._raw is not None else writer.transport
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            async with asyncio.timeout(1.0):
+                # No event says a transport's buffer is empty: looked at every 10 ms, and
+                # only while a peer is slow to read (mostly it is empty at once).
+                while raw.get_write_buffer_size():
+                    await asyncio.sleep(0.01)
+        writer.transport.abort()
+        raw.abort()  # the TLS transport no longer reaches it once the peer's side ended
         with contextlib.suppress(OSError, TimeoutError, asyncio.CancelledError):
             async with asyncio.timeout(1.0):
-                await self._writer.wait_closed()
-        transport = self._writer.transport
-        if not transport.is_closing():
-            transport.abort()
+                await writer.wait_closed()  # the socket is closed by then
 
 
 class _Connections:
@@ -530,6 +554,7 @@ async def serve_tls(
             del pending[oldest]
             abandoned.add(oldest)
             oldest.cancel()  # it is waiting in start_tls: nothing else runs between
+        raw = writer.transport  # the TCP transport, which start_tls wraps
         try:
             await writer.start_tls(context(), ssl_handshake_timeout=handshake_timeout)
         except (OSError, ssl.SSLError, TimeoutError, ConnectionError):
@@ -544,7 +569,7 @@ async def serve_tls(
         finally:
             pending.pop(task, None)
             abandoned.discard(task)
-        stream = ByteStream(reader, writer)
+        stream = ByteStream(reader, writer, raw)
         try:
             await handler(stream)
         finally:
