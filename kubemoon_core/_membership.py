@@ -32,6 +32,17 @@ Rules (time comes in as ``now``, local monotonic seconds; the machine reads no c
   assignment equals the previous read's (the membership stayed the same for one read). A
   replica started together with others so does not claim (and list) the whole space
   first. This only delays confirmations: safety is unchanged.
+- Identities are unique. With an ``instance`` (a random id per process) the own Lease
+  carries it in the annotation ``kubemoon.dev/holder-instance``, and the
+  own Lease found with another instance (by a read, or by the GET before taking the Lease
+  over, :meth:`ShardMember.observe_own`) was written by another process. Before this one's
+  first acknowledged write it is an earlier process's (a restart's): taken over only once
+  it expired (unchanged for ``lease_duration``) or once it was left with no claims, so its
+  ranges are never worked on twice. Once this one has written its Lease (on a read sent
+  after that write was acknowledged), or when that record changes while this one waits,
+  two live processes share the identity: the machine stops for good in ``DUPLICATE``
+  (every range dropped at once, nothing more written or read), so at most one keeps
+  working and the two never fight over the Lease.
 - Safety needs ``renew_deadline * (1 + clock_skew) ** 2 < lease_duration``, with every
   clock's rate within a factor ``1 + clock_skew`` of true time: the holder stops before
   anyone can judge its Lease expired. The constructor refuses timings that break it.
@@ -47,6 +58,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ._errors import DecodeError, LocalProtocolError
+from ._leader import HOLDER_INSTANCE_ANNOTATION
 from ._shard import HASH_SPACE, ShardRange
 
 __all__ = [
@@ -75,6 +87,7 @@ LEAVING_ANNOTATION = "shards.kubemoon.dev/leaving"
 # A tenant could write a huge annotation: bound what is read.
 MAX_CLAIMS = 256
 MAX_CLAIMS_TEXT = 16 * 1024
+_MAX_INSTANCE = 256  # a longer annotation value is no instance of ours: ignored
 
 
 class MemberState(enum.Enum):
@@ -85,6 +98,7 @@ class MemberState(enum.Enum):
     LOST = "lost"  # the renew deadline passed: nothing may be worked on
     LEAVING = "leaving"  # stopping everything before deleting its lease
     LEFT = "left"  # every claim released; the lease may be deleted
+    DUPLICATE = "duplicate"  # another live process has this identity: nothing more to do
 
 
 class RangeState(enum.Enum):
@@ -102,6 +116,7 @@ class RangeInput(enum.Enum):
     UNASSIGNED = "no longer assigned"
     STOPPED = "caller stopped its work"
     LOST = "own lease past its renew deadline"
+    DUPLICATE = "another process holds the own lease under this identity"
 
 
 _R, _I = RangeState, RangeInput
@@ -114,6 +129,10 @@ _RANGE_TRANSITIONS: dict[tuple[RangeState, RangeInput], RangeState | None] = {
     (_R.ACTIVE, _I.LOST): _R.CLAIMING,
     (_R.STOPPING, _I.STOPPED): None,
     (_R.STOPPING, _I.LOST): None,
+    # A second live process with this identity: stop everything at once, for good.
+    (_R.CLAIMING, _I.DUPLICATE): None,
+    (_R.ACTIVE, _I.DUPLICATE): None,
+    (_R.STOPPING, _I.DUPLICATE): None,
 }
 del _R, _I
 
@@ -176,12 +195,14 @@ def decode_claims(text: str) -> tuple[ShardRange, ...]:
 
 @dataclass(frozen=True, slots=True)
 class MemberRecord:
-    """What one membership Lease says: who, which version, what it claims, leaving or not."""
+    """What one membership Lease says: who, which version, what it claims, leaving or not,
+    and the process that wrote it (its ``instance``; ``""`` when the Lease does not say)."""
 
     identity: str
     version: str
     claims: tuple[ShardRange, ...] = ()
     leaving: bool = False
+    instance: str = ""
 
 
 def member_lease(
@@ -194,20 +215,26 @@ def member_lease(
     lease_duration: float = 15.0,
     leaving: bool = False,
     resource_version: str | None = None,
+    instance: str | None = None,
 ) -> dict[str, Any]:
     """The membership Lease of ``identity`` in ``group``, named ``<group>-<identity>``.
 
     ``wall_time`` (timezone-aware) only becomes ``renewTime`` for humans; expiry is judged
-    on observers' monotonic clocks. ``resource_version`` makes the write conditional.
+    on observers' monotonic clocks. ``resource_version`` makes the write conditional;
+    ``instance`` (this process's random id) goes into the annotation
+    ``kubemoon.dev/holder-instance``.
     """
     for name, value in (("group", group), ("identity", identity), ("namespace", namespace)):
         if not isinstance(value, str) or not value:
             raise LocalProtocolError(f"{name} must be a non-empty string, got {value!r}")
+    _check_instance(instance)
     if not isinstance(wall_time, datetime.datetime) or wall_time.tzinfo is None:
         raise LocalProtocolError("wall_time must be a timezone-aware datetime")
     annotations = {CLAIMS_ANNOTATION: encode_claims(claims)}
     if leaving:
         annotations[LEAVING_ANNOTATION] = "true"
+    if instance is not None:
+        annotations[HOLDER_INSTANCE_ANNOTATION] = instance
     metadata: dict[str, Any] = {
         "name": f"{group}-{identity}",
         "namespace": namespace,
@@ -252,7 +279,17 @@ def member_record_from_lease(lease: Mapping[str, Any]) -> MemberRecord:
         raise DecodeError("annotations is not an object", path="metadata.annotations")
     claims = decode_claims(annotations.get(CLAIMS_ANNOTATION, ""))
     leaving = annotations.get(LEAVING_ANNOTATION) == "true"
-    return MemberRecord(identity, version, claims, leaving)
+    instance = annotations.get(HOLDER_INSTANCE_ANNOTATION)
+    if not isinstance(instance, str) or len(instance) > _MAX_INSTANCE:
+        instance = ""
+    return MemberRecord(identity, version, claims, leaving, instance)
+
+
+def _check_instance(instance: object) -> None:
+    if instance is not None and (
+        not isinstance(instance, str) or not instance or len(instance) > _MAX_INSTANCE
+    ):
+        raise LocalProtocolError("instance must be a non-empty string of 256 characters at most")
 
 
 def _sorted(ranges: Iterable[ShardRange]) -> tuple[ShardRange, ...]:
@@ -283,6 +320,10 @@ class ShardMember:
     3. Work only on :meth:`active` ranges; stop the work of every range in
        :meth:`stopping`, then call :meth:`stopped`. Call :meth:`tick` at
        :meth:`next_deadline`: past the renew deadline, every range stops.
+
+    With an ``instance``, write it into the own Lease, and before overwriting an existing
+    own Lease (a create that conflicted) read it and ask :meth:`observe_own`; once
+    :attr:`duplicate`, stop: another process runs with this identity.
     """
 
     RANGE_TRANSITIONS: Mapping[tuple[RangeState, RangeInput], RangeState | None] = MappingProxyType(
@@ -298,9 +339,11 @@ class ShardMember:
         retry_period: float = 2.0,
         clock_skew: float = 0.2,
         join_delay: float = 0.0,
+        instance: str | None = None,
     ) -> None:
         if not isinstance(identity, str) or not identity:
             raise LocalProtocolError("identity must be a non-empty string")
+        _check_instance(instance)
         for name, value in (
             ("lease_duration", lease_duration),
             ("renew_deadline", renew_deadline),
@@ -339,6 +382,11 @@ class ShardMember:
         self._join_delay = float(join_delay)
         self._joined_at: float | None = None  # the first acknowledged write's send time
         self._settled = False  # a range was confirmed once: joining is over
+        self._instance = instance
+        self._acked_at: float | None = None  # when the first write's success was received
+        # The own Lease as last seen written by another process: (record, first seen at).
+        self._other: tuple[MemberRecord, float] | None = None
+        self._twin: str | None = None  # the other live process's instance, once found
 
     def __repr__(self) -> str:
         ranges = {str(r.start): s.name for r, s in self._ranges.items()}
@@ -350,6 +398,21 @@ class ShardMember:
     def state(self) -> MemberState:
         """The replica's standing."""
         return self._state
+
+    @property
+    def instance(self) -> str | None:
+        """This process's instance id (written into the own Lease), if it has one."""
+        return self._instance
+
+    @property
+    def duplicate(self) -> bool:
+        """True once another live process was found writing the own Lease (identity)."""
+        return self._state is MemberState.DUPLICATE
+
+    @property
+    def twin(self) -> str | None:
+        """The instance id of the other process found running with this identity."""
+        return self._twin
 
     @property
     def leaving(self) -> bool:
@@ -411,7 +474,7 @@ class ShardMember:
 
     def next_deadline(self) -> float | None:
         """The earliest time something is due: the renew deadline, a write or a read."""
-        if self._state is MemberState.LEFT:
+        if self._state in (MemberState.LEFT, MemberState.DUPLICATE):
             return None
         times = []
         if self._writing is None:
@@ -448,7 +511,7 @@ class ShardMember:
     def write_due(self, now: float) -> tuple[ShardRange, ...] | None:
         """The claims to write into the own Lease now, or None (one write at a time)."""
         self.tick(now)
-        if self._writing is not None or self._state is MemberState.LEFT:
+        if self._writing is not None or self._state in (MemberState.LEFT, MemberState.DUPLICATE):
             return None
         if now < self._write_at():
             return None
@@ -470,12 +533,14 @@ class ShardMember:
         self._writing = None
         self.tick(now)
         self._failed = not ok
-        if not ok:
+        if not ok or self._state is MemberState.DUPLICATE:
             self._dirty = True
             return
         self._valid_until = sent + self._deadline
         if self._joined_at is None:
             self._joined_at = sent
+        if self._acked_at is None:
+            self._acked_at = now
         if now >= self._valid_until:
             return
         if self._state in (MemberState.JOINING, MemberState.LOST):
@@ -494,7 +559,8 @@ class ShardMember:
     def read_due(self, now: float) -> bool:
         """Whether to LIST the group's Leases now."""
         due = self._last_read if self._read_soon else self._last_read + self._retry
-        return self._reading is None and self._state is not MemberState.LEFT and now >= due
+        done = self._state in (MemberState.LEFT, MemberState.DUPLICATE)
+        return self._reading is None and not done and now >= due
 
     def read_started(self, now: float) -> None:
         """A consistent LIST of the group's Leases was sent at ``now``."""
@@ -517,10 +583,12 @@ class ShardMember:
             raise LocalProtocolError("observe() without a read in flight")
         sent, self._reading = self._reading, None
         current: dict[str, MemberRecord] = {}
+        own: list[MemberRecord] = []
         for record in records:
             if not isinstance(record, MemberRecord):
                 raise LocalProtocolError(f"observe() takes MemberRecord values, got {record!r}")
             if record.identity == self.identity:
+                own.append(record)
                 continue
             # Two Leases naming one holder (a copy someone wrote) must not hide a claim:
             # merge them, claims united, changed when either changes.
@@ -544,6 +612,14 @@ class ShardMember:
                 seen[identity] = _Seen(record.version, now, record)
         self._seen = seen
         self.tick(now)
+        for record in own:
+            # A read sent after this process's write was acknowledged reflects it: the
+            # own Lease naming another instance then means a second live process.
+            self._check_own(
+                record, now, written=self._acked_at is not None and sent >= self._acked_at
+            )
+        if self._state is MemberState.DUPLICATE:
+            return
         # Live records as of the read's send time (earlier is the cautious side).
         live = [s.record for s in seen.values() if sent - s.since < self._duration]
         members = [r.identity for r in live if not r.leaving]
@@ -570,6 +646,48 @@ class ShardMember:
             self._range(r, RangeInput.CONFIRMED)
             self._settled = True
 
+    def observe_own(self, record: MemberRecord | None, now: float) -> bool:
+        """The own Lease as read (received at ``now``) before the write in flight
+        overwrites it; None when it could not be decoded. True when it may be overwritten
+        now: it names this instance or none, or it is an earlier process's that expired
+        or was left with no claims. False otherwise: then fail the write
+        (:meth:`write_finished` with ``ok=False``); check :attr:`duplicate`."""
+        if self._writing is None:
+            raise LocalProtocolError("observe_own() without a write in flight")
+        if record is not None and not isinstance(record, MemberRecord):
+            raise LocalProtocolError(f"observe_own() takes a MemberRecord, got {record!r}")
+        if record is None or self._state is MemberState.DUPLICATE:
+            return self._state is not MemberState.DUPLICATE
+        if record.identity != self.identity:
+            raise LocalProtocolError(
+                f"observe_own() takes the Lease of {self.identity!r}, not of {record.identity!r}"
+            )
+        return self._check_own(record, now, written=self._acked_at is not None)
+
+    def _check_own(self, record: MemberRecord, now: float, *, written: bool) -> bool:
+        """Whether the own Lease ``record`` may be written over; DUPLICATE when it shows a
+        second live process (``written``: this process's write preceded the read)."""
+        if self._instance is None or not record.instance or record.instance == self._instance:
+            return True
+        other = self._other
+        renewed = (
+            other is not None
+            and other[0].instance == record.instance
+            and other[0].version != record.version
+        )
+        if written or renewed:
+            self._twin = record.instance
+            self._state = MemberState.DUPLICATE
+            for r in list(self._ranges):
+                self._range(r, RangeInput.DUPLICATE)
+            self._confirm_after.clear()
+            self._assignment = {}
+            return False
+        if other is None or other[0] != record:
+            self._other = other = (record, now)
+        # An earlier process's Lease: taken once it expired or was left with no claims.
+        return (record.leaving and not record.claims) or now - other[1] >= self._duration
+
     def _reassign(self) -> None:
         mine = self._assignment.get(self.identity)
         for r in list(self._ranges):
@@ -591,6 +709,8 @@ class ShardMember:
     def leave(self, now: float) -> None:
         """Leave the group: every range stops; once released, :attr:`state` is LEFT."""
         self._leaving = True
+        if self._state is MemberState.DUPLICATE:
+            return
         self._assignment = {}
         self._reassign()
         self._dirty = True

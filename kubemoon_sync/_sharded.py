@@ -296,7 +296,8 @@ class ShardedControl:
 
     def _cancel_unworked(self) -> None:
         """Cancel the running reconciles of ranges that may no longer be worked on at all:
-        past the renew deadline the membership dropped them without waiting (LOST)."""
+        past the renew deadline (LOST) or once another process was found running with this
+        identity (DUPLICATE) the membership dropped them without waiting."""
         working = self.membership.member.working(_backend.current_time())
         doomed = []
         for item in self.controller.controller.running:
@@ -305,11 +306,16 @@ class ShardedControl:
                 doomed.append(item)
         if doomed:
             count = self.controller.runner.cancel(doomed)
+            why = (
+                "another process runs with its identity"
+                if self.membership.member.duplicate
+                else "its Lease passed the renew deadline"
+            )
             logger.warning(
-                "controller %s: %s lost its ranges (its Lease passed the renew deadline): "
-                "cancelled %d running reconcile(s)",
+                "controller %s: %s lost its ranges (%s): cancelled %d running reconcile(s)",
                 self.controller.name,
                 self.identity,
+                why,
                 count,
             )
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import logging
 import math
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -72,6 +73,10 @@ class ShardMembership:
     every range in :meth:`stopping`, then call :meth:`stopped` for it. :meth:`leave`
     stops everything, releases the claims and deletes nothing (the Lease stays, marked
     leaving, for others to see; it expires).
+
+    ``instance`` (default: a random id) names this process in its Lease: a second process
+    found running with the same identity makes the later one stop for good, with an ERROR
+    (:attr:`~kubemoon_core.ShardMember.duplicate`); :meth:`run` then returns.
     """
 
     def __init__(
@@ -87,7 +92,10 @@ class ShardMembership:
         clock_skew: float = 0.2,
         on_change: Callable[[ShardMembership], object] | None = None,
         join_delay: float = 0.0,
+        instance: str | None = None,
     ) -> None:
+        if instance is None:
+            instance = f"{random.SystemRandom().getrandbits(64):016x}"
         self.member = ShardMember(
             identity,
             lease_duration=lease_duration,
@@ -95,6 +103,7 @@ class ShardMembership:
             retry_period=retry_period,
             clock_skew=clock_skew,
             join_delay=join_delay,
+            instance=instance,
         )
         member_lease(
             group,
@@ -115,6 +124,7 @@ class ShardMembership:
         self._changed = _backend.Event()
         self._refused = False
         self._missing_reported = False
+        self._duplicate_reported = False
         self.last_error: BaseException | None = None
         """The last failed write or read of the membership Leases (None after a success)."""
 
@@ -165,7 +175,7 @@ class ShardMembership:
     def run(self) -> None:
         """Renew, observe and decide until cancelled, or until the replica has left."""
         member = self.member
-        while member.state is not MemberState.LEFT:
+        while member.state not in (MemberState.LEFT, MemberState.DUPLICATE):
             now = _backend.current_time()
             member.tick(now)
             self._notify()
@@ -186,6 +196,20 @@ class ShardMembership:
             deadline = member.next_deadline()
             _backend.sleep_until(math.inf if deadline is None else deadline)
         self._notify()
+        if member.duplicate and not self._duplicate_reported:
+            self._duplicate_reported = True
+            self.last_error = LocalProtocolError(
+                f"another process runs with the identity {self.identity} in shard group "
+                f"{self.group} (its instance {member.twin}, this one's {member.instance}): "
+                "replica identities must be unique"
+            )
+            logger.error(
+                "membership Lease %s/%s-%s: %s; this replica stops working in the group for good",
+                self.namespace,
+                self.group,
+                self.identity,
+                self.last_error,
+            )
 
     def _send(self, request: Any) -> Any:
         # A request never outlives the renew deadline: the ranges stop on time.
@@ -206,6 +230,7 @@ class ShardMembership:
             lease_duration=self._duration,
             leaving=self.member.leaving,
             resource_version=self._rv,
+            instance=self.member.instance,
         )
         try:
             if self._rv is None:
@@ -219,6 +244,8 @@ class ShardMembership:
                         self.last_error = LocalProtocolError(
                             f"the Lease {lease['metadata']['name']} is another member's"
                         )
+                        return False
+                    if not self._may_take_over(current):
                         return False
                     lease["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
                     stored = self._send(replace_request(LEASES, lease))
@@ -244,6 +271,24 @@ class ShardMembership:
         self._rv = stored["metadata"]["resourceVersion"]
         self.last_error = None
         return True
+
+    def _may_take_over(self, current: Any) -> bool:
+        """Whether the existing own Lease may be written over now (the core decides: an
+        earlier process's is waited out; a second live process's makes it a duplicate)."""
+        try:
+            record: MemberRecord | None = member_record_from_lease(current)
+        except KubeMoonError:
+            record = None  # undecodable: it names no other process
+        if self.member.observe_own(record, _backend.current_time()):
+            return True
+        if not self.member.duplicate:
+            assert record is not None
+            self.last_error = LocalProtocolError(
+                f"the Lease {self.namespace}/{self.group}-{self.identity} was written by "
+                f"another process (instance {record.instance}): waiting for it to expire"
+            )
+            logger.info("membership Lease of %s: %s", self.identity, self.last_error)
+        return False
 
     def _mine(self, current: Any) -> bool:
         """Whether an existing Lease of this name is this member's own (a restart's).

@@ -5,12 +5,17 @@ Each replica runs :class:`ShardMember` on its own clock (rate within ``1 ± CLOC
 true time, any offset). The store applies a write at a random moment between its send and
 its answer (or not at all, when the network drops it) and answers a read with a snapshot
 taken between its send and its answer. Hypothesis draws the replicas, their clocks, the
-delays and drops, and the churn: joins, graceful leaves, crashes and partitions.
+delays and drops, and the churn: joins, graceful leaves, crashes, partitions, restarts
+(a crashed replica's identity started again as a new process) and twins (a second live
+process started with a running replica's identity, issue 31 defect 12). Writes are
+conditional on the version last written, as the adapter's are: a create that finds the
+Lease reads it and asks :meth:`ShardMember.observe_own` before writing over it.
 
-Safety, checked at every step: no two replicas work on overlapping ranges at the same true
-time (a crashed replica works on nothing). Liveness: once churn, drops and partitions
-stop and answers come within half a second, every hash is worked on by exactly one
-replica within a bounded time (four lease durations).
+Safety, checked at every step: no two processes work on overlapping ranges at the same
+true time (a crashed replica works on nothing; twins count as two). Liveness: once churn,
+drops and partitions stop and answers come within half a second, every hash is worked on
+by exactly one process within a bounded time (four lease durations), and of twins one
+stopped as a duplicate.
 """
 
 from __future__ import annotations
@@ -43,9 +48,25 @@ class Store:
     records: dict[str, MemberRecord] = field(default_factory=dict)
     version: int = 0
 
-    def write(self, identity: str, claims: tuple[ShardRange, ...], leaving: bool) -> None:
+    def write(
+        self,
+        identity: str,
+        claims: tuple[ShardRange, ...],
+        leaving: bool,
+        instance: str,
+        expected: str | None,
+    ) -> str | None:
+        """Create (``expected`` None) or replace at version ``expected``; the new version,
+        or None for a conflict (it exists, or it changed)."""
+        current = self.records.get(identity)
+        if (current is None) != (expected is None):
+            return None
+        if current is not None and current.version != expected:
+            return None
         self.version += 1
-        self.records[identity] = MemberRecord(identity, str(self.version), claims, leaving)
+        version = str(self.version)
+        self.records[identity] = MemberRecord(identity, version, claims, leaving, instance)
+        return version
 
     def delete(self, identity: str) -> None:
         self.records.pop(identity, None)
@@ -57,6 +78,8 @@ class Replica:
     member: ShardMember
     rate: float
     offset: float
+    instance: str = ""
+    rv: str | None = None  # the version of the Lease this process last wrote
     crashed: bool = False
     gone: bool = False
     partitioned_until: float = -1.0
@@ -90,21 +113,26 @@ class Sim:
         self.calm_after = 0.0  # no drops, and short delays, after this true time
         self.now = 0.0
 
-    def add(self) -> Replica:
+    def add(self, name: str | None = None) -> Replica:
+        """A new process, with a new identity or (a restart, a twin) ``name``."""
         self.count += 1
+        name = name or f"r{self.count:02d}"
         rate = self.rng.uniform(1 / (1 + CLOCK_SKEW), 1 + CLOCK_SKEW)
+        instance = f"i{self.count:02d}"
         replica = Replica(
-            f"r{self.count:02d}",
+            name,
             ShardMember(
-                f"r{self.count:02d}",
+                name,
                 lease_duration=LEASE,
                 renew_deadline=RENEW,
                 retry_period=RETRY,
                 clock_skew=CLOCK_SKEW,
                 join_delay=self.rng.choice([0.0, RETRY]),
+                instance=instance,
             ),
             rate,
             self.rng.uniform(0, 1000),
+            instance,
         )
         self.replicas.append(replica)
         return replica
@@ -125,11 +153,32 @@ class Sim:
             if replica.crashed:
                 # A crashed process does nothing, but what it sent may still land.
                 for p in [p for p in replica.pending if p[0] <= t and p[1] == "apply"]:
-                    self.store.write(replica.name, *p[2])  # type: ignore[misc]
+                    self._apply(replica, p[2][:3], answer=None)  # type: ignore[index]
                 replica.pending = [p for p in replica.pending if p[0] > t or p[1] != "apply"]
                 continue
             if not replica.gone:
                 self._drive(replica, t)
+
+    def _apply(self, replica: Replica, payload: tuple[object, ...], answer: float | None) -> None:
+        """A write reaches the store; its answer (when not lost) comes at ``answer``."""
+        claims, leaving, expected = payload
+        version = self.store.write(
+            replica.name,
+            claims,  # type: ignore[arg-type]
+            leaving,  # type: ignore[arg-type]
+            replica.instance,
+            expected,  # type: ignore[arg-type]
+        )
+        if answer is None:
+            return
+        if version is not None:
+            replica.pending.append((answer, "write-ok", version))
+        elif expected is None:
+            # The create found the Lease: the adapter reads it before writing over it.
+            current = self.store.records.get(replica.name)
+            replica.pending.append((answer, "write-get", (claims, leaving, current)))
+        else:
+            replica.pending.append((answer, "write-conflict", None))
 
     def _drive(self, replica: Replica, t: float) -> None:
         m, now = replica.member, replica.local(t)
@@ -138,9 +187,26 @@ class Sim:
         for _, kind, payload in sorted(due, key=lambda p: p[0]):
             if kind == "apply":
                 assert isinstance(payload, tuple)
-                self.store.write(replica.name, payload[0], payload[1])
+                self._apply(replica, payload[:3], payload[3])
             elif kind == "write-ok":
+                assert isinstance(payload, str)
+                replica.rv = payload
                 m.write_finished(now, True)
+            elif kind == "write-get":
+                assert isinstance(payload, tuple)
+                claims, leaving, current = payload
+                if current is None or m.observe_own(current, now):
+                    expected = None if current is None else current.version
+                    applied_at = t + self._delay()
+                    answer = applied_at + self._delay()
+                    replica.pending.append(
+                        (applied_at, "apply", (claims, leaving, expected, answer))
+                    )
+                else:
+                    m.write_finished(now, False)
+            elif kind == "write-conflict":
+                replica.rv = None  # changed by someone else: create (and read) next time
+                m.write_finished(now, False)
             elif kind == "write-failed":
                 m.write_finished(now, False)
             elif kind == "snapshot":
@@ -166,14 +232,14 @@ class Sim:
         if claims is not None:
             applied_at = t + self._delay()
             answer_at = applied_at + self._delay()
+            write = (claims, m.leaving, replica.rv)
             if self._lost(replica, t):
                 partitioned = t < replica.partitioned_until
                 if not partitioned and self.rng.random() < 0.5:  # applied, answer lost
-                    replica.pending.append((applied_at, "apply", (claims, m.leaving)))
+                    replica.pending.append((applied_at, "apply", (*write, None)))
                 replica.pending.append((answer_at + 1.0, "write-failed", None))
             else:
-                replica.pending.append((applied_at, "apply", (claims, m.leaving)))
-                replica.pending.append((answer_at, "write-ok", None))
+                replica.pending.append((applied_at, "apply", (*write, answer_at)))
         if m.read_due(now):
             m.read_started(now)
             if self._lost(replica, t):
@@ -183,7 +249,7 @@ class Sim:
 
     def check_safety(self, t: float) -> None:
         working = [
-            (replica.name, r)
+            (replica.instance, r)
             for replica in self.replicas
             if not (replica.crashed or replica.gone)
             for r in replica.member.working(replica.local(t))
@@ -191,7 +257,7 @@ class Sim:
         for i, (name_a, a) in enumerate(working):
             for name_b, b in working[i + 1 :]:
                 assert name_a == name_b or not _overlaps(a, b), (
-                    f"t={t:.1f}: {name_a} and {name_b} both work on {a} / {b}"
+                    f"t={t:.1f}: processes {name_a} and {name_b} both work on {a} / {b}"
                 )
 
     def coverage(self, t: float) -> int:
@@ -207,7 +273,7 @@ class Sim:
 churn_event = st.builds(
     Churn,
     at=st.floats(min_value=0, max_value=60),
-    kind=st.sampled_from(["join", "leave", "crash", "partition"]),
+    kind=st.sampled_from(["join", "leave", "crash", "partition", "restart", "twin"]),
     length=st.floats(min_value=0.5, max_value=30),
 )
 
@@ -244,12 +310,28 @@ def test_no_two_replicas_work_on_one_hash_and_every_hash_is_owned_when_calm(
                 victim.member.leave(victim.local(t))
             elif event.kind == "crash":
                 victim.crashed = True
+            elif event.kind == "restart":  # the process dies; its identity starts again
+                victim.crashed = True
+                sim.add(victim.name)
+            elif event.kind == "twin":  # a second live process with the same identity
+                sim.add(victim.name)
             else:
                 victim.partitioned_until = t + event.length
         sim.step(t)
         sim.check_safety(t)
         t += DT
     alive = [r for r in sim.replicas if not (r.crashed or r.gone) and not r.member.leaving]
+    # Of the processes sharing an identity, all but one stopped as duplicates (for good:
+    # all of them, when the one that went on has left or crashed since).
+    for name in {r.name for r in alive}:
+        twins = [r for r in alive if r.name == name]
+        ended = [r for r in sim.replicas if r.name == name and all(r is not x for x in twins)]
+        working = sum(not r.member.duplicate for r in twins)
+        assert working == 1 or (ended and working == 0), [r.member for r in twins]
+        for r in twins:
+            if r.member.duplicate:
+                assert r.member.twin in {o.instance for o in sim.replicas if o is not r}
+    alive = [r for r in alive if not r.member.duplicate]
     if alive:
         assert sim.coverage(t) == HASH_SPACE, [r.member for r in alive]
         owners = assign_ranges(r.name for r in alive)

@@ -198,3 +198,114 @@ def test_a_second_lease_naming_a_holder_cannot_hide_its_claim() -> None:
     m.read_started(0.2)
     m.observe([real, forged], 0.2)
     assert m.active(0.2) == ()  # b's real claim still blocks
+
+
+# --- duplicate identities (issue 31, defect 12) ----------------------------------------
+
+
+def test_the_instance_goes_into_the_lease_and_is_read_back() -> None:
+    import datetime
+
+    when = datetime.datetime(2026, 12, 1, 13, 0, tzinfo=datetime.UTC)
+    doc = member_lease("g", "a", (), namespace="ns", wall_time=when, instance="i1")
+    assert doc["metadata"]["annotations"]["kubemoon.dev/holder-instance"] == "i1"
+    doc["metadata"]["resourceVersion"] = "3"
+    assert member_record_from_lease(doc) == MemberRecord("a", "3", instance="i1")
+    # A value that is no instance of ours (not text, too long) reads as none.
+    assert member_record_from_lease(lease(**{"kubemoon.dev/holder-instance": "x" * 257})) == (
+        MemberRecord("a", "7")
+    )
+    for bad in ["", 5, "x" * 257]:
+        with pytest.raises(LocalProtocolError, match="instance"):
+            member_lease("g", "a", (), namespace="ns", wall_time=when, instance=bad)  # type: ignore[arg-type]
+        with pytest.raises(LocalProtocolError, match="instance"):
+            ShardMember("a", instance=bad)  # type: ignore[arg-type]
+
+
+def test_the_own_lease_renewed_by_another_instance_stops_everything_for_good() -> None:
+    """Two processes with one identity: the one that finds its Lease written by the other
+    after its own write drops every range at once and never writes or reads again."""
+    m = ShardMember("a", instance="mine")
+    assert m.instance == "mine" and not m.duplicate and m.twin is None
+    t = join(m, others=(MemberRecord("a", "1", (), instance="mine"),))
+    assert m.active(t) == (WHOLE,) and m.may_write(t, 5)
+    # A read sent after the acknowledged write shows the own Lease with another instance.
+    m.read_started(t + 1)
+    m.observe([MemberRecord("a", "9", (WHOLE,), instance="twin")], t + 1.1)
+    assert m.state is MemberState.DUPLICATE and m.duplicate and m.twin == "twin"
+    assert m.ranges() == {} and m.active(t + 1.2) == () and m.working(t + 1.2) == ()
+    assert not m.may_write(t + 1.2) and m.write_deadline(t + 1.2, 5) is None
+    assert m.valid_until is None and m.assignment() == {}
+    # It does not fight: no write (not even a leaving one), no read, nothing due.
+    assert m.write_due(t + 5) is None and not m.read_due(t + 5)
+    assert m.next_deadline() is None
+    m.leave(t + 6)
+    m.tick(t + 60)
+    assert m.state is MemberState.DUPLICATE and m.write_due(t + 60) is None
+
+
+def test_a_write_that_finds_the_own_lease_taken_by_another_instance_is_a_duplicate() -> None:
+    m = ShardMember("a", instance="mine")
+    t = join(m)
+    assert m.active(t) == (WHOLE,)
+    # Its renew conflicted; the adapter read the Lease before writing again.
+    assert m.write_due(t + 2) == (WHOLE,)
+    assert m.observe_own(MemberRecord("a", "9", (), instance="twin"), t + 2.1) is False
+    m.write_finished(t + 2.2, False)
+    assert m.duplicate and m.twin == "twin" and m.active(t + 2.2) == ()
+    assert m.write_due(t + 10) is None
+    # A read in flight meanwhile changes nothing.
+    m.read_started(t + 2.3)
+    m.observe([MemberRecord("b", "1")], t + 2.4)
+    assert m.duplicate and m.assignment() == {} and m.ranges() == {}
+    with pytest.raises(LocalProtocolError, match="without a write"):
+        m.observe_own(None, t + 3)
+
+
+def test_an_earlier_processes_lease_is_taken_once_expired_or_left() -> None:
+    """A restart finds its Lease written by the process before it: it waits until that
+    Lease expired unless it was left with no claims; renewed meanwhile, it is a twin."""
+    old = MemberRecord("a", "5", (WHOLE,), instance="old")
+    m = ShardMember("a", instance="new")
+    assert m.write_due(0.0) == ()
+    assert m.observe_own(old, 0.1) is False and not m.duplicate
+    m.write_finished(0.2, False)
+    # A read sent before this process wrote its Lease shows the old one: not a twin.
+    m.read_started(1.0)
+    m.observe([old], 1.1)
+    assert not m.duplicate and m.state is MemberState.JOINING
+    assert m.write_due(2.2) is not None
+    assert m.observe_own(old, 14.9) is False  # 14.8 s unchanged: not yet expired
+    m.write_finished(15.0, False)
+    assert m.write_due(17.0) is not None
+    assert m.observe_own(old, 17.0) is True  # unchanged for lease_duration: taken
+    m.write_finished(17.1, True)
+    assert m.state is MemberState.MEMBER
+    # Left with no claims (a graceful stop): taken at once.
+    left = MemberRecord("a", "6", (), leaving=True, instance="old")
+    m = ShardMember("a", instance="new")
+    m.write_due(0.0)
+    assert m.observe_own(left, 0.1) is True
+    # The old Lease renewed while this one waits: another live process has the identity.
+    m = ShardMember("a", instance="late")
+    m.write_due(0.0)
+    assert m.observe_own(old, 0.1) is False
+    m.write_finished(0.2, False)
+    m.write_due(3.0)
+    assert m.observe_own(MemberRecord("a", "8", (WHOLE,), instance="old"), 3.1) is False
+    assert m.duplicate and m.twin == "old"
+    # Its own instance, none at all, or no instance of its own: the identity alone counts.
+    for member, record in [
+        (ShardMember("a", instance="new"), MemberRecord("a", "5", instance="new")),
+        (ShardMember("a", instance="new"), MemberRecord("a", "5")),
+        (ShardMember("a"), old),
+    ]:
+        member.write_due(0.0)
+        assert member.observe_own(record, 0.1) is True
+        assert member.observe_own(None, 0.1) is True  # an undecodable Lease: overwritten
+    m = ShardMember("a", instance="new")
+    m.write_due(0.0)
+    with pytest.raises(LocalProtocolError, match="of 'a', not of 'b'"):
+        m.observe_own(MemberRecord("b", "1"), 0.1)
+    with pytest.raises(LocalProtocolError, match="MemberRecord"):
+        m.observe_own("a", 0.1)  # type: ignore[arg-type]
