@@ -234,7 +234,10 @@ class ConfigMirrorOperator:
         uid = _meta(mirror)["uid"]
         # Read from the API server: ConfigMaps a sharded replica's caches cannot hold.
         fetched: dict[str, Mapping[str, Any]] = {}
-        for _attempt in range(2):
+        # Every copy of this mirror the API server holds, once a cleanup asked for them.
+        listed: list[Mapping[str, Any]] | None = None
+
+        def plan_now() -> Plan:
             copies = {
                 t: c for t in targets if (c := fetched.get(t) or _first(caches, source_name, t))
             }
@@ -243,10 +246,10 @@ class ConfigMirrorOperator:
                 for cache in caches
                 for c in cache.by_index(BY_OWNER_UID, uid)
             }
-            for c in fetched.values():
+            for c in (*fetched.values(), *(listed or ())):
                 if _owner_uid(c) == uid:
                     managed[ObjectKey(_meta(c)["namespace"], _meta(c)["name"])] = c
-            plan = plan_reconcile(
+            return plan_reconcile(
                 mirror,
                 _first((sources, *caches), source_name, ctx.namespace),
                 copies,
@@ -256,7 +259,16 @@ class ConfigMirrorOperator:
                 target_selector=self.options.target_namespace_selector,
                 namespace_labels=labels,
                 sharded=sharded,
+                copies_listed=listed is not None,
             )
+
+        for _attempt in range(2):
+            plan = plan_now()
+            if plan.list_copies:
+                # The finalizer would go: first read every copy from the API server, so
+                # one the caches miss (its labels changed by hand) is deleted, not orphaned.
+                listed = await self._list_copies(ctx, uid)
+                plan = plan_now()
             try:
                 outcome, unseen = await self._write(ctx, plan, read_unseen=sharded and not fetched)
             finally:
@@ -281,6 +293,16 @@ class ConfigMirrorOperator:
         for event in plan.events:
             ctx.events.record(mirror, event.type, event.reason, event.note)
         return RequeueAfter(1.0) if plan.wait_for_deletions else Reconciled()
+
+    async def _list_copies(self, ctx: ReconcileContext, uid: str) -> list[Mapping[str, Any]]:
+        """The ConfigMaps annotated with owner ``uid`` that the API server holds with the
+        managed-by label, across namespaces and whatever their other labels: a copy whose
+        owner-bucket label was changed is in no cache of its mirror's replica. (One without
+        the managed-by label is in the cache of every other ConfigMap.)"""
+        options = ListOptions(label_selector=COPIES_SELECTOR)
+        return [
+            c async for c in ctx.client.list(CONFIGMAPS, options=options) if _owner_uid(c) == uid
+        ]
 
     async def _write(
         self, ctx: ReconcileContext, plan: Plan, *, read_unseen: bool = False

@@ -84,12 +84,17 @@ class Plan:
     once every copy write succeeded, so a status never reports a copy that was not
     written. ``wait_for_deletions`` is true while the finalizer waits for deleted targets
     to be seen gone; the caller requeues the key rather than wait for an event.
+    ``list_copies`` is true when the finalizer could go but the managed copies were not
+    read from the API server (only from caches, which may miss a copy whose labels were
+    changed): the plan writes nothing, and the caller lists the copies and plans again
+    with ``copies_listed=True``.
     """
 
     copies: tuple[Request, ...] = ()
     mirror: tuple[Request, ...] = ()
     wait_for_deletions: bool = False
     events: tuple[PlannedEvent, ...] = ()
+    list_copies: bool = False
 
     @property
     def writes(self) -> tuple[Request, ...]:
@@ -289,6 +294,7 @@ def plan_reconcile(
     target_selector: str = ACCEPT_MIRRORS_SELECTOR,
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
     sharded: bool = False,
+    copies_listed: bool = False,
 ) -> Plan:
     """Plan one reconcile of ``mirror``.
 
@@ -303,6 +309,12 @@ def plan_reconcile(
     With ``sharded`` every copy carries :data:`~kubemoon_core.OWNER_BUCKET_LABEL` with the
     mirror's bucket (the sharded operator watches its copies by it), and a copy whose
     label is missing or wrong is rewritten; without it, the label is left as found.
+
+    A mirror being deleted keeps its finalizer until no managed copy is left; the owner
+    annotation decides what is managed, whatever a copy's labels say. Caches are selected
+    by labels, so an empty ``managed_copies`` is trusted only with ``copies_listed`` (it
+    includes every ConfigMap the API server holds with this mirror's UID); otherwise the
+    plan is a :attr:`Plan.list_copies` request.
     """
     meta = _meta(mirror)
     uid, namespace = meta["uid"], meta["namespace"]
@@ -314,6 +326,8 @@ def plan_reconcile(
             return Plan()
         if managed:
             return Plan(tuple(_delete_exactly(c) for c in managed), wait_for_deletions=True)
+        if not copies_listed:
+            return Plan(list_copies=True)
         finalizers.remove(FINALIZER)
         return Plan(mirror=(_finalizers_patch(mirror, finalizers),))
     if FINALIZER not in finalizers:

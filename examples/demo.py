@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,14 +53,56 @@ def say(text: str) -> None:
     print(f"\n== {text}", flush=True)
 
 
-async def wait_for(check: Any, what: str, timeout: float = 30.0) -> Any:
+# How long the demo waits for the operator, the webhooks or the API server to show
+# something it prints (a loaded machine is slow; nothing here takes long on an idle one).
+WAIT_SECONDS = 60.0
+
+
+class DemoFailed(Exception):
+    """What the demo waited for never came, or the API server answered something else."""
+
+
+async def wait_for(check: Any, what: str, timeout: float = WAIT_SECONDS) -> Any:
+    """Poll ``check`` until it returns something truthy, and return that; after ``timeout``
+    seconds a :class:`DemoFailed` names ``what`` it waited for."""
     with trio.move_on_after(timeout):
         while True:
             result = await check()
             if result:
                 return result
             await trio.sleep(0.1)
-    raise SystemExit(f"demo failed: timed out waiting for {what}")
+    raise DemoFailed(f"timed out after {timeout:g}s waiting for {what}")
+
+
+def ready_condition(mirror: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The Ready condition the operator wrote in ``mirror``'s status for its current
+    generation, or None: no status yet (the operator writes it after the copies), no Ready
+    condition, or one about an older generation."""
+    status = mirror.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    generation = (mirror.get("metadata") or {}).get("generation")
+    for condition in conditions if isinstance(conditions, list) else ():
+        if not isinstance(condition, Mapping) or condition.get("type") != "Ready":
+            continue
+        if condition.get("observedGeneration") == generation:
+            return condition
+    return None
+
+
+async def mirror_ready(
+    client: Client, name: str, namespace: str, timeout: float = WAIT_SECONDS
+) -> Mapping[str, Any]:
+    """Wait until ConfigMirror ``namespace/name`` reports Ready=True in its status; return
+    that condition."""
+
+    async def check() -> Mapping[str, Any] | None:
+        mirror = await client.get(CONFIGMIRRORS, name, namespace=namespace)
+        condition = ready_condition(mirror)
+        return condition if condition is not None and condition.get("status") == "True" else None
+
+    what = f"ConfigMirror {namespace}/{name} to report Ready=True in its status"
+    result: Mapping[str, Any] = await wait_for(check, what, timeout)
+    return result
 
 
 async def show_copies(client: Client) -> None:
@@ -122,7 +165,7 @@ async def demo(server: ApiServer, tmp: Path) -> None:
             process = subprocess.Popen(argv, stderr=log)
             try:
                 await show_validation(client)
-                await show_registration(client)
+                await show_registration(client, base)
                 await run_story(client)
             finally:
                 process.terminate()
@@ -130,14 +173,43 @@ async def demo(server: ApiServer, tmp: Path) -> None:
                 say(f"operator stopped on SIGTERM with exit status {code}")
 
 
-async def show_registration(client: Client) -> None:
-    secret = await client.get(SECRETS, "webhook-certs", namespace=NAMESPACES[0])
-    print(
-        f"   certificate Secret {NAMESPACES[0]}/webhook-certs: {', '.join(sorted(secret['data']))}"
+async def show_registration(client: Client, base: str) -> None:
+    async def secret_written() -> Mapping[str, Any] | None:
+        try:
+            secret = await client.get(SECRETS, "webhook-certs", namespace=NAMESPACES[0])
+        except NotFound:
+            return None
+        data = secret.get("data")
+        return data if isinstance(data, Mapping) and data else None
+
+    where = f"{NAMESPACES[0]}/webhook-certs"
+    data = await wait_for(secret_written, f"the operator to write its certificate Secret {where}")
+    print(f"   certificate Secret {where}: {', '.join(sorted(data))}")
+
+    async def conversion_registered() -> str | None:
+        crd = await client.get(CRDS, "configmirrors.kubemoon.dev")
+        webhook = ((crd.get("spec") or {}).get("conversion") or {}).get("webhook") or {}
+        url = (webhook.get("clientConfig") or {}).get("url")
+        return url if isinstance(url, str) and url.startswith(base) else None
+
+    url = await wait_for(
+        conversion_registered, f"the operator to point the CRD's conversion webhook at {base}"
     )
-    crd = await client.get(CRDS, "configmirrors.kubemoon.dev")
-    url = crd["spec"]["conversion"]["webhook"]["clientConfig"]["url"]
     print(f"   registered by the operator: the CRD converts at {url}")
+
+    async def converts() -> bool:
+        try:  # a v1alpha1 create is converted to the stored v1beta1
+            await client.create(
+                CONFIGMIRRORS,
+                alpha_mirror([NAMESPACES[1]]),
+                namespace=NAMESPACES[0],
+                options=WriteOptions(dry_run=True),
+            )
+        except ApiError:
+            return False
+        return True
+
+    await wait_for(converts, "the API server to convert ConfigMirrors through the operator")
 
 
 def alpha_mirror(targets: list[str]) -> dict[str, Any]:
@@ -168,7 +240,7 @@ async def show_validation(client: Client) -> None:
     except ApiError as exc:
         print(f"   refused ({exc.code}): {exc}")
     else:
-        raise SystemExit("demo failed: the invalid ConfigMirror was admitted")
+        raise DemoFailed("the invalid ConfigMirror was admitted")
 
 
 async def run_story(client: Client) -> None:
@@ -190,8 +262,7 @@ async def run_story(client: Client) -> None:
         )
     await wait_for(lambda: copies_have(client, source["data"]), "the first mirror")
     await show_copies(client)
-    status = (await client.get(CONFIGMIRRORS, "app-settings", namespace=NAMESPACES[0]))["status"]
-    ready = status["conditions"][0]
+    ready = await mirror_ready(client, "app-settings", NAMESPACES[0])
     print(f"   Ready={ready['status']} reason={ready['reason']} message={ready['message']!r}")
 
     say("updating the source: log_level=debug")
@@ -217,7 +288,11 @@ def main() -> int:
     # The demo needs no controllers, and `make demo` builds only kube-apiserver and etcd.
     with ApiServer(controller_manager=False) as server, tempfile.TemporaryDirectory() as tmp:
         print(f"   {server.url} ready in {time.monotonic() - started:.1f}s")
-        trio.run(demo, server, Path(tmp))
+        try:
+            trio.run(demo, server, Path(tmp))
+        except DemoFailed as exc:
+            print(f"\ndemo failed: {exc}", file=sys.stderr)
+            return 1
         say("tearing down")
     print(f"\ndemo finished in {time.monotonic() - started:.1f}s")
     return 0

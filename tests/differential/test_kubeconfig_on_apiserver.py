@@ -14,6 +14,7 @@ from kubemoon_core import ConfigError, GroupVersionResource
 from kubemoon_io import load_kubeconfig
 from kubemoon_sync import Client
 from kubemoon_testing import ApiServer, default_binary_dir
+from kubemoon_testing._certs import _generate
 
 pytestmark = [pytest.mark.differential, pytest.mark.integration]
 
@@ -47,7 +48,9 @@ def _wrapped(pem: str) -> str:
     return "".join(f"{encoded[i : i + 76]}\\n" for i in range(0, len(encoded), 76))
 
 
-@pytest.mark.parametrize("case", ["wrapped-ca", "shadowed", "token-with-key", "broken-later"])
+@pytest.mark.parametrize(
+    "case", ["wrapped-ca", "shadowed", "token-with-key", "token-with-key-data", "broken-later"]
+)
 def test_kubemoon_and_kubectl_reach_the_apiserver_alike(
     kube_apiserver: ApiServer, tmp_path: Path, case: str
 ) -> None:
@@ -56,6 +59,9 @@ def test_kubemoon_and_kubectl_reach_the_apiserver_alike(
     user = f"{{token: '{token}'}}"
     if case == "token-with-key":  # item 2: a key without a certificate is ignored
         user = f"{{token: '{token}', client-key: no-such-key}}"
+    if case == "token-with-key-data":  # a real key, no certificate: unused, the token works
+        key = base64.b64encode(_generate(["h"], "no-cert").key_pem).decode()
+        user = f"{{token: '{token}', client-key-data: {key}}}"
     main = tmp_path / "main"
     main.write_text(
         "apiVersion: v1\nkind: Config\n"

@@ -10,8 +10,9 @@ environment's Go module:
 - fields: ``kubectl config view --merge --minify --raw -o json`` against the selected
   :class:`~kubemoon_core.ClientConfig`.
 
-Every difference must be one of ``DELIBERATE`` (each with its reason, listed in
-docs/kubeconfig.rst); any other fails the test with the set's files.
+Every difference must be one of ``DELIBERATE`` (validity) or ``FIELD_DELIBERATE`` (the
+fields read), each with its reason, listed in docs/kubeconfig.rst; any other fails the test
+with the set's files.
 """
 
 from __future__ import annotations
@@ -331,7 +332,6 @@ def _kubectl_fields(view: Mapping[str, Any], base: Path) -> dict[str, Any]:
     users = view.get("users") or [{"user": {}}]
     cluster, user = clusters[0].get("cluster") or {}, users[0].get("user") or {}
     exec_config = user.get("exec")
-    has_cert = bool(user.get("client-certificate") or user.get("client-certificate-data"))
     fields: dict[str, Any] = {
         name: cluster.get(name) or None
         for name in (
@@ -345,10 +345,8 @@ def _kubectl_fields(view: Mapping[str, Any], base: Path) -> dict[str, Any]:
     }
     for name in ("token", "tokenFile", "username", "password"):
         fields[name] = user.get(name) or None
-    for name in ("client-certificate", "client-certificate-data"):
-        fields[name] = user.get(name) or None
-    for name in ("client-key", "client-key-data"):
-        fields[name] = (user.get(name) or None) if has_cert else None  # ignored without a cert
+    for name in ("client-certificate", "client-certificate-data", "client-key", "client-key-data"):
+        fields[name] = user.get(name) or None  # as written (see FIELD_DELIBERATE)
     fields["exec"] = (
         None
         if exec_config is None
@@ -459,16 +457,49 @@ DELIBERATE: dict[str, tuple[Deliberate, str]] = {
 }
 
 
+_KEYS = ("client-key", "client-key-data")
+_CERTS = ("client-certificate", "client-certificate-data")
+
+
+def _key_without_cert(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> bool:
+    """kubectl shows a key of a user without a certificate; KubeMoon has none; nothing else
+    differs."""
+    if any(theirs[k] for k in _CERTS) or not any(theirs[k] for k in _KEYS):
+        return False
+    return dict(ours) == {**theirs, **dict.fromkeys(_KEYS)}
+
+
+# Differences in the fields read (both accept the set): name -> (applies?, the reason).
+# Documented in docs/kubeconfig.rst.
+FIELD_DELIBERATE: dict[str, tuple[Callable[[Mapping[str, Any], Mapping[str, Any]], bool], str]] = {
+    "key-without-certificate": (
+        _key_without_cert,
+        "`kubectl config view` shows a client key of a user without a certificate as written, "
+        "but kubectl never uses it: client-go's rest config takes the key only together with "
+        "a certificate (getUserIdentificationPartialConfig), and its validation opens the key "
+        "file only then. KubeMoon's ClientConfig, rest.Config's counterpart, leaves it out "
+        "too; the token (or other credential) is used alike",
+    ),
+}
+
+
 def _difference(km: Outcome, kc: Outcome, selected: Selected | None, base: Path) -> str | None:
     """None when the two agree, else the name of a deliberate difference or ``"UNEXPECTED"``."""
     agree = km.valid == kc.valid
     shown = selected is None or selected[2]
+    in_fields = None
     if km.valid and kc.fields is not None and shown:
         assert km.fields is not None
-        if km.fields != _kubectl_fields(kc.fields, base):
-            return "UNEXPECTED"  # no deliberate difference is about the fields read
+        theirs = _kubectl_fields(kc.fields, base)
+        if km.fields != theirs:
+            in_fields = next(
+                (n for n, (applies, _) in FIELD_DELIBERATE.items() if applies(km.fields, theirs)),
+                "UNEXPECTED",
+            )
+            if in_fields == "UNEXPECTED":
+                return in_fields
     if agree:
-        return None
+        return in_fields
     if selected is not None:
         cluster, user, _shown = selected
         for name, (applies, _reason) in DELIBERATE.items():
@@ -517,6 +548,57 @@ def test_kubeconfig_sets_read_as_kubectl_reads_them(kubectl_binary: Path, tmp_pa
     )
     # Both outcomes occur often enough for the comparison to mean something.
     assert 0.2 * SETS < tally["kubectl accepts"] < 0.8 * SETS, tally
+
+
+# A user with a client key and no certificate (issue 31, defect 14b), next to each other
+# credential: kubectl and KubeMoon both accept it and use the credential; only
+# `kubectl config view` still shows the key ("key-without-certificate").
+KEY_WITHOUT_CERT = {
+    "token-key-file": "token: t0k3n, client-key: client.key",
+    "token-missing-key-file": "token: t0k3n, client-key: 'missing.key'",
+    "token-key-data": "token: t0k3n, client-key-data: {key}",
+    "token-garbage-key-data": "token: t0k3n, client-key-data: {garbage}",
+    "token-file-key-file": "tokenFile: token, client-key: client.key",
+    "basic-auth-key-file": "username: me, password: pw, client-key: client.key",
+    "exec-key-data": (
+        "exec: {{apiVersion: " + V1 + ", command: kl, interactiveMode: Never}}, "
+        "client-key-data: {key}"
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(KEY_WITHOUT_CERT))
+def test_a_client_key_without_a_certificate_is_read_as_kubectl_uses_it(
+    kubectl_binary: Path, tmp_path: Path, case: str
+) -> None:
+    menus = Menus(tmp_path)
+    directory = tmp_path / "set"
+    directory.mkdir()
+    for name in ("ca.crt", "client.crt", "client.key", "token"):
+        (directory / name).symlink_to(menus.root / name)
+    key = base64.b64encode((tmp_path / "client.key").read_bytes()).decode()
+    user = KEY_WITHOUT_CERT[case].format(key=key, garbage=base64.b64encode(b"no pem").decode())
+    path = directory / "config"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        "clusters: [{name: c, cluster: {server: 'https://h:6443', certificate-authority: ca.crt}}]\n"
+        f"users: [{{name: u, user: {{{user}}}}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    reference, ours = kubectl(kubectl_binary, [str(path)], home), kubemoon([str(path)])
+    assert (reference.valid, ours.valid) == (True, True), (reference.detail, ours.detail)
+    assert reference.fields is not None and ours.fields is not None
+    theirs = _kubectl_fields(reference.fields, directory)
+    assert any(theirs[k] for k in _KEYS)  # config view shows the key as written ...
+    assert all(ours.fields[k] is None for k in (*_KEYS, *_CERTS))  # ... which is never used
+    assert _difference(ours, reference, _selected([str(path)]), directory) == (
+        "key-without-certificate"
+    )
+    # The credential next to the key is read alike.
+    for name in ("token", "tokenFile", "username", "password", "exec"):
+        assert ours.fields[name] == theirs[name], name
 
 
 # Small documents at the edges of YAML and of kubectl's typed decoding, each loaded (with a

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import trio
-from conftest import eventually
+from conftest import RunningOperator, StartOperator, eventually
 from test_configmirror import Scenario, configmap, mirror
 from test_configmirror_rbac import install_rbac, service_account_client, wait_until_allowed
 
@@ -39,7 +39,11 @@ from kubemoon_core import (
     LEASES,
     LEAVING_ANNOTATION,
     OWNER_BUCKET_LABEL,
+    OWNER_BUCKETS,
+    assign_ranges,
+    bucket_range,
     owner_bucket_label,
+    shard_hash,
 )
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client, ShardingConfig
@@ -296,3 +300,59 @@ async def test_sharded_replicas_need_nothing_beyond_deploy_rbac(
                     assert status.server_side is False
                     assert status.fraction == 0.5
                     manager.stop()
+
+
+async def test_a_relabelled_copy_is_deleted_with_its_mirror(
+    configmirror_api: ApiServer, client: Client, start_operator: StartOperator
+) -> None:
+    """Issue 31, defect 7: a copy whose owner-bucket label a tenant changed (to a value no
+    range selects, or to the other replica's bucket) is in no cache of its mirror's replica.
+    Deleting the mirror while the labels are wrong still deletes every copy before the
+    finalizer goes: the owner annotation decides, not the labels. (The replicas are stopped
+    while the labels are changed and the mirror deleted, so no repair can come first.)"""
+    s = Scenario(configmirror_api, client, targets=3)
+    await client.create(CONFIGMAPS, configmap("settings", {"k": "v"}), namespace=s.home)
+    created = await client.create(
+        CONFIGMIRRORS, mirror("m", "settings", s.targets), namespace=s.home
+    )
+    uid = created["metadata"]["uid"]
+    timings: dict[str, Any] = {"lease_duration": 6.0, "renew_deadline": 4.0, "retry_period": 0.5}
+
+    async def start_both() -> list[RunningOperator]:
+        return [
+            await start_operator(
+                namespaces=(s.home,),
+                sharding=ShardingConfig(identity=name, namespace=s.home, **timings),
+            )
+            for name in ("a", "b")
+        ]
+
+    replicas = await start_both()
+    await eventually(lambda: s.copies_are({"k": "v"}), what="the copies", timeout=60)
+    for replica in replicas:
+        await replica.stop()
+    ranges = assign_ranges(["a", "b"])
+    (owner,) = [n for n, r in ranges.items() if r.contains_hash(shard_hash(created))]
+    (other,) = set(ranges) - {owner}
+    foreign = next(
+        f"{b:02x}"
+        for b in range(OWNER_BUCKETS)
+        if ranges[other].contains_hash(bucket_range(b).start)
+    )
+    relabel = {s.targets[0]: "zz", s.targets[1]: foreign}
+    for namespace, value in relabel.items():
+        body = await client.get(CONFIGMAPS, "settings", namespace=namespace)
+        assert body["metadata"]["labels"][OWNER_BUCKET_LABEL] == owner_bucket_label(uid)
+        body["metadata"]["labels"][OWNER_BUCKET_LABEL] = value
+        await client.replace(CONFIGMAPS, body, namespace=namespace)
+    await client.delete(CONFIGMIRRORS, "m", namespace=s.home)
+    assert await s.mirror() is not None  # held by the finalizer
+    await start_both()
+
+    async def mirror_gone() -> bool:
+        return await s.mirror() is None
+
+    await eventually(mirror_gone, what="the mirror deleted", timeout=60)
+    # The finalizer went only once every copy was gone, the relabelled ones too.
+    left = {t: c["metadata"].get("labels") for t in s.targets if (c := await s.copy(t))}
+    assert left == {}

@@ -208,11 +208,47 @@ def test_deletion_deletes_copies_then_removes_the_finalizer() -> None:
         ("DELETE", "/api/v1/namespaces/b/configmaps/settings"),
     ]
     assert first.wait_for_deletions
-    second = plan_reconcile(deleting, SOURCE, {}, [], NOW)
-    assert not second.wait_for_deletions
+    second = plan_with_allowed(
+        deleting, SOURCE, {}, [], NOW, allowed_namespaces=EVERY_TARGET, copies_listed=True
+    )
+    assert not second.wait_for_deletions and not second.list_copies
     assert json.loads(second.writes[0].body)["metadata"]["finalizers"] == ["other"]
     gone = mirror(metadata={"deletionTimestamp": NOW, "finalizers": ["other"]})
     assert plan_reconcile(gone, SOURCE, {}, [copy("a")], NOW).writes == ()
+
+
+def test_the_finalizer_goes_only_once_the_copies_were_listed_from_the_api_server() -> None:
+    """Issue 31, defect 7: caches are selected by labels, so a copy whose owner-bucket label
+    a tenant changed is in none of them. Before the finalizer goes the planner asks for the
+    copies as the API server holds them, and whatever their labels, the owner annotation
+    decides: the relabelled copy is deleted, then the finalizer goes."""
+    deleting = mirror(metadata={"deletionTimestamp": NOW, "finalizers": ["other", FINALIZER]})
+    cached_none = plan_with_allowed(
+        deleting, SOURCE, {}, [], NOW, allowed_namespaces=EVERY_TARGET, sharded=True
+    )
+    assert cached_none.list_copies
+    assert cached_none.writes == () and not cached_none.wait_for_deletions
+    relabelled = copy("c")
+    relabelled["metadata"]["labels"][OWNER_BUCKET_LABEL] = "zz"
+    unlabelled = copy("a")
+    unlabelled["metadata"]["labels"] = {}
+    listed = plan_with_allowed(
+        deleting,
+        SOURCE,
+        {},
+        [relabelled, unlabelled],
+        NOW,
+        allowed_namespaces=EVERY_TARGET,
+        sharded=True,
+        copies_listed=True,
+    )
+    assert summary(listed) == [
+        ("DELETE", "/api/v1/namespaces/c/configmaps/settings"),
+        ("DELETE", "/api/v1/namespaces/a/configmaps/settings"),
+    ]
+    assert listed.wait_for_deletions and not listed.list_copies
+    # Not being deleted, nothing is listed: the caches and the AlreadyExists reads suffice.
+    assert not plan_reconcile(mirror(), SOURCE, {}, [], NOW).list_copies
 
 
 def test_transition_time_changes_only_with_the_condition_status() -> None:

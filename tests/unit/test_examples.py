@@ -74,3 +74,16 @@ def test_the_embedded_reflector_resumes_after_a_cut_mid_chunk(backend: str) -> N
     assert first_watch.query["resourceVersion"] == "10"
     assert second_watch.query["resourceVersion"] == "11"
     assert second_watch.header("authorization") == "Bearer tok"
+
+
+def test_the_demo_reads_a_ready_condition_only_once_written_for_the_generation() -> None:
+    demo = _load("demo.py")
+    meta = {"name": "m", "namespace": "n", "generation": 2}
+    ready = {"type": "Ready", "status": "True", "reason": "Synced", "observedGeneration": 2}
+    assert demo.ready_condition({"metadata": meta}) is None  # no status yet
+    assert demo.ready_condition({"metadata": meta, "status": {}}) is None
+    stale = {**ready, "observedGeneration": 1}
+    assert demo.ready_condition({"metadata": meta, "status": {"conditions": [stale]}}) is None
+    other = {"type": "Other", "status": "True", "observedGeneration": 2}
+    written = {"metadata": meta, "status": {"conditions": [other, ready]}}
+    assert demo.ready_condition(written) == ready
