@@ -85,7 +85,11 @@ DEFAULT_MAX_BODY_SIZE = 128 * 1024 * 1024
 WATCH_IDLE_MARGIN = 30.0
 MAX_SERVER_WATCH = 3600.0
 
+# Every exception httpcore raises (its pools' and proxies' included): each becomes a
+# ``TransportError``, never a foreign exception from a public method.
 _NETWORK_ERRORS = (
+    httpcore.ConnectionNotAvailable,
+    httpcore.ProxyError,
     httpcore.ProtocolError,
     httpcore.TimeoutException,
     httpcore.NetworkError,
@@ -197,6 +201,9 @@ class _ConnectionPool:
     requests run on several threads; nothing waits while holding it).
     """
 
+    # How many more connections a request tries after one found unusable once taken.
+    UNAVAILABLE_RETRIES = 2
+
     def __init__(
         self,
         *,
@@ -245,7 +252,45 @@ class _ConnectionPool:
             return None, stale
 
     async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
-        """Send ``request`` on a pooled connection; closing the response gives it back."""
+        """Send ``request`` on a pooled connection; closing the response gives it back.
+
+        A connection that httpcore finds unusable once taken (``ConnectionNotAvailable``:
+        closed between the take and its first use) is dropped and the request sent on
+        another, at most ``UNAVAILABLE_RETRIES`` more times; but when this pool was closed
+        meanwhile (``aclose``: a request in flight fails) it is raised at once, for the
+        client to turn into a ``TransportError``.
+        """
+        attempts = 0
+        while True:
+            connection = await self._acquire(request)
+            try:
+                response = await connection.handle_async_request(request)
+            except httpcore.ConnectionNotAvailable:
+                closed_meanwhile = self._dropped(connection)
+                await self.release(connection)
+                attempts += 1
+                if closed_meanwhile:
+                    raise httpcore.ConnectionNotAvailable(
+                        "the client was closed before the request was sent"
+                    ) from None
+                if attempts > self.UNAVAILABLE_RETRIES:
+                    raise httpcore.ConnectionNotAvailable(
+                        f"{attempts} connections in a row closed before the request was sent"
+                    ) from None
+                continue
+            except BaseException:
+                await self.release(connection)
+                raise
+            response.stream = _PooledBody(response.stream, self, connection)
+            return response
+
+    def _dropped(self, connection: httpcore.AsyncHTTPConnection) -> bool:
+        """True when ``aclose`` let go of ``connection`` after it was taken."""
+        with self._lock:
+            return connection not in self._busy
+
+    async def _acquire(self, request: httpcore.Request) -> httpcore.AsyncHTTPConnection:
+        """An idle connection, or a new one, or the first one given back in time."""
         deadline: float | None = None
         while True:
             connection, stale = self._take(request.url)
@@ -266,13 +311,7 @@ class _ConnectionPool:
             if not woken:
                 self._forget(waiter)
                 raise httpcore.PoolTimeout("no connection became free in time")
-        try:
-            response = await connection.handle_async_request(request)
-        except BaseException:
-            await self.release(connection)
-            raise
-        response.stream = _PooledBody(response.stream, self, connection)
-        return response
+        return connection
 
     def _forget(self, waiter: Any) -> None:
         """A waiter gives up: if a release had already woken it, wake the next one."""
@@ -285,10 +324,16 @@ class _ConnectionPool:
             following.set()
 
     async def release(self, connection: httpcore.AsyncHTTPConnection) -> None:
-        """Take back ``connection`` (idle again, or closed) and wake one waiting request."""
+        """Take back ``connection`` (idle again, or closed) and wake one waiting request.
+
+        One taken before the pool was last closed is closed, never kept: ``aclose`` leaves
+        no connection open (one still connecting when it ran has nothing to close yet)."""
         with self._lock:
+            taken_before_close = connection not in self._busy
             self._busy.discard(connection)
-            reusable = connection.is_idle() and not connection.is_closed()
+            reusable = (
+                not taken_before_close and connection.is_idle() and not connection.is_closed()
+            )
             if reusable:
                 self._idle.append(connection)
             waiter = self._waiters.popleft() if self._waiters else None
