@@ -18,6 +18,7 @@ import collections
 import dataclasses
 import logging
 import math
+import re
 import ssl
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -153,6 +154,30 @@ def _count(name: str, value: int, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise LocalProtocolError(f"{name} must be an integer of at least {minimum}, not {value!r}")
     return value
+
+
+# What h11 accepts in a request's header (RFC 9110 token; visible characters, with spaces
+# or tabs only between them): checked here, where a bad one is the caller's error, not a
+# broken connection.
+_HEADER_NAME = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+_HEADER_VALUE = re.compile(r"(?:[\x21-\x7e\x80-\xff](?:[ \t]*[\x21-\x7e\x80-\xff])*)?")
+
+
+def _encode_headers(headers: Headers) -> list[tuple[bytes, bytes]]:
+    """``headers`` as httpcore sends them; one that HTTP/1.1 cannot carry is a
+    ``LocalProtocolError`` naming it (never its value: it may be a credential)."""
+    encoded: list[tuple[bytes, bytes]] = []
+    for name, value in headers:
+        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+            raise LocalProtocolError(f"{name!r} is not a valid HTTP header name")
+        if not isinstance(value, str) or not _HEADER_VALUE.fullmatch(value):
+            raise LocalProtocolError(
+                f"the value of the {name} header is not a valid HTTP header value "
+                "(Latin-1 characters only, no control characters, no leading or "
+                "trailing space)"
+            )
+        encoded.append((name.encode("latin-1"), value.encode("latin-1")))
+    return encoded
 
 
 def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> Headers:
@@ -723,7 +748,7 @@ class Client:
     ) -> httpcore.Request:
         encoded = self._encoded_headers.get(request.headers)
         if encoded is None:
-            encoded = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in request.headers]
+            encoded = _encode_headers(request.headers)
             if len(self._encoded_headers) >= 64:
                 self._encoded_headers.clear()  # bounded: callers may send headers of their own
             self._encoded_headers[request.headers] = encoded
@@ -747,10 +772,11 @@ class Client:
         try:
             target = url[self._origin_length :].encode("ascii")
         except UnicodeEncodeError:
-            parsed: httpcore.URL | str = url  # httpcore's own refusal, as before
-        else:
-            base = self._base_url
-            parsed = httpcore.URL(scheme=base.scheme, host=base.host, port=base.port, target=target)
+            raise LocalProtocolError(
+                f"request target {request.target!r} is not ASCII: percent-encode it"
+            ) from None
+        base = self._base_url
+        parsed = httpcore.URL(scheme=base.scheme, host=base.host, port=base.port, target=target)
         if request.method != "GET":
             guard = current_send_guard()
             if guard is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,6 +23,7 @@ import pytest
 import trio
 from fault_support import PODS, Adapter
 
+from kubemoon_core import LocalProtocolError, Request
 from kubemoon_io import TransportError
 from kubemoon_testing._scripted import Reply, ScriptedServer
 
@@ -205,5 +207,31 @@ async def test_a_task_closing_the_client_during_a_request_is_a_transport_error(
             assert isinstance(failure, TransportError), repr(failure)
             assert "client was closed" in str(failure)
             assert client.connection_count == 0
+        finally:
+            await adapter.close(client)
+
+
+@pytest.mark.parametrize(
+    ("request_", "words"),
+    [
+        (Request("GET", "/api/v1/namespaces/\u00e9t\u00e9"), "is not ASCII: percent-encode it"),
+        (Request("GET", "/api", headers=(("X-Note", "\u20ac"),)), "X-Note header"),
+        (Request("GET", "/api", headers=(("X-Note", "a\r\nX-Evil: 1"),)), "X-Note header"),
+        (Request("GET", "/api", headers=(("X Note", "a"),)), "'X Note' is not a valid"),
+    ],
+    ids=["non-ascii-target", "non-latin1-value", "crlf-value", "bad-name"],
+)
+async def test_what_http_cannot_carry_is_a_local_protocol_error(
+    adapter: Adapter, request_: Request, words: str
+) -> None:
+    """Never httpcore's TypeError, the codec's UnicodeEncodeError or a 'broken
+    connection': the caller's request is refused before anything is sent."""
+    async with ScriptedServer() as server:
+        client = adapter.client(server.client_config())
+        try:
+            with pytest.raises(LocalProtocolError, match=re.escape(words)) as info:
+                await adapter.call(client.send, request_)
+            assert "X-Evil" not in str(info.value)  # a value is never echoed
+            assert server.requests == []
         finally:
             await adapter.close(client)
