@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import httpcore
+import socksio
 
 from kubemoon_core import (
     ApiError,
@@ -93,6 +94,7 @@ MAX_SERVER_WATCH = 3600.0
 _NETWORK_ERRORS = (
     httpcore.ConnectionNotAvailable,
     httpcore.ProxyError,
+    socksio.SOCKSError,  # a malformed SOCKS reply (httpcore lets socksio's error out)
     httpcore.ProtocolError,
     httpcore.TimeoutException,
     httpcore.NetworkError,
@@ -120,12 +122,32 @@ def _guarded(extensions: dict[str, Any], guard: SendGuard, what: str) -> dict[st
     request will use (after its TLS handshake) and arms it for every socket write of the
     request (each adapter's network stream checks it right before bytes go out)."""
 
+    inner = extensions.get("trace")
+
     def trace(event: str, info: Mapping[str, Any]) -> None:
         if event == _FRAMING:
             guard(what)  # raises AuthorityLost: httpcore closes the connection, sends nothing
             arm_send_guard(guard, what)
         elif event in _ANSWERED:
             disarm_send_guard()
+        if inner is not None:
+            inner(event, info)
+
+    return {**extensions, "trace": trace}
+
+
+def _closing_failed_socks(extensions: dict[str, Any]) -> dict[str, Any]:
+    """``extensions`` with a trace callback that closes the proxy's socket when the SOCKS
+    handshake on it fails: httpcore drops that socket unclosed (a refusal, a malformed
+    reply), which leaks it until garbage collection."""
+    opened: list[Any] = []
+
+    def trace(event: str, info: Mapping[str, Any]) -> None:
+        if event == "socks.connect_tcp.complete":
+            opened.append(info["return_value"])
+        elif event == "socks.setup_socks5_connection.failed" and opened:
+            with _backend.shielded():
+                opened.pop().close()
 
     return {**extensions, "trace": trace}
 
@@ -631,6 +653,7 @@ class Client:
         max_connections = _count("max_connections", max_connections, 1)
         check_transport(config)
         self._proxy = proxy_settings(config)
+        self._socks = self._proxy is not None and self._proxy.kind == "socks5"
         self._own_tls = ssl_context is None and config.scheme == "https"
         if self._own_tls:
             ssl_context = make_ssl_context(config)
@@ -779,6 +802,8 @@ class Client:
             ) from None
         base = self._base_url
         parsed = httpcore.URL(scheme=base.scheme, host=base.host, port=base.port, target=target)
+        if self._socks:
+            extensions = _closing_failed_socks(extensions)
         if request.method != "GET":
             guard = current_send_guard()
             if guard is not None:

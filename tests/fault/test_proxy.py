@@ -71,9 +71,10 @@ class ConnectProxy:
 class Socks5Proxy:
     """A SOCKS5 proxy without authentication, for IPv4 targets."""
 
-    def __init__(self) -> None:
+    def __init__(self, greeting_reply: bytes = b"\x05\x00") -> None:
         self.targets: list[tuple[str, int]] = []
         self.port = 0
+        self.greeting_reply = greeting_reply  # what the greeting is answered with
 
     async def serve(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
@@ -93,7 +94,10 @@ class Socks5Proxy:
     async def _handle(self, stream: trio.SocketStream) -> None:
         _, count = await self._read(stream, 2)
         await self._read(stream, count)
-        await stream.send_all(b"\x05\x00")  # no authentication
+        await stream.send_all(self.greeting_reply)  # by default: no authentication
+        if self.greeting_reply != b"\x05\x00":
+            await stream.aclose()
+            return
         _, command, _, kind = await self._read(stream, 4)
         assert command == 1 and kind == 1, "CONNECT to an IPv4 address"
         address = ".".join(str(b) for b in await self._read(stream, 4))
@@ -172,3 +176,32 @@ async def test_a_proxy_refusing_the_tunnel_is_a_transport_error(
         assert server.url in str(info.value)
     assert server.requests == []
     assert len(proxy.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("greeting_reply", "words"),
+    [
+        (b"\x04\x5a", "SOCKS proxy"),  # a SOCKS4 answer: malformed for SOCKS5
+        (b"\x05\xff", "proxy refused"),  # no acceptable authentication method
+    ],
+    ids=["malformed", "refused"],
+)
+async def test_a_socks_proxy_answering_badly_is_a_transport_error(
+    adapter: Adapter, nursery: trio.Nursery, greeting_reply: bytes, words: str
+) -> None:
+    """socksio's ProtocolError for a malformed reply, httpcore's ProxyError for a refusal:
+    both are a TransportError naming the API server."""
+    proxy = Socks5Proxy(greeting_reply)
+    await nursery.start(proxy.serve)
+    async with ScriptedServer() as server:
+        client = adapter.client(server.client_config(proxy_url=f"socks5://127.0.0.1:{proxy.port}"))
+        try:
+            with pytest.raises(TransportError, match=words) as crud:
+                await adapter.call(client.get, PODS, "a", namespace="ns")
+            with pytest.raises(TransportError, match=words) as watch:
+                await adapter.watch_all(client)
+        finally:
+            await adapter.close(client)
+    for info in (crud, watch):
+        assert server.url in str(info.value)
+    assert server.requests == []
