@@ -319,8 +319,10 @@ class _ConnectionPool:
                 await self.release(connection)
                 attempts += 1
                 if closed_meanwhile:
+                    # Client.aclose, or a pool replaced for a new client certificate.
                     raise httpcore.ConnectionNotAvailable(
-                        "the client was closed before the request was sent"
+                        "the client was closed (or its connections replaced for a new "
+                        "client certificate) before the request was sent"
                     ) from None
                 if attempts > self.UNAVAILABLE_RETRIES:
                     raise httpcore.ConnectionNotAvailable(
