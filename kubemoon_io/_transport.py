@@ -12,6 +12,7 @@ import os
 import ssl
 
 import httpcore
+import socksio
 
 from kubemoon_core import KubeMoonError
 
@@ -85,6 +86,14 @@ def transport_error(exc: Exception, origin: str, server_name: str | None = None)
         return TLSError(f"TLS handshake with {origin}{name} failed: {reason}")
     if isinstance(exc, httpcore.RemoteProtocolError):
         return TransportError(f"{origin}: connection broken: {detail}")
+    if isinstance(exc, httpcore.ConnectionNotAvailable):
+        if not str(exc):
+            detail = "the connection was closed before the request was sent"
+        return TransportError(f"{origin}: {detail}")
+    if isinstance(exc, socksio.SOCKSError):
+        return TransportError(f"{origin}: the SOCKS proxy answered malformed: {detail}")
+    if isinstance(exc, httpcore.ProxyError):
+        return TransportError(f"{origin}: the proxy refused the connection: {detail}")
     phase = _FAILED.get(type(exc))
     cause = _os_cause(exc)
     if phase is not None and cause is not None:

@@ -20,12 +20,14 @@ import collections
 import dataclasses
 import logging
 import math
+import re
 import ssl
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import httpcore
+import socksio
 
 from kubemoon_core import (
     ApiError,
@@ -87,7 +89,12 @@ DEFAULT_MAX_BODY_SIZE = 128 * 1024 * 1024
 WATCH_IDLE_MARGIN = 30.0
 MAX_SERVER_WATCH = 3600.0
 
+# Every exception httpcore raises (its pools' and proxies' included): each becomes a
+# ``TransportError``, never a foreign exception from a public method.
 _NETWORK_ERRORS = (
+    httpcore.ConnectionNotAvailable,
+    httpcore.ProxyError,
+    socksio.SOCKSError,  # a malformed SOCKS reply (httpcore lets socksio's error out)
     httpcore.ProtocolError,
     httpcore.TimeoutException,
     httpcore.NetworkError,
@@ -115,12 +122,32 @@ def _guarded(extensions: dict[str, Any], guard: SendGuard, what: str) -> dict[st
     request will use (after its TLS handshake) and arms it for every socket write of the
     request (each adapter's network stream checks it right before bytes go out)."""
 
+    inner = extensions.get("trace")
+
     def trace(event: str, info: Mapping[str, Any]) -> None:
         if event == _FRAMING:
             guard(what)  # raises AuthorityLost: httpcore closes the connection, sends nothing
             arm_send_guard(guard, what)
         elif event in _ANSWERED:
             disarm_send_guard()
+        if inner is not None:
+            inner(event, info)
+
+    return {**extensions, "trace": trace}
+
+
+def _closing_failed_socks(extensions: dict[str, Any]) -> dict[str, Any]:
+    """``extensions`` with a trace callback that closes the proxy's socket when the SOCKS
+    handshake on it fails: httpcore drops that socket unclosed (a refusal, a malformed
+    reply), which leaks it until garbage collection."""
+    opened: list[Any] = []
+
+    def trace(event: str, info: Mapping[str, Any]) -> None:
+        if event == "socks.connect_tcp.complete":
+            opened.append(info["return_value"])
+        elif event == "socks.setup_socks5_connection.failed" and opened:
+            with _backend.shielded():
+                opened.pop().close()
 
     return {**extensions, "trace": trace}
 
@@ -151,6 +178,30 @@ def _count(name: str, value: int, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise LocalProtocolError(f"{name} must be an integer of at least {minimum}, not {value!r}")
     return value
+
+
+# What h11 accepts in a request's header (RFC 9110 token; visible characters, with spaces
+# or tabs only between them): checked here, where a bad one is the caller's error, not a
+# broken connection.
+_HEADER_NAME = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+_HEADER_VALUE = re.compile(r"(?:[\x21-\x7e\x80-\xff](?:[ \t]*[\x21-\x7e\x80-\xff])*)?")
+
+
+def _encode_headers(headers: Headers) -> list[tuple[bytes, bytes]]:
+    """``headers`` as httpcore sends them; one that HTTP/1.1 cannot carry is a
+    ``LocalProtocolError`` naming it (never its value: it may be a credential)."""
+    encoded: list[tuple[bytes, bytes]] = []
+    for name, value in headers:
+        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+            raise LocalProtocolError(f"{name!r} is not a valid HTTP header name")
+        if not isinstance(value, str) or not _HEADER_VALUE.fullmatch(value):
+            raise LocalProtocolError(
+                f"the value of the {name} header is not a valid HTTP header value "
+                "(Latin-1 characters only, no control characters, no leading or "
+                "trailing space)"
+            )
+        encoded.append((name.encode("latin-1"), value.encode("latin-1")))
+    return encoded
 
 
 def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> Headers:
@@ -198,6 +249,9 @@ class _ConnectionPool:
     and skipped. The counts are kept under a ``threading.Lock`` (the blocking twin's
     requests run on several threads; nothing waits while holding it).
     """
+
+    # How many more connections a request tries after one found unusable once taken.
+    UNAVAILABLE_RETRIES = 2
 
     def __init__(
         self,
@@ -247,7 +301,47 @@ class _ConnectionPool:
             return None, stale
 
     def handle_request(self, request: httpcore.Request) -> httpcore.Response:
-        """Send ``request`` on a pooled connection; closing the response gives it back."""
+        """Send ``request`` on a pooled connection; closing the response gives it back.
+
+        A connection that httpcore finds unusable once taken (``ConnectionNotAvailable``:
+        closed between the take and its first use) is dropped and the request sent on
+        another, at most ``UNAVAILABLE_RETRIES`` more times; but when this pool was closed
+        meanwhile (``close``: a request in flight fails) it is raised at once, for the
+        client to turn into a ``TransportError``.
+        """
+        attempts = 0
+        while True:
+            connection = self._acquire(request)
+            try:
+                response = connection.handle_request(request)
+            except httpcore.ConnectionNotAvailable:
+                closed_meanwhile = self._dropped(connection)
+                self.release(connection)
+                attempts += 1
+                if closed_meanwhile:
+                    # Client.close, or a pool replaced for a new client certificate.
+                    raise httpcore.ConnectionNotAvailable(
+                        "the client was closed (or its connections replaced for a new "
+                        "client certificate) before the request was sent"
+                    ) from None
+                if attempts > self.UNAVAILABLE_RETRIES:
+                    raise httpcore.ConnectionNotAvailable(
+                        f"{attempts} connections in a row closed before the request was sent"
+                    ) from None
+                continue
+            except BaseException:
+                self.release(connection)
+                raise
+            response.stream = _PooledBody(response.stream, self, connection)
+            return response
+
+    def _dropped(self, connection: httpcore.HTTPConnection) -> bool:
+        """True when ``close`` let go of ``connection`` after it was taken."""
+        with self._lock:
+            return connection not in self._busy
+
+    def _acquire(self, request: httpcore.Request) -> httpcore.HTTPConnection:
+        """An idle connection, or a new one, or the first one given back in time."""
         deadline: float | None = None
         while True:
             connection, stale = self._take(request.url)
@@ -268,13 +362,7 @@ class _ConnectionPool:
             if not woken:
                 self._forget(waiter)
                 raise httpcore.PoolTimeout("no connection became free in time")
-        try:
-            response = connection.handle_request(request)
-        except BaseException:
-            self.release(connection)
-            raise
-        response.stream = _PooledBody(response.stream, self, connection)
-        return response
+        return connection
 
     def _forget(self, waiter: Any) -> None:
         """A waiter gives up: if a release had already woken it, wake the next one."""
@@ -287,10 +375,16 @@ class _ConnectionPool:
             following.set()
 
     def release(self, connection: httpcore.HTTPConnection) -> None:
-        """Take back ``connection`` (idle again, or closed) and wake one waiting request."""
+        """Take back ``connection`` (idle again, or closed) and wake one waiting request.
+
+        One taken before the pool was last closed is closed, never kept: ``close`` leaves
+        no connection open (one still connecting when it ran has nothing to close yet)."""
         with self._lock:
+            taken_before_close = connection not in self._busy
             self._busy.discard(connection)
-            reusable = connection.is_idle() and not connection.is_closed()
+            reusable = (
+                not taken_before_close and connection.is_idle() and not connection.is_closed()
+            )
             if reusable:
                 self._idle.append(connection)
             waiter = self._waiters.popleft() if self._waiters else None
@@ -561,6 +655,7 @@ class Client:
         max_connections = _count("max_connections", max_connections, 1)
         check_transport(config)
         self._proxy = proxy_settings(config)
+        self._socks = self._proxy is not None and self._proxy.kind == "socks5"
         self._own_tls = ssl_context is None and config.scheme == "https"
         if self._own_tls:
             ssl_context = make_ssl_context(config)
@@ -680,7 +775,7 @@ class Client:
     ) -> httpcore.Request:
         encoded = self._encoded_headers.get(request.headers)
         if encoded is None:
-            encoded = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in request.headers]
+            encoded = _encode_headers(request.headers)
             if len(self._encoded_headers) >= 64:
                 self._encoded_headers.clear()  # bounded: callers may send headers of their own
             self._encoded_headers[request.headers] = encoded
@@ -704,10 +799,13 @@ class Client:
         try:
             target = url[self._origin_length :].encode("ascii")
         except UnicodeEncodeError:
-            parsed: httpcore.URL | str = url  # httpcore's own refusal, as before
-        else:
-            base = self._base_url
-            parsed = httpcore.URL(scheme=base.scheme, host=base.host, port=base.port, target=target)
+            raise LocalProtocolError(
+                f"request target {request.target!r} is not ASCII: percent-encode it"
+            ) from None
+        base = self._base_url
+        parsed = httpcore.URL(scheme=base.scheme, host=base.host, port=base.port, target=target)
+        if self._socks:
+            extensions = _closing_failed_socks(extensions)
         if request.method != "GET":
             guard = current_send_guard()
             if guard is not None:

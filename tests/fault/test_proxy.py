@@ -11,6 +11,7 @@ import pytest
 import trio
 from fault_support import PODS, Adapter
 
+from kubemoon_io import TransportError
 from kubemoon_testing import Reply, ScriptedServer
 
 pytestmark = pytest.mark.fault
@@ -36,9 +37,10 @@ async def _splice(client: trio.SocketStream, host: str, port: int) -> None:
 class ConnectProxy:
     """An HTTP proxy that only tunnels (CONNECT), as a proxy for HTTPS must."""
 
-    def __init__(self) -> None:
+    def __init__(self, refusal: bytes | None = None) -> None:
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.port = 0
+        self.refusal = refusal  # a status line to answer every CONNECT with, then close
 
     async def serve(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
@@ -58,6 +60,10 @@ class ConnectProxy:
         headers = dict(line.split(": ", 1) for line in lines[1:])
         self.requests.append((f"{method} {target}", headers))
         host, port = target.rsplit(":", 1)
+        if self.refusal is not None:
+            await stream.send_all(self.refusal + b"\r\nContent-Length: 0\r\n\r\n")
+            await stream.aclose()
+            return
         await stream.send_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
         await _splice(stream, host, int(port))
 
@@ -65,9 +71,10 @@ class ConnectProxy:
 class Socks5Proxy:
     """A SOCKS5 proxy without authentication, for IPv4 targets."""
 
-    def __init__(self) -> None:
+    def __init__(self, greeting_reply: bytes = b"\x05\x00") -> None:
         self.targets: list[tuple[str, int]] = []
         self.port = 0
+        self.greeting_reply = greeting_reply  # what the greeting is answered with
 
     async def serve(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
@@ -87,7 +94,10 @@ class Socks5Proxy:
     async def _handle(self, stream: trio.SocketStream) -> None:
         _, count = await self._read(stream, 2)
         await self._read(stream, count)
-        await stream.send_all(b"\x05\x00")  # no authentication
+        await stream.send_all(self.greeting_reply)  # by default: no authentication
+        if self.greeting_reply != b"\x05\x00":
+            await stream.aclose()
+            return
         _, command, _, kind = await self._read(stream, 4)
         assert command == 1 and kind == 1, "CONNECT to an IPv4 address"
         address = ".".join(str(b) for b in await self._read(stream, 4))
@@ -142,3 +152,56 @@ async def test_a_socks5_proxy_carries_requests_and_watches(
     assert pod["metadata"]["name"] == "a"
     assert [e.type for e in events] == ["ADDED"]
     assert proxy.targets == [("127.0.0.1", server.port)] * 2
+
+
+async def test_a_proxy_refusing_the_tunnel_is_a_transport_error(
+    adapter: Adapter, nursery: trio.Nursery
+) -> None:
+    """httpcore raises its ``ProxyError`` for a CONNECT answered with an error status:
+    CRUD requests and watches alike raise a TransportError naming the API server and the
+    proxy's answer."""
+    proxy = ConnectProxy(refusal=b"HTTP/1.1 407 Proxy Authentication Required")
+    await nursery.start(proxy.serve)
+    async with ScriptedServer() as server:
+        client = adapter.client(server.client_config(proxy_url=f"http://127.0.0.1:{proxy.port}"))
+        try:
+            with pytest.raises(TransportError, match="proxy refused") as crud:
+                await adapter.call(client.get, PODS, "a", namespace="ns")
+            with pytest.raises(TransportError, match="proxy refused") as watch:
+                await adapter.watch_all(client)
+        finally:
+            await adapter.close(client)
+    for info in (crud, watch):
+        assert "407 Proxy Authentication Required" in str(info.value)
+        assert server.url in str(info.value)
+    assert server.requests == []
+    assert len(proxy.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("greeting_reply", "words"),
+    [
+        (b"\x04\x5a", "SOCKS proxy"),  # a SOCKS4 answer: malformed for SOCKS5
+        (b"\x05\xff", "proxy refused"),  # no acceptable authentication method
+    ],
+    ids=["malformed", "refused"],
+)
+async def test_a_socks_proxy_answering_badly_is_a_transport_error(
+    adapter: Adapter, nursery: trio.Nursery, greeting_reply: bytes, words: str
+) -> None:
+    """socksio's ProtocolError for a malformed reply, httpcore's ProxyError for a refusal:
+    both are a TransportError naming the API server."""
+    proxy = Socks5Proxy(greeting_reply)
+    await nursery.start(proxy.serve)
+    async with ScriptedServer() as server:
+        client = adapter.client(server.client_config(proxy_url=f"socks5://127.0.0.1:{proxy.port}"))
+        try:
+            with pytest.raises(TransportError, match=words) as crud:
+                await adapter.call(client.get, PODS, "a", namespace="ns")
+            with pytest.raises(TransportError, match=words) as watch:
+                await adapter.watch_all(client)
+        finally:
+            await adapter.close(client)
+    for info in (crud, watch):
+        assert server.url in str(info.value)
+    assert server.requests == []
