@@ -194,7 +194,18 @@ from ._ratelimit import (
     default_rate_limiter,
 )
 from ._rbac import Declared as RbacDeclared
-from ._rbac import DeclaredController, GroupResource, PolicyRule, derive_rules, rules_manifest
+from ._rbac import (
+    DeclaredController,
+    DeclaredWebhooks,
+    GroupResource,
+    Permission,
+    PolicyRule,
+    access_review_allowed,
+    derive_rules,
+    describe_missing,
+    permissions_to_check,
+    rules_manifest,
+)
 from ._reflector import (
     KeptOut,
     Reflector,
@@ -520,6 +531,11 @@ __all__ = [
     "PolicyRule",
     "RbacDeclared",
     "DeclaredController",
+    "DeclaredWebhooks",
+    "Permission",
+    "access_review_allowed",
+    "describe_missing",
+    "permissions_to_check",
     "GroupResource",
     "derive_rules",
     "rules_manifest",
