@@ -344,16 +344,6 @@ class Manager:
         """Why the process is not ready (``/readyz``): unsynced caches and current failures."""
         reasons = [problem.message for problem in self.failures.current_problems()]
         reasons += [f"{i.name}: cache not synced" for i in self.informers.not_synced()]
-        for informer in self.informers:
-            kept = informer.kept_out
-            if kept:
-                # Bounded: the first few by name, then how many more.
-                named = "; ".join(str(record) for record in kept[:3])
-                more = f"; and {len(kept) - 3} more" if len(kept) > 3 else ""
-                reasons.append(
-                    f"{informer.name}: {len(kept)} object(s) kept out of the cache and not "
-                    f"reconciled: {named}{more}"
-                )
         for controller in self.controllers:
             if controller.sharding is not None:
                 reasons += controller.sharding.problems()
@@ -367,8 +357,22 @@ class Manager:
 
     def readiness_notes(self) -> list[str]:
         """Lines ``/readyz?verbose`` adds that explain, not fail: how each sharded
-        controller shards (server-side, or client-side when the gate is off)."""
-        return [c.sharding.note() for c in self.controllers if c.sharding is not None]
+        controller shards (server-side, or client-side when the gate is off), and the
+        objects each informer keeps out of its cache. A kept-out object never fails
+        readiness: it is one tenant's, and an unready replica would stop serving every
+        other tenant (its webhooks leave the Service)."""
+        notes = [c.sharding.note() for c in self.controllers if c.sharding is not None]
+        for informer in self.informers:
+            kept = informer.kept_out
+            if kept:
+                # Bounded: the first few by name, then how many more.
+                named = "; ".join(str(record) for record in kept[:3])
+                more = f"; and {len(kept) - 3} more" if len(kept) > 3 else ""
+                notes.append(
+                    f"{informer.name}: {len(kept)} object(s) kept out of the cache and not "
+                    f"reconciled: {named}{more}"
+                )
+        return notes
 
     # -- metrics source ------------------------------------------------------------------
 
