@@ -139,6 +139,7 @@ from ._json import (
     use_standard_json,
 )
 from ._jsonpatch import JSONPatchError, apply_json_patch, escape_pointer_token, json_patch
+from ._kept_out import KeptOut
 from ._kubeconfig import Kubeconfig, merge_kubeconfigs
 from ._kubeconfig_yaml import MAX_KUBECONFIG_BYTES
 from ._leader import (
@@ -203,14 +204,8 @@ from ._rbac import (
     permissions_to_check,
     rules_manifest,
 )
-from ._reflector import (
-    KeptOut,
-    Reflector,
-    ReflectorInput,
-    ReflectorState,
-    ReflectorStats,
-    RelistReason,
-)
+from ._reflector import Reflector, ReflectorStats
+from ._reflector_states import ReflectorInput, ReflectorState, RelistReason
 from ._request import (
     METADATA_ONLY_ACCEPT,
     METADATA_ONLY_LIST_ACCEPT,
