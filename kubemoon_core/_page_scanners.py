@@ -1,13 +1,14 @@
-"""The reflector's LIST-page scanners: a page's items with their exact bytes, or split apart.
+"""How the reflector decodes one LIST page, and the scanners it needs for the unusual pages.
 
-Rules: these are ways to decode one complete LIST response body that the ordinary
-``_json.loads`` cannot serve. ``_raw_page`` returns the document and each item's exact
-bytes (msgspec's ``Raw``, or the standard library's scanner walked over the top-level
-object), or None for anything unusual, and the caller then decodes the page the ordinary
-way, so it is refused or accepted exactly as without it. ``_split_page`` decodes a page
-the backend refused whole member by member and item by item, keeping out the items too
-deep to decode (:class:`KeptOut`); anything else wrong raises the original error. Pure:
-bytes in, values out.
+Rules: ``_decode_page`` turns a complete LIST response body into its items (apiVersion and
+kind filled in), the resourceVersion and the continue token, refusing a malformed page
+with a :class:`DecodeError` naming the path. Two scanners serve what ``_json.loads``
+cannot. ``_raw_page`` returns the document and each item's exact bytes (msgspec's ``Raw``,
+or the standard library's scanner walked over the top-level object), or None for anything
+unusual, and the page is then decoded the ordinary way, so it is refused or accepted
+exactly as without it. ``_split_page`` decodes a page the backend refused whole, member by
+member and item by item, keeping out the items too deep to decode (:class:`KeptOut`);
+anything else wrong raises the original error. Pure: bytes in, values out.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ._watch import _SCAN
 __all__: list[str] = []
 
 
-# A LIST page whose items' exact bytes are wanted (Reflector._page with keep_raw):
+# A LIST page whose items' exact bytes are wanted (_decode_page with keep_raw):
 # msgspec keeps each item as msgspec.Raw; the standard library's scanner is walked over the
 # page's top-level object. Anything unusual (another backend, a member the page struct does
 # not know, text that is not strict UTF-8, malformed JSON) gives None, and the page is then
@@ -179,3 +180,66 @@ def _split_page(body: bytes, error: DecodeError) -> tuple[dict[str, Any], list[K
             raise
         raise error from None
     return document, kept
+
+
+def _decode_page(
+    body: bytes, keep_raw: bool = False
+) -> tuple[list[dict[str, Any]], list[bytes] | None, str, str, list[KeptOut]]:
+    """A LIST page: its items (apiVersion and kind filled in), their raw bytes when
+    ``keep_raw`` and the backend has them at hand (else None), the resourceVersion, the
+    continue token and the items kept out (too deep to decode). Malformed pages raise
+    :class:`DecodeError` naming the path."""
+    found = _raw_page(body) if keep_raw else None
+    raws: list[bytes] | None = None
+    document: Any
+    kept: list[KeptOut] = []
+    if found is not None:
+        document, raws = found
+    else:
+        try:
+            document = _json.loads(body)
+        except DecodeError as exc:
+            # Too deep somewhere? Then item by item: only those items are kept out.
+            document, kept = _split_page(body, exc)
+    if not isinstance(document, dict):
+        raise DecodeError("LIST response is not a JSON object")
+    metadata = document.get("metadata")
+    if not isinstance(metadata, dict):
+        raise DecodeError("LIST response has no metadata", path="metadata")
+    rv = metadata.get("resourceVersion")
+    if not isinstance(rv, str) or not rv:
+        raise DecodeError("LIST response has no resourceVersion", path="metadata.resourceVersion")
+    token = metadata.get("continue", "")
+    if not isinstance(token, str):
+        raise DecodeError("continue token is not a string", path="metadata.continue")
+    items = document.get("items")
+    if items is None:
+        items = []
+    if not isinstance(items, list):
+        raise DecodeError("LIST items is not an array", path="items")
+    # List items usually omit apiVersion and kind; the store keeps whole objects.
+    api_version = document.get("apiVersion")
+    kind = document.get("kind")
+    item_kind = kind[:-4] if isinstance(kind, str) and kind.endswith("List") else None
+    if not isinstance(api_version, str):
+        api_version = None
+    # The members filled into an item, as the JSON to write before its own (raw only).
+    heads: dict[tuple[bool, bool], bytes] = {}
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise DecodeError("LIST item is not an object", path=f"items[{index}]")
+        add_version = api_version is not None and "apiVersion" not in item
+        add_kind = bool(item_kind) and "kind" not in item
+        if add_version:
+            item["apiVersion"] = api_version
+        if add_kind:
+            item["kind"] = item_kind
+        if raws is not None and (add_version or add_kind):
+            head = heads.get((add_version, add_kind))
+            if head is None:
+                members = {"apiVersion": api_version} if add_version else {}
+                if add_kind:
+                    members["kind"] = item_kind
+                head = heads[add_version, add_kind] = _json.dumps(members)[1:-1]
+            raws[index] = _prefixed(raws[index], head)
+    return items, raws, rv, token, kept

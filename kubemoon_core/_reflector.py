@@ -67,12 +67,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from . import _json
 from ._backoff import Backoff
 from ._changes import Change, initial_change
 from ._errors import DecodeError, KubeMoonError, LocalProtocolError
 from ._kept_out import KeptOut, _kept_out, _stub_metadata
-from ._page_scanners import _prefixed, _raw_page, _split_page
+from ._page_scanners import _decode_page
 from ._reflector_states import (
     _CLOSING,
     _DUE,
@@ -562,64 +561,10 @@ class Reflector:
     def _page(
         self, body: bytes, keep_raw: bool = False
     ) -> tuple[list[dict[str, Any]], list[bytes] | None, str, str]:
-        """A LIST page: its items (apiVersion and kind filled in), their raw bytes when
-        ``keep_raw`` and the backend has them at hand (else None), the resourceVersion and
-        the continue token. Malformed pages raise :class:`DecodeError` naming the path."""
-        found = _raw_page(body) if keep_raw else None
-        raws: list[bytes] | None = None
-        document: Any
-        self._page_kept = []
-        if found is not None:
-            document, raws = found
-        else:
-            try:
-                document = _json.loads(body)
-            except DecodeError as exc:
-                # Too deep somewhere? Then item by item: only those items are kept out.
-                document, self._page_kept = _split_page(body, exc)
-        if not isinstance(document, dict):
-            raise DecodeError("LIST response is not a JSON object")
-        metadata = document.get("metadata")
-        if not isinstance(metadata, dict):
-            raise DecodeError("LIST response has no metadata", path="metadata")
-        rv = metadata.get("resourceVersion")
-        if not isinstance(rv, str) or not rv:
-            raise DecodeError(
-                "LIST response has no resourceVersion", path="metadata.resourceVersion"
-            )
-        token = metadata.get("continue", "")
-        if not isinstance(token, str):
-            raise DecodeError("continue token is not a string", path="metadata.continue")
-        items = document.get("items")
-        if items is None:
-            items = []
-        if not isinstance(items, list):
-            raise DecodeError("LIST items is not an array", path="items")
-        # List items usually omit apiVersion and kind; the store keeps whole objects.
-        api_version = document.get("apiVersion")
-        kind = document.get("kind")
-        item_kind = kind[:-4] if isinstance(kind, str) and kind.endswith("List") else None
-        if not isinstance(api_version, str):
-            api_version = None
-        # The members filled into an item, as the JSON to write before its own (raw only).
-        heads: dict[tuple[bool, bool], bytes] = {}
-        for index, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise DecodeError("LIST item is not an object", path=f"items[{index}]")
-            add_version = api_version is not None and "apiVersion" not in item
-            add_kind = bool(item_kind) and "kind" not in item
-            if add_version:
-                item["apiVersion"] = api_version
-            if add_kind:
-                item["kind"] = item_kind
-            if raws is not None and (add_version or add_kind):
-                head = heads.get((add_version, add_kind))
-                if head is None:
-                    members = {"apiVersion": api_version} if add_version else {}
-                    if add_kind:
-                        members["kind"] = item_kind
-                    head = heads[add_version, add_kind] = _json.dumps(members)[1:-1]
-                raws[index] = _prefixed(raws[index], head)
+        """A LIST page decoded by :func:`._page_scanners._decode_page`; the items kept out
+        of it wait in ``_page_kept`` for :meth:`receive_response`."""
+        self._page_kept = []  # a page that fails to decode keeps nothing out
+        items, raws, rv, token, self._page_kept = _decode_page(body, keep_raw)
         return items, raws, rv, token
 
     def _list_failed(self, error: BaseException | None, now: float) -> None:
