@@ -52,7 +52,7 @@ from kubemoon_core import (
     retry_delay,
     watch_request,
 )
-from kubemoon_core._kubeconfig import ClientConfig
+from kubemoon_core._client_config import ClientConfig
 from kubemoon_core._request import Target, next_page_limit
 from kubemoon_core._watch import WatchDecoder, WatchEvent
 from kubemoon_io import (

@@ -26,7 +26,8 @@ from kubemoon_core import (
 )
 from kubemoon_core._backoff import Backoff
 from kubemoon_core._changes import Change
-from kubemoon_core._reflector import MAX_WATCH_TIMEOUT, MIN_WATCH_TIMEOUT, KeptOut, Reflector
+from kubemoon_core._kept_out import KeptOut
+from kubemoon_core._reflector import MAX_WATCH_TIMEOUT, MIN_WATCH_TIMEOUT, Reflector
 from kubemoon_core._store import Store
 from kubemoon_io import ResponseTooLarge, TransportError, TransportTimeout, _tracing
 

@@ -19,6 +19,13 @@ from ._backoff import (
     Backoff,
 )
 from ._changes import Change, ChangeType, initial_change
+from ._client_config import (
+    SERVICE_ACCOUNT_DIR,
+    ClientConfig,
+    ConfigError,
+    ExecConfig,
+    in_cluster_config,
+)
 from ._conditions import (
     find_condition,
     is_status_condition_false,
@@ -103,6 +110,7 @@ from ._discovery import (
 )
 from ._errors import DecodeError, KubeMoonError, LocalProtocolError, RemoteProtocolError
 from ._events import EVENTS, EventOutcome, EventPlan, EventRecorder, EventWrite
+from ._exec_credentials import ExecCredential, exec_info, parse_exec_credential
 from ._failures import (
     FailureClass,
     FailureReport,
@@ -131,19 +139,9 @@ from ._json import (
     use_standard_json,
 )
 from ._jsonpatch import JSONPatchError, apply_json_patch, escape_pointer_token, json_patch
-from ._kubeconfig import (
-    MAX_KUBECONFIG_BYTES,
-    SERVICE_ACCOUNT_DIR,
-    ClientConfig,
-    ConfigError,
-    ExecConfig,
-    ExecCredential,
-    Kubeconfig,
-    exec_info,
-    in_cluster_config,
-    merge_kubeconfigs,
-    parse_exec_credential,
-)
+from ._kept_out import KeptOut
+from ._kubeconfig import Kubeconfig, merge_kubeconfigs
+from ._kubeconfig_yaml import MAX_KUBECONFIG_BYTES
 from ._leader import (
     JITTER_FACTOR,
     LEASES,
@@ -206,14 +204,8 @@ from ._rbac import (
     permissions_to_check,
     rules_manifest,
 )
-from ._reflector import (
-    KeptOut,
-    Reflector,
-    ReflectorInput,
-    ReflectorState,
-    ReflectorStats,
-    RelistReason,
-)
+from ._reflector import Reflector, ReflectorStats
+from ._reflector_states import ReflectorInput, ReflectorState, RelistReason
 from ._request import (
     METADATA_ONLY_ACCEPT,
     METADATA_ONLY_LIST_ACCEPT,

@@ -54,20 +54,38 @@ Rules (client-go's reflector is the reference):
   ``stall_margin``, :meth:`Reflector.poll` tells the adapter to abandon the connection.
 """
 
+
+# Longer than 700 lines because the Reflector is one state machine whose handlers share its
+# private state; its table (_reflector_states), page scanners (_page_scanners) and
+# kept-out records (_kept_out) live apart.
+
 from __future__ import annotations
 
-import enum
 import random
-import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from . import _json, _jsonsplit
 from ._backoff import Backoff
 from ._changes import Change, initial_change
 from ._errors import DecodeError, KubeMoonError, LocalProtocolError
+from ._kept_out import KeptOut, _kept_out, _stub_metadata
+from ._page_scanners import _decode_page
+from ._reflector_states import (
+    _CLOSING,
+    _DUE,
+    _ENDS,
+    _HEADS,
+    _LIST_OUTCOMES,
+    _READING,
+    _REJECTED,
+    _STREAM,
+    _TRANSITIONS,
+    ReflectorInput,
+    ReflectorState,
+    RelistReason,
+)
 from ._request import (
     ListOptions,
     Request,
@@ -80,16 +98,9 @@ from ._resources import APIResource, GroupVersionResource, ObjectKey
 from ._shard import ShardSelector
 from ._status import ApiError, Disposition, Gone, error_from_response
 from ._store import Store
-from ._watch import _SCAN, DEFAULT_MAX_LINE_LENGTH, KeptOutEvent, WatchDecoder, WatchEvent
+from ._watch import DEFAULT_MAX_LINE_LENGTH, KeptOutEvent, WatchDecoder, WatchEvent
 
-__all__ = [
-    "KeptOut",
-    "RelistReason",
-    "Reflector",
-    "ReflectorInput",
-    "ReflectorState",
-    "ReflectorStats",
-]
+__all__ = ["Reflector", "ReflectorStats"]
 
 # Bounds: how much of a refused watch's body is kept, and the longest Retry-After honoured.
 ERROR_BODY_LIMIT = 64 * 1024
@@ -101,172 +112,6 @@ MAX_WATCH_TIMEOUT = 600
 SHORT_WATCH = 1.0
 # Codes by which a server says it does not do streaming lists at all.
 STREAM_REFUSAL_CODES = frozenset({400, 403, 405, 422})
-
-
-class ReflectorState(enum.Enum):
-    """Where the reflector is. ``*_DUE`` states wait for a time, then issue a request."""
-
-    SYNC_DUE = "sync due"  # a full sync (LIST or streaming list) is to start
-    PAGE_DUE = "page due"  # the next LIST page, or a retry of one, is to be requested
-    LISTING = "listing"  # a LIST page request is in flight
-    STREAM_CONNECTING = "stream connecting"  # streaming list sent; no head yet
-    STREAMING = "streaming"  # receiving the initial events of a streaming list
-    STREAM_REJECTED = "stream rejected"  # non-2xx head; reading the error body
-    STREAM_CLOSING = "stream closing"  # gave up on the stream; waiting for its end
-    STREAM_EXPIRED = "stream expired"  # the stream answered 410; waiting for its end
-    WATCH_DUE = "watch due"  # a watch is to start from the resume point
-    WATCH_CONNECTING = "watch connecting"  # watch sent; no head yet
-    WATCHING = "watching"  # receiving events
-    WATCH_REJECTED = "watch rejected"  # non-2xx head; reading the error body
-    WATCH_CLOSING = "watch closing"  # gave up on the watch; waiting for its end
-    WATCH_EXPIRED = "watch expired"  # the watch answered 410; waiting for its end
-
-
-class ReflectorInput(enum.Enum):
-    """What happened: the labels of the transition table's edges."""
-
-    START_LIST = "start list"
-    START_STREAM = "start stream"
-    REQUEST_PAGE = "request page"
-    PAGE_MORE = "page with continue"
-    PAGE_LAST = "last page"
-    LIST_EXPIRED = "list 410"
-    LIST_RETRY = "list retryable failure"
-    LIST_FAILED = "list failure"
-    START_WATCH = "start watch"
-    HEAD_OK = "2xx head"
-    HEAD_ERROR = "error head"
-    DATA = "data"
-    INITIAL_EVENTS_END = "initial-events-end bookmark"
-    EXPIRED = "410"
-    BROKEN = "failure"
-    REFUSED = "refused"
-    STALL = "stall"
-    ENDED = "ended"
-    DROPPED = "dropped"
-    RESELECT = "selectors changed"
-
-
-class RelistReason(enum.Enum):
-    """Why a sync was started again."""
-
-    WATCH_EXPIRED = "a watch answered 410: relist at the last resourceVersion"
-    LIST_EXPIRED = "a LIST at the last resourceVersion answered 410: list the newest state"
-    CONTINUE_EXPIRED = "a continue token expired (410): list again from the start"
-    LIST_FAILED = "a later LIST page was refused: list again from the start"
-    STREAM_EXPIRED = "a streaming list answered 410: stream the newest state"
-    STREAM_FAILED = "a streaming list failed before its initial events ended: LIST once"
-    STREAM_REFUSED = "the server refused streaming lists: LIST from now on"
-    RESELECTED = "the shard or label selector changed: list the newest state with it"
-
-
-S, In = ReflectorState, ReflectorInput
-_TRANSITIONS: dict[tuple[ReflectorState, ReflectorInput], ReflectorState] = {
-    (S.SYNC_DUE, In.START_LIST): S.LISTING,
-    (S.SYNC_DUE, In.RESELECT): S.SYNC_DUE,
-    (S.PAGE_DUE, In.RESELECT): S.SYNC_DUE,
-    (S.WATCH_DUE, In.RESELECT): S.SYNC_DUE,
-    (S.SYNC_DUE, In.START_STREAM): S.STREAM_CONNECTING,
-    (S.PAGE_DUE, In.REQUEST_PAGE): S.LISTING,
-    (S.LISTING, In.PAGE_MORE): S.PAGE_DUE,
-    (S.LISTING, In.PAGE_LAST): S.WATCH_DUE,
-    (S.LISTING, In.LIST_EXPIRED): S.SYNC_DUE,
-    (S.LISTING, In.LIST_RETRY): S.PAGE_DUE,
-    (S.LISTING, In.LIST_FAILED): S.SYNC_DUE,
-    (S.STREAM_CONNECTING, In.HEAD_OK): S.STREAMING,
-    (S.STREAM_CONNECTING, In.HEAD_ERROR): S.STREAM_REJECTED,
-    (S.STREAM_CONNECTING, In.STALL): S.STREAM_CLOSING,
-    (S.STREAM_CONNECTING, In.ENDED): S.SYNC_DUE,
-    (S.STREAM_CONNECTING, In.DROPPED): S.SYNC_DUE,
-    (S.STREAMING, In.DATA): S.STREAMING,
-    (S.STREAMING, In.INITIAL_EVENTS_END): S.WATCHING,
-    (S.STREAMING, In.EXPIRED): S.STREAM_EXPIRED,
-    (S.STREAMING, In.BROKEN): S.STREAM_CLOSING,
-    (S.STREAMING, In.STALL): S.STREAM_CLOSING,
-    (S.STREAMING, In.ENDED): S.SYNC_DUE,
-    (S.STREAMING, In.DROPPED): S.SYNC_DUE,
-    (S.STREAM_REJECTED, In.DATA): S.STREAM_REJECTED,
-    (S.STREAM_REJECTED, In.STALL): S.STREAM_CLOSING,
-    (S.STREAM_REJECTED, In.EXPIRED): S.SYNC_DUE,
-    (S.STREAM_REJECTED, In.REFUSED): S.SYNC_DUE,
-    (S.STREAM_REJECTED, In.BROKEN): S.SYNC_DUE,
-    (S.STREAM_CLOSING, In.DATA): S.STREAM_CLOSING,
-    (S.STREAM_CLOSING, In.ENDED): S.SYNC_DUE,
-    (S.STREAM_CLOSING, In.DROPPED): S.SYNC_DUE,
-    (S.STREAM_EXPIRED, In.DATA): S.STREAM_EXPIRED,
-    (S.STREAM_EXPIRED, In.ENDED): S.SYNC_DUE,
-    (S.STREAM_EXPIRED, In.DROPPED): S.SYNC_DUE,
-    (S.WATCH_DUE, In.START_WATCH): S.WATCH_CONNECTING,
-    (S.WATCH_CONNECTING, In.HEAD_OK): S.WATCHING,
-    (S.WATCH_CONNECTING, In.HEAD_ERROR): S.WATCH_REJECTED,
-    (S.WATCH_CONNECTING, In.STALL): S.WATCH_CLOSING,
-    (S.WATCH_CONNECTING, In.ENDED): S.WATCH_DUE,
-    (S.WATCH_CONNECTING, In.DROPPED): S.WATCH_DUE,
-    (S.WATCHING, In.DATA): S.WATCHING,
-    (S.WATCHING, In.EXPIRED): S.WATCH_EXPIRED,
-    (S.WATCHING, In.BROKEN): S.WATCH_CLOSING,
-    (S.WATCHING, In.STALL): S.WATCH_CLOSING,
-    (S.WATCHING, In.ENDED): S.WATCH_DUE,
-    (S.WATCHING, In.DROPPED): S.WATCH_DUE,
-    (S.WATCH_REJECTED, In.DATA): S.WATCH_REJECTED,
-    (S.WATCH_REJECTED, In.STALL): S.WATCH_CLOSING,
-    (S.WATCH_REJECTED, In.EXPIRED): S.SYNC_DUE,
-    (S.WATCH_REJECTED, In.BROKEN): S.WATCH_DUE,
-    (S.WATCH_CLOSING, In.DATA): S.WATCH_CLOSING,
-    (S.WATCH_CLOSING, In.ENDED): S.WATCH_DUE,
-    (S.WATCH_CLOSING, In.DROPPED): S.WATCH_DUE,
-    (S.WATCH_EXPIRED, In.DATA): S.WATCH_EXPIRED,
-    (S.WATCH_EXPIRED, In.ENDED): S.SYNC_DUE,
-    (S.WATCH_EXPIRED, In.DROPPED): S.SYNC_DUE,
-}
-del S, In
-
-_DUE = frozenset({ReflectorState.SYNC_DUE, ReflectorState.PAGE_DUE, ReflectorState.WATCH_DUE})
-# A watch connection is open and the reflector still reads it.
-_READING = frozenset(
-    {
-        ReflectorState.STREAM_CONNECTING,
-        ReflectorState.STREAMING,
-        ReflectorState.STREAM_REJECTED,
-        ReflectorState.WATCH_CONNECTING,
-        ReflectorState.WATCHING,
-        ReflectorState.WATCH_REJECTED,
-    }
-)
-# A watch connection is open and the reflector wants it closed.
-_CLOSING = frozenset(
-    {
-        ReflectorState.STREAM_CLOSING,
-        ReflectorState.STREAM_EXPIRED,
-        ReflectorState.WATCH_CLOSING,
-        ReflectorState.WATCH_EXPIRED,
-    }
-)
-_REJECTED = frozenset({ReflectorState.STREAM_REJECTED, ReflectorState.WATCH_REJECTED})
-_STREAM = frozenset(
-    {
-        ReflectorState.STREAM_CONNECTING,
-        ReflectorState.STREAMING,
-        ReflectorState.STREAM_REJECTED,
-        ReflectorState.STREAM_CLOSING,
-        ReflectorState.STREAM_EXPIRED,
-    }
-)
-_LIST_OUTCOMES = (
-    ReflectorInput.PAGE_MORE,
-    ReflectorInput.PAGE_LAST,
-    ReflectorInput.LIST_EXPIRED,
-    ReflectorInput.LIST_RETRY,
-    ReflectorInput.LIST_FAILED,
-)
-_HEADS = (ReflectorInput.HEAD_OK, ReflectorInput.HEAD_ERROR)
-_ENDS = (
-    ReflectorInput.ENDED,
-    ReflectorInput.DROPPED,
-    ReflectorInput.EXPIRED,
-    ReflectorInput.BROKEN,
-    ReflectorInput.REFUSED,
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,205 +132,6 @@ class ReflectorStats:
     kept_out: int = 0  # objects the server holds that the cache cannot (see Reflector.kept_out)
     list_bytes: int = 0  # bytes of LIST response bodies received
     watch_bytes: int = 0  # bytes of watch bodies received (streaming lists included)
-
-
-# A LIST page whose items' exact bytes are wanted (Reflector._page with keep_raw):
-# msgspec keeps each item as msgspec.Raw; the standard library's scanner is walked over the
-# page's top-level object. Anything unusual (another backend, a member the page struct does
-# not know, text that is not strict UTF-8, malformed JSON) gives None, and the page is then
-# decoded the ordinary way, which refuses or accepts it exactly as without keep_raw.
-_JSON_BLANK = re.compile(r"[ \t\n\r]*")
-_RAW_PAGE: Callable[[bytes], Any] | None = None
-
-
-def _raw_page(body: bytes) -> tuple[dict[str, Any], list[bytes]] | None:
-    """The page document and its items' exact bytes, or None (see above)."""
-    backend = _json.json_backend()
-    try:
-        if backend == "msgspec":
-            return _msgspec_page(body)
-        if backend == "json":
-            return _scanned_page(str(body, "utf-8"))
-    except (ValueError, RecursionError, StopIteration, IndexError):
-        pass  # UnicodeDecodeError and msgspec's errors are ValueErrors
-    return None
-
-
-def _msgspec_page(body: bytes) -> tuple[dict[str, Any], list[bytes]] | None:
-    global _RAW_PAGE
-    import msgspec  # noqa: PLC0415 - optional dependency, present when selected
-
-    if _RAW_PAGE is None:
-        page = msgspec.defstruct(
-            "RawListPage",
-            [
-                ("apiVersion", Any, None),
-                ("kind", Any, None),
-                ("metadata", Any, None),
-                ("items", list[msgspec.Raw] | None, None),
-            ],
-            forbid_unknown_fields=True,
-            gc=False,
-        )
-        _RAW_PAGE = msgspec.json.Decoder(page).decode
-    decoded: Any = _RAW_PAGE(body)
-    if decoded.items is None:
-        return None
-    decode = msgspec.json.Decoder(dict[str, Any]).decode
-    items = [decode(raw) for raw in decoded.items]
-    document = {
-        "apiVersion": decoded.apiVersion,
-        "kind": decoded.kind,
-        "metadata": decoded.metadata,
-        "items": items,
-    }
-    return document, [bytes(raw) for raw in decoded.items]
-
-
-def _skip_blank(text: str, pos: int) -> int:
-    """Where the JSON blanks at ``pos`` end."""
-    match = _JSON_BLANK.match(text, pos)
-    assert match is not None  # the pattern matches the empty string
-    return match.end()
-
-
-def _scanned_page(text: str) -> tuple[dict[str, Any], list[bytes]] | None:
-    """Walk the page's top-level object with the standard scanner, noting each item's span."""
-    scan, blank = _SCAN, _skip_blank
-    document: dict[str, Any] = {}
-    spans: list[tuple[int, int]] = []
-    pos = blank(text, 0)
-    if text[pos] != "{":
-        return None
-    pos = blank(text, pos + 1)
-    if text[pos] == "}":
-        return None  # no items: nothing to keep
-    while True:
-        if text[pos] != '"':
-            return None
-        key, pos = scan(text, pos)
-        pos = blank(text, pos)
-        if text[pos] != ":":
-            return None
-        pos = blank(text, pos + 1)
-        if key == "items" and text[pos] == "[":
-            items: list[Any] = []
-            spans = []
-            pos = blank(text, pos + 1)
-            if text[pos] != "]":
-                while True:
-                    item, stop = scan(text, pos)
-                    items.append(item)
-                    spans.append((pos, stop))
-                    pos = blank(text, stop)
-                    if text[pos] == "]":
-                        break
-                    if text[pos] != ",":
-                        return None
-                    pos = blank(text, pos + 1)
-            value: Any = items
-            pos += 1
-        else:
-            value, pos = scan(text, pos)
-        document[key] = value
-        pos = blank(text, pos)
-        if text[pos] == "}":
-            break
-        if text[pos] != ",":
-            return None
-        pos = blank(text, pos + 1)
-    if pos + 1 != len(text) and text[pos + 1 :].strip(" \t\n\r"):
-        return None
-    if not isinstance(document.get("items"), list):
-        return None
-    # Strict UTF-8 text encodes back to exactly the bytes it was decoded from.
-    return document, [text[start:stop].encode() for start, stop in spans]
-
-
-def _prefixed(raw: bytes, head: bytes) -> bytes:
-    """An item's bytes with the members the page filled in (``head``) written first."""
-    rest = raw[1:]
-    if rest[:1] == b"}" or rest.lstrip(b" \t\n\r")[:1] == b"}":
-        return b"{" + head + rest  # an empty object: no comma
-    return b"{" + head + b"," + rest
-
-
-@dataclass(frozen=True, slots=True)
-class KeptOut:
-    """An object the server holds that the cache cannot: too deeply nested to decode, or
-    not storable. It is not in the store and produces no change; ``key`` is None when even
-    its name could not be read."""
-
-    key: ObjectKey | None
-    uid: str | None
-    resource_version: str | None
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.key if self.key is not None else 'an unnamed object'}: {self.reason}"
-
-
-def _kept_out(obj: Mapping[str, Any], reason: str) -> KeptOut:
-    """A record of ``obj`` (a decoded object, or what names one) kept out for ``reason``."""
-    metadata = obj.get("metadata")
-    if not isinstance(metadata, Mapping):
-        metadata = {}
-
-    def text(name: str) -> str | None:
-        value = metadata.get(name)
-        return value if isinstance(value, str) and value else None
-
-    name = text("name")
-    key = ObjectKey(text("namespace") or "", name) if name is not None else None
-    return KeptOut(key, text("uid"), text("resourceVersion"), reason)
-
-
-def _stub_metadata(record: KeptOut) -> dict[str, str]:
-    """The metadata a kept-out record names (for the store's and the shard's key lookups)."""
-    metadata: dict[str, str] = {}
-    if record.key is not None:
-        metadata["name"] = record.key.name
-        if record.key.namespace:
-            metadata["namespace"] = record.key.namespace
-    if record.uid is not None:
-        metadata["uid"] = record.uid
-    return metadata
-
-
-def _split_page(body: bytes, error: DecodeError) -> tuple[dict[str, Any], list[KeptOut]]:
-    """A page the backend could not decode whole, decoded member by member and item by
-    item: the items too deep to decode are kept out (what names each is read without
-    decoding it). Anything else wrong raises ``error`` (or the item's own error)."""
-    try:
-        spans, end = _jsonsplit.members(body, 0)
-        if body[end:].strip(b" \t\n\r"):
-            raise error
-        document: dict[str, Any] = {}
-        kept: list[KeptOut] = []
-        for name, (start, stop) in spans.items():
-            if name != "items" or body[start] != 0x5B:
-                document[name] = _json.loads(body[start:stop], offset=start)
-                continue
-            items: list[Any] = []
-            places, _ = _jsonsplit.elements(body, start)
-            for index, (first, last) in enumerate(places):
-                try:
-                    items.append(_json.loads(body[first:last], offset=first))
-                except DecodeError as exc:
-                    depth, _ = _jsonsplit.depth_and_end(body, first)
-                    if depth < _jsonsplit.DEEP or body[first] != 0x7B:
-                        raise DecodeError(
-                            exc.reason, path=f"items[{index}]", offset=first
-                        ) from None
-                    kept.append(
-                        _kept_out(_jsonsplit.identity(body, first), _jsonsplit.too_deep(depth))
-                    )
-            document["items"] = items
-    except DecodeError as exc:
-        if exc.path.startswith("items["):
-            raise
-        raise error from None
-    return document, kept
 
 
 def _expired(error: BaseException) -> bool:
@@ -915,64 +561,10 @@ class Reflector:
     def _page(
         self, body: bytes, keep_raw: bool = False
     ) -> tuple[list[dict[str, Any]], list[bytes] | None, str, str]:
-        """A LIST page: its items (apiVersion and kind filled in), their raw bytes when
-        ``keep_raw`` and the backend has them at hand (else None), the resourceVersion and
-        the continue token. Malformed pages raise :class:`DecodeError` naming the path."""
-        found = _raw_page(body) if keep_raw else None
-        raws: list[bytes] | None = None
-        document: Any
-        self._page_kept = []
-        if found is not None:
-            document, raws = found
-        else:
-            try:
-                document = _json.loads(body)
-            except DecodeError as exc:
-                # Too deep somewhere? Then item by item: only those items are kept out.
-                document, self._page_kept = _split_page(body, exc)
-        if not isinstance(document, dict):
-            raise DecodeError("LIST response is not a JSON object")
-        metadata = document.get("metadata")
-        if not isinstance(metadata, dict):
-            raise DecodeError("LIST response has no metadata", path="metadata")
-        rv = metadata.get("resourceVersion")
-        if not isinstance(rv, str) or not rv:
-            raise DecodeError(
-                "LIST response has no resourceVersion", path="metadata.resourceVersion"
-            )
-        token = metadata.get("continue", "")
-        if not isinstance(token, str):
-            raise DecodeError("continue token is not a string", path="metadata.continue")
-        items = document.get("items")
-        if items is None:
-            items = []
-        if not isinstance(items, list):
-            raise DecodeError("LIST items is not an array", path="items")
-        # List items usually omit apiVersion and kind; the store keeps whole objects.
-        api_version = document.get("apiVersion")
-        kind = document.get("kind")
-        item_kind = kind[:-4] if isinstance(kind, str) and kind.endswith("List") else None
-        if not isinstance(api_version, str):
-            api_version = None
-        # The members filled into an item, as the JSON to write before its own (raw only).
-        heads: dict[tuple[bool, bool], bytes] = {}
-        for index, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise DecodeError("LIST item is not an object", path=f"items[{index}]")
-            add_version = api_version is not None and "apiVersion" not in item
-            add_kind = bool(item_kind) and "kind" not in item
-            if add_version:
-                item["apiVersion"] = api_version
-            if add_kind:
-                item["kind"] = item_kind
-            if raws is not None and (add_version or add_kind):
-                head = heads.get((add_version, add_kind))
-                if head is None:
-                    members = {"apiVersion": api_version} if add_version else {}
-                    if add_kind:
-                        members["kind"] = item_kind
-                    head = heads[add_version, add_kind] = _json.dumps(members)[1:-1]
-                raws[index] = _prefixed(raws[index], head)
+        """A LIST page decoded by :func:`._page_scanners._decode_page`; the items kept out
+        of it wait in ``_page_kept`` for :meth:`receive_response`."""
+        self._page_kept = []  # a page that fails to decode keeps nothing out
+        items, raws, rv, token, self._page_kept = _decode_page(body, keep_raw)
         return items, raws, rv, token
 
     def _list_failed(self, error: BaseException | None, now: float) -> None:

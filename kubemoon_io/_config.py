@@ -11,14 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from kubemoon_core._kubeconfig import (
-    MAX_KUBECONFIG_BYTES,
+from kubemoon_core._client_config import (
     SERVICE_ACCOUNT_DIR,
     ClientConfig,
     ConfigError,
     in_cluster_config,
-    merge_kubeconfigs,
 )
+from kubemoon_core._kubeconfig import merge_kubeconfigs
+from kubemoon_core._kubeconfig_yaml import MAX_KUBECONFIG_BYTES
 
 __all__ = [
     "TOKEN_FILE_LIMIT",

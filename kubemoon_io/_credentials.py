@@ -18,14 +18,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kubemoon_core._kubeconfig import (
-    ClientConfig,
-    ConfigError,
-    ExecConfig,
-    ExecCredential,
-    exec_info,
-    parse_exec_credential,
-)
+from kubemoon_core._client_config import ClientConfig, ConfigError, ExecConfig
+from kubemoon_core._exec_credentials import ExecCredential, exec_info, parse_exec_credential
 
 from ._config import FileToken
 

@@ -16,7 +16,7 @@ import tempfile
 import warnings
 from collections.abc import Iterator
 
-from kubemoon_core._kubeconfig import ClientConfig, ConfigError
+from kubemoon_core._client_config import ClientConfig, ConfigError
 
 __all__ = ["InsecureTLSWarning", "check_transport", "load_cert_chain", "ssl_context"]
 

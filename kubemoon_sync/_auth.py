@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from kubemoon_core._kubeconfig import ClientConfig
+from kubemoon_core._client_config import ClientConfig
 from kubemoon_io import CredentialProvider
 
 from . import _backend

@@ -28,7 +28,7 @@ import h11
 import trio
 import trustme
 
-from kubemoon_core._kubeconfig import ClientConfig
+from kubemoon_core._client_config import ClientConfig
 
 __all__ = [
     "RecordedRequest",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fault_support import PLUGIN, Adapter
 
-from kubemoon_core._kubeconfig import ExecConfig
+from kubemoon_core._client_config import ExecConfig
 
 
 @pytest.fixture(params=["trio", "asyncio", "sync"])

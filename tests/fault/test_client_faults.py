@@ -30,7 +30,7 @@ from kubemoon_core import (
     TooManyRequests,
     Unauthorized,
 )
-from kubemoon_core._kubeconfig import ClientConfig, ExecConfig
+from kubemoon_core._client_config import ClientConfig, ExecConfig
 from kubemoon_io import InsecureTLSWarning, TLSError, TransportError
 from kubemoon_testing._scripted import RecordedRequest, Reply, ScriptedServer
 
@@ -305,7 +305,7 @@ async def test_exec_credentials_are_cached_until_their_expiry(
 
 
 async def test_a_failing_exec_plugin_is_a_config_error(adapter: Adapter, tmp_path: Path) -> None:
-    from kubemoon_core._kubeconfig import ConfigError
+    from kubemoon_core._client_config import ConfigError
 
     async with ScriptedServer() as server:
         missing = ExecConfig(
@@ -600,7 +600,7 @@ def test_blocking_calls_create_no_thread_and_no_event_loop(monkeypatch: pytest.M
 
 
 async def test_a_token_that_cannot_be_a_header_is_refused_without_echo(adapter: Adapter) -> None:
-    from kubemoon_core._kubeconfig import ConfigError
+    from kubemoon_core._client_config import ConfigError
 
     async with ScriptedServer() as server:
         for token in ("s3cret\r\nX-Evil: 1", "s3cret-\u00e9\u4e2d"):
@@ -620,7 +620,7 @@ async def test_a_plugin_token_that_cannot_be_a_header_names_the_plugin(
     """An exec plugin's token with a NUL byte is refused, unechoed, naming the plugin that
     printed it (the error used to name neither the plugin nor its file)."""
     from kubemoon_core import ExecConfig
-    from kubemoon_core._kubeconfig import ConfigError
+    from kubemoon_core._client_config import ConfigError
 
     credential = {
         "apiVersion": "client.authentication.k8s.io/v1",

@@ -12,7 +12,7 @@ import yaml
 from fault_support import PODS, Adapter
 
 from kubemoon_core import MAX_KUBECONFIG_BYTES
-from kubemoon_core._kubeconfig import ConfigError, ExecConfig
+from kubemoon_core._client_config import ConfigError, ExecConfig
 from kubemoon_io import (
     TOKEN_FILE_LIMIT,
     FileToken,
@@ -162,7 +162,7 @@ def test_file_token_rules(tmp_path: Path) -> None:
 
 def test_a_bad_ca_or_client_key_is_a_config_error(tmp_path: Path) -> None:
     import kubemoon_sync
-    from kubemoon_core._kubeconfig import ClientConfig
+    from kubemoon_core._client_config import ClientConfig
 
     with pytest.raises(ConfigError, match="certificate-authority-data"):
         kubemoon_sync.Client(ClientConfig(server="https://h", ca_data=b"not a certificate"))

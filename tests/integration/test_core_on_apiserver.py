@@ -40,7 +40,7 @@ from kubemoon_core import (
     list_request,
 )
 from kubemoon_core._backoff import Backoff
-from kubemoon_core._kubeconfig import ClientConfig
+from kubemoon_core._client_config import ClientConfig
 from kubemoon_testing import NOBODY_USER, ApiServer
 from kubemoon_trio import Client
 from kubemoon_trio._informer import Informer

@@ -27,12 +27,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from kubemoon_core import GroupVersionResource, Request
-from kubemoon_core._reflector import (
-    STREAM_REFUSAL_CODES,
-    Reflector,
-    ReflectorState,
-    RelistReason,
-)
+from kubemoon_core._reflector import STREAM_REFUSAL_CODES, Reflector
+from kubemoon_core._reflector_states import ReflectorState, RelistReason
 
 CONFIGMAPS = GroupVersionResource("", "v1", "configmaps")
 NAMES = st.sampled_from(["a", "b", "c", "d", "e", "f", "g"])

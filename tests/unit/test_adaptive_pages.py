@@ -14,7 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kubemoon_core import GroupVersionResource, Response
-from kubemoon_core._reflector import Reflector, ReflectorState
+from kubemoon_core._reflector import Reflector
+from kubemoon_core._reflector_states import ReflectorState
 from kubemoon_core._request import next_page_limit
 
 CM = GroupVersionResource("", "v1", "configmaps")

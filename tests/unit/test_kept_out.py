@@ -23,7 +23,8 @@ from kubemoon_core import (
 )
 from kubemoon_core._changes import ChangeType
 from kubemoon_core._jsonsplit import depth_and_end, elements, identity, members
-from kubemoon_core._reflector import Reflector, ReflectorState
+from kubemoon_core._reflector import Reflector
+from kubemoon_core._reflector_states import ReflectorState
 
 W = GroupVersionResource("example.com", "v1", "widgets")
 DEPTH = 10_000

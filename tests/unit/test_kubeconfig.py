@@ -9,15 +9,9 @@ from typing import Any
 import pytest
 
 from kubemoon_core import KubeMoonError, LocalProtocolError
-from kubemoon_core._kubeconfig import (
-    ClientConfig,
-    ConfigError,
-    ExecConfig,
-    exec_info,
-    in_cluster_config,
-    merge_kubeconfigs,
-    parse_exec_credential,
-)
+from kubemoon_core._client_config import ClientConfig, ConfigError, ExecConfig, in_cluster_config
+from kubemoon_core._exec_credentials import exec_info, parse_exec_credential
+from kubemoon_core._kubeconfig import merge_kubeconfigs
 
 B64 = lambda text: base64.b64encode(text.encode()).decode()  # noqa: E731
 

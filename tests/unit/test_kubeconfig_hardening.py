@@ -8,13 +8,9 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core._kubeconfig import (
-    ClientConfig,
-    ConfigError,
-    ExecConfig,
-    merge_kubeconfigs,
-    parse_exec_credential,
-)
+from kubemoon_core._client_config import ClientConfig, ConfigError, ExecConfig
+from kubemoon_core._exec_credentials import parse_exec_credential
+from kubemoon_core._kubeconfig import merge_kubeconfigs
 
 B64 = lambda text: base64.b64encode(text.encode()).decode()  # noqa: E731
 

@@ -13,12 +13,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kubemoon_core import KubeMoonError
-from kubemoon_core._kubeconfig import (
-    MAX_KUBECONFIG_BYTES,
-    ClientConfig,
-    ConfigError,
-    merge_kubeconfigs,
-)
+from kubemoon_core._client_config import ClientConfig, ConfigError
+from kubemoon_core._kubeconfig import merge_kubeconfigs
+from kubemoon_core._kubeconfig_yaml import MAX_KUBECONFIG_BYTES
 from kubemoon_io._credentials import CredentialProvider
 
 V1BETA1 = "client.authentication.k8s.io/v1beta1"

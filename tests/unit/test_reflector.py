@@ -22,15 +22,8 @@ from kubemoon_core import (
 )
 from kubemoon_core._backoff import Backoff
 from kubemoon_core._changes import ChangeType
-from kubemoon_core._reflector import (
-    ERROR_BODY_LIMIT,
-    MAX_RETRY_AFTER,
-    Reflector,
-    ReflectorInput,
-    ReflectorState,
-    ReflectorStats,
-    RelistReason,
-)
+from kubemoon_core._reflector import ERROR_BODY_LIMIT, MAX_RETRY_AFTER, Reflector, ReflectorStats
+from kubemoon_core._reflector_states import ReflectorInput, ReflectorState, RelistReason
 from kubemoon_core._store import Store, namespace_indexer
 
 CM = GroupVersionResource("", "v1", "configmaps")

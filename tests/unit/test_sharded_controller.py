@@ -36,7 +36,8 @@ from kubemoon_core import (
 )
 from kubemoon_core._changes import Change, ChangeType
 from kubemoon_core._controller import Controller, Source
-from kubemoon_core._reflector import Reflector, ReflectorState, RelistReason
+from kubemoon_core._reflector import Reflector
+from kubemoon_core._reflector_states import ReflectorState, RelistReason
 
 CM = GroupVersionResource("", "v1", "configmaps")
 
