@@ -68,6 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kubemoon_core import PULL_WINDOW, use_fast_json, use_msgspec_json, use_standard_json
 from kubemoon_core._watch import _SCAN, WatchDecoder
+from kubemoon_io import paused_gc
 
 EVENTS = 50_000
 SMALL = 16 * 1024
@@ -109,7 +110,7 @@ def decode_all(
     chunks: list[bytes], *, gc_pause: bool = True, keep_raw: bool = False
 ) -> Callable[[], int]:
     def run() -> int:
-        decoder = WatchDecoder(gc_pause=gc_pause, keep_raw=keep_raw)
+        decoder = WatchDecoder(gc_pause=paused_gc if gc_pause else None, keep_raw=keep_raw)
         count = 0
         for chunk in chunks:
             count += len(decoder.receive_data(chunk))

@@ -25,7 +25,7 @@ from kubemoon_io import (
 
 from ._builder import ControllerBuilder, ReconcileFunction, RuntimeController
 from ._cache import CacheReader, SharedInformers
-from ._client import Client, StreamResponse, Watch
+from ._client import Client
 from ._context import ReconcileContext
 from ._controller import ControllerRunner, Reconcile
 from ._events import EventRecorder
@@ -35,6 +35,7 @@ from ._manager import LeaderElectionConfig, Manager
 from ._probes import ProbeServer
 from ._sharded import ShardedControl, ShardingConfig, ShardStatus, default_shard_identity
 from ._sharding import ShardMembership, detect_sharded_list_and_watch
+from ._streams import StreamResponse, Watch
 from ._webhook_manager import WebhookManager
 from ._webhook_server import WebhookServer
 

@@ -4,14 +4,16 @@
 
 Rules: every URL is built by ``ClientConfig.url`` and so stays on the configured origin;
 redirects are never followed (a 3xx is an ``ApiError``); credentials are added here and
-nowhere else, and never logged. CRUD shares one connection pool; every stream (WATCH) gets
-a pool of its own with one connection, closed when the stream is closed or cancelled.
-Non-2xx answers become the core's typed ``ApiError``; network failures ``TransportError``.
-A 429 or 5xx that carries ``Retry-After`` is retried after that delay, a bounded number of
-times. A write made where a send guard is set (``kubemoon_io.gated_writes``: a reconcile
-that a Lease authorises) is checked by it through httpcore's ``trace`` extension, right
-before its headers and again before its body are written -- after the connection was
-taken and its TLS handshake done -- so a paused process never sends it on stale authority.
+nowhere else, and never logged. CRUD shares one connection pool (``_pool``); every stream
+(WATCH) gets a pool of its own with one connection (``_streams``), closed when the stream
+is closed or cancelled. Non-2xx answers become the core's typed ``ApiError``; network
+failures ``TransportError``. A 429 or 5xx that carries ``Retry-After`` is retried after
+that delay, a bounded number of times. A write made where a send guard is set
+(``kubemoon_io.gated_writes``: a reconcile that a Lease authorises) is checked by it
+through httpcore's ``trace`` extension (``_framing.guarded``), right before its headers
+and again before its body are written -- after the connection was taken and its TLS
+handshake done -- so a paused process never sends it on stale authority. Paging through a
+LIST is ``_paginate``'s job; this module holds the client and its verbs only.
 """
 
 from __future__ import annotations
@@ -20,18 +22,14 @@ import collections
 import dataclasses
 import logging
 import math
-import re
 import ssl
-import threading
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import httpcore
-import socksio
 
 from kubemoon_core import (
     ApiError,
-    DecodeError,
     DeleteOptions,
     ListOptions,
     LocalProtocolError,
@@ -46,22 +44,18 @@ from kubemoon_core import (
     delete_request,
     error_from_response,
     get_request,
-    list_request,
     patch_request,
     replace_request,
     retry_delay,
     watch_request,
 )
 from kubemoon_core._client_config import ClientConfig
-from kubemoon_core._request import Target, next_page_limit
-from kubemoon_core._watch import WatchDecoder, WatchEvent
+from kubemoon_core._request import Target
 from kubemoon_io import (
     PLUGIN_TIMEOUT,
     ResponseTooLarge,
-    SendGuard,
     TransportTimeout,
     _tracing,
-    arm_send_guard,
     check_transport,
     current_send_guard,
     disarm_send_guard,
@@ -75,81 +69,29 @@ from kubemoon_io import ssl_context as make_ssl_context
 
 from . import _backend
 from ._auth import Credentials
+from ._framing import (
+    ERROR_BODY_LIMIT,
+    NETWORK_ERRORS,
+    Headers,
+    closing_failed_socks,
+    decode_headers,
+    encode_headers,
+    guarded,
+)
+from ._paginate import DEFAULT_PAGE_SIZE, Items
+from ._pool import CrudPool
+from ._streams import StreamResponse, Watch
 
-__all__ = ["Client", "StreamResponse", "Watch"]
+__all__ = ["Client", "StreamResponse", "Watch"]  # the streams re-exported: their old home
 
 logger = logging.getLogger("kubemoon.client")
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_TOTAL_TIMEOUT = 60.0
-DEFAULT_PAGE_SIZE = 500
-ERROR_BODY_LIMIT = 64 * 1024
 DEFAULT_MAX_BODY_SIZE = 128 * 1024 * 1024
 # A watch silent for longer than the server would keep it open is a dead connection.
 WATCH_IDLE_MARGIN = 30.0
 MAX_SERVER_WATCH = 3600.0
-
-# Every exception httpcore raises (its pools' and proxies' included): each becomes a
-# ``TransportError``, never a foreign exception from a public method.
-_NETWORK_ERRORS = (
-    httpcore.ConnectionNotAvailable,
-    httpcore.ProxyError,
-    socksio.SOCKSError,  # a malformed SOCKS reply (httpcore lets socksio's error out)
-    httpcore.ProtocolError,
-    httpcore.TimeoutException,
-    httpcore.NetworkError,
-    httpcore.UnsupportedProtocol,
-    OSError,
-    ssl.SSLError,
-)
-
-Headers = tuple[tuple[str, str], ...]
-
-# httpcore's trace events: a request starts being framed, its answer's head has been read
-# (or the exchange failed): between them the network stream checks the armed guard.
-_FRAMING = "http11.send_request_headers.started"
-_ANSWERED = frozenset(
-    {
-        "http11.receive_response_headers.complete",
-        "http11.receive_response_headers.failed",
-        "http11.response_closed.started",
-    }
-)
-
-
-def _guarded(extensions: dict[str, Any], guard: SendGuard, what: str) -> dict[str, Any]:
-    """``extensions`` with a trace callback that checks ``guard`` on the connection the
-    request will use (after its TLS handshake) and arms it for every socket write of the
-    request (each adapter's network stream checks it right before bytes go out)."""
-
-    inner = extensions.get("trace")
-
-    async def trace(event: str, info: Mapping[str, Any]) -> None:
-        if event == _FRAMING:
-            guard(what)  # raises AuthorityLost: httpcore closes the connection, sends nothing
-            arm_send_guard(guard, what)
-        elif event in _ANSWERED:
-            disarm_send_guard()
-        if inner is not None:
-            await inner(event, info)
-
-    return {**extensions, "trace": trace}
-
-
-def _closing_failed_socks(extensions: dict[str, Any]) -> dict[str, Any]:
-    """``extensions`` with a trace callback that closes the proxy's socket when the SOCKS
-    handshake on it fails: httpcore drops that socket unclosed (a refusal, a malformed
-    reply), which leaks it until garbage collection."""
-    opened: list[Any] = []
-
-    async def trace(event: str, info: Mapping[str, Any]) -> None:
-        if event == "socks.connect_tcp.complete":
-            opened.append(info["return_value"])
-        elif event == "socks.setup_socks5_connection.failed" and opened:
-            with _backend.shielded():
-                await opened.pop().aclose()
-
-    return {**extensions, "trace": trace}
 
 
 def _seconds(name: str, value: float) -> float:
@@ -178,443 +120,6 @@ def _count(name: str, value: int, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise LocalProtocolError(f"{name} must be an integer of at least {minimum}, not {value!r}")
     return value
-
-
-# What h11 accepts in a request's header (RFC 9110 token; visible characters, with spaces
-# or tabs only between them): checked here, where a bad one is the caller's error, not a
-# broken connection.
-_HEADER_NAME = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
-_HEADER_VALUE = re.compile(r"(?:[\x21-\x7e\x80-\xff](?:[ \t]*[\x21-\x7e\x80-\xff])*)?")
-
-
-def _encode_headers(headers: Headers) -> list[tuple[bytes, bytes]]:
-    """``headers`` as httpcore sends them; one that HTTP/1.1 cannot carry is a
-    ``LocalProtocolError`` naming it (never its value: it may be a credential)."""
-    encoded: list[tuple[bytes, bytes]] = []
-    for name, value in headers:
-        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
-            raise LocalProtocolError(f"{name!r} is not a valid HTTP header name")
-        if not isinstance(value, str) or not _HEADER_VALUE.fullmatch(value):
-            raise LocalProtocolError(
-                f"the value of the {name} header is not a valid HTTP header value "
-                "(Latin-1 characters only, no control characters, no leading or "
-                "trailing space)"
-            )
-        encoded.append((name.encode("latin-1"), value.encode("latin-1")))
-    return encoded
-
-
-def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> Headers:
-    return tuple([(name.decode("latin-1"), value.decode("latin-1")) for name, value in raw])
-
-
-class _PooledBody:
-    """A CRUD response's body: closing it hands its connection back to the pool."""
-
-    __slots__ = ("_closed", "_connection", "_pool", "_stream")
-
-    def __init__(
-        self, stream: Any, pool: _ConnectionPool, connection: httpcore.AsyncHTTPConnection
-    ) -> None:
-        self._stream = stream
-        self._pool = pool
-        self._connection = connection
-        self._closed = False
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        iterator: AsyncIterator[bytes] = self._stream.__aiter__()
-        return iterator
-
-    async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            with _backend.shielded():
-                await self._stream.aclose()
-        finally:
-            await self._pool.release(self._connection)
-
-
-class _ConnectionPool:
-    """The CRUD connections to the API server: at most ``max_connections`` open, idle ones
-    reused newest first, a request past the cap waits (up to the pool timeout) for one.
-
-    httpcore's pool serves any origin and re-examines every connection twice per request
-    (quadratically when several are idle); under concurrent requests it also hands one idle
-    connection to two requests, and the loser retries. Here every URL has the one origin
-    (``ClientConfig.url``), so a connection is taken from the idle stack and given back
-    when its response is closed: constant work per request. A connection found closed or
-    expired (kept alive too long, or closed by the server: readable while idle) is closed
-    and skipped. The counts are kept under a ``threading.Lock`` (the blocking twin's
-    requests run on several threads; nothing waits while holding it).
-    """
-
-    # How many more connections a request tries after one found unusable once taken.
-    UNAVAILABLE_RETRIES = 2
-
-    def __init__(
-        self,
-        *,
-        max_connections: int,
-        keepalive_expiry: float,
-        ssl_context: ssl.SSLContext | None,
-        network_backend: Any,
-    ) -> None:
-        self._max = max_connections
-        self._keepalive_expiry = keepalive_expiry
-        self._ssl_context = ssl_context
-        self._network_backend = network_backend
-        self._idle: list[httpcore.AsyncHTTPConnection] = []
-        self._busy: set[httpcore.AsyncHTTPConnection] = set()
-        self._waiters: collections.deque[Any] = collections.deque()  # the backend's Events
-        self._lock = threading.Lock()
-
-    @property
-    def connections(self) -> list[httpcore.AsyncHTTPConnection]:
-        """The open connections, idle and busy."""
-        with self._lock:
-            return [*self._idle, *self._busy]
-
-    def _take(
-        self, url: httpcore.URL
-    ) -> tuple[httpcore.AsyncHTTPConnection | None, list[httpcore.AsyncHTTPConnection]]:
-        """A connection to use now (None: wait) and the stale ones to close."""
-        stale: list[httpcore.AsyncHTTPConnection] = []
-        with self._lock:
-            while self._idle:
-                connection = self._idle.pop()
-                if connection.is_closed() or connection.has_expired():
-                    stale.append(connection)
-                    continue
-                self._busy.add(connection)
-                return connection, stale
-            if len(self._busy) < self._max:
-                connection = httpcore.AsyncHTTPConnection(
-                    url.origin,
-                    ssl_context=self._ssl_context,
-                    keepalive_expiry=self._keepalive_expiry,
-                    network_backend=self._network_backend,
-                )
-                self._busy.add(connection)
-                return connection, stale
-            return None, stale
-
-    async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
-        """Send ``request`` on a pooled connection; closing the response gives it back.
-
-        A connection that httpcore finds unusable once taken (``ConnectionNotAvailable``:
-        closed between the take and its first use) is dropped and the request sent on
-        another, at most ``UNAVAILABLE_RETRIES`` more times; but when this pool was closed
-        meanwhile (``aclose``: a request in flight fails) it is raised at once, for the
-        client to turn into a ``TransportError``.
-        """
-        attempts = 0
-        while True:
-            connection = await self._acquire(request)
-            try:
-                response = await connection.handle_async_request(request)
-            except httpcore.ConnectionNotAvailable:
-                closed_meanwhile = self._dropped(connection)
-                await self.release(connection)
-                attempts += 1
-                if closed_meanwhile:
-                    # Client.aclose, or a pool replaced for a new client certificate.
-                    raise httpcore.ConnectionNotAvailable(
-                        "the client was closed (or its connections replaced for a new "
-                        "client certificate) before the request was sent"
-                    ) from None
-                if attempts > self.UNAVAILABLE_RETRIES:
-                    raise httpcore.ConnectionNotAvailable(
-                        f"{attempts} connections in a row closed before the request was sent"
-                    ) from None
-                continue
-            except BaseException:
-                await self.release(connection)
-                raise
-            response.stream = _PooledBody(response.stream, self, connection)
-            return response
-
-    def _dropped(self, connection: httpcore.AsyncHTTPConnection) -> bool:
-        """True when ``aclose`` let go of ``connection`` after it was taken."""
-        with self._lock:
-            return connection not in self._busy
-
-    async def _acquire(self, request: httpcore.Request) -> httpcore.AsyncHTTPConnection:
-        """An idle connection, or a new one, or the first one given back in time."""
-        deadline: float | None = None
-        while True:
-            connection, stale = self._take(request.url)
-            await self._close(stale)
-            if connection is not None:
-                break
-            if deadline is None:
-                timeout = request.extensions.get("timeout", {}).get("pool")
-                deadline = math.inf if timeout is None else _backend.current_time() + timeout
-            waiter = _backend.Event()
-            with self._lock:
-                self._waiters.append(waiter)
-            try:
-                woken = await _backend.wait_event(waiter, deadline)
-            except BaseException:
-                self._forget(waiter)
-                raise
-            if not woken:
-                self._forget(waiter)
-                raise httpcore.PoolTimeout("no connection became free in time")
-        return connection
-
-    def _forget(self, waiter: Any) -> None:
-        """A waiter gives up: if a release had already woken it, wake the next one."""
-        with self._lock:
-            if waiter in self._waiters:
-                self._waiters.remove(waiter)
-                return
-            following = self._waiters.popleft() if self._waiters else None
-        if following is not None:
-            following.set()
-
-    async def release(self, connection: httpcore.AsyncHTTPConnection) -> None:
-        """Take back ``connection`` (idle again, or closed) and wake one waiting request.
-
-        One taken before the pool was last closed is closed, never kept: ``aclose`` leaves
-        no connection open (one still connecting when it ran has nothing to close yet)."""
-        with self._lock:
-            taken_before_close = connection not in self._busy
-            self._busy.discard(connection)
-            reusable = (
-                not taken_before_close and connection.is_idle() and not connection.is_closed()
-            )
-            if reusable:
-                self._idle.append(connection)
-            waiter = self._waiters.popleft() if self._waiters else None
-        if waiter is not None:
-            waiter.set()
-        if not reusable:
-            await self._close([connection])
-
-    async def _close(self, connections: list[httpcore.AsyncHTTPConnection]) -> None:
-        if connections:
-            with _backend.shielded():
-                for connection in connections:
-                    await connection.aclose()
-
-    async def aclose(self) -> None:
-        """Close every connection (a request in flight fails)."""
-        with self._lock:
-            connections = [*self._idle, *self._busy]
-            self._idle.clear()
-            self._busy.clear()
-        await self._close(connections)
-
-
-class StreamResponse:
-    """A streaming response on a connection of its own; close it to close the connection."""
-
-    def __init__(
-        self,
-        pool: httpcore.AsyncConnectionPool,
-        response: httpcore.Response,
-        origin: str,
-        server_name: str | None,
-    ) -> None:
-        self._pool = pool
-        self._reader = _backend.BodyReader(response)
-        self._origin = origin
-        self._server_name = server_name
-        self._closed = False
-        self.status_code: int = response.status
-        self.headers: Headers = _decode_headers(response.headers)
-
-    def __repr__(self) -> str:
-        return f"<StreamResponse {self.status_code} from {self._origin}>"
-
-    @property
-    def closed(self) -> bool:
-        """True once the stream (and its connection) is closed."""
-        return self._closed
-
-    async def receive(self, deadline: float | None = None) -> bytes:
-        """The next chunk of the body; ``b""`` at its clean end.
-
-        A cut connection raises :class:`TransportError`; no data before ``deadline`` (on the
-        adapter's clock; blocking streams use their read timeout) raises
-        :class:`TransportTimeout`.
-        """
-        if self._closed:
-            return b""
-        try:
-            return await self._reader.receive(deadline)
-        except TimeoutError:
-            raise TransportTimeout(f"{self._origin}: the stream stalled") from None
-        except _NETWORK_ERRORS as exc:
-            raise transport_error(exc, self._origin, self._server_name) from None
-
-    async def read_error_body(self) -> bytes:
-        """Read (a bounded prefix of) the body, for an error response."""
-        body = b""
-        while len(body) < ERROR_BODY_LIMIT:
-            chunk = await self.receive()
-            if not chunk:
-                break
-            body += chunk
-        return body[:ERROR_BODY_LIMIT]
-
-    async def aclose(self) -> None:
-        """Close the response and its connection; safe to call twice."""
-        if self._closed:
-            return
-        self._closed = True
-        with _backend.shielded():
-            try:
-                await self._reader.aclose()
-            except _NETWORK_ERRORS:
-                pass
-            finally:
-                await self._pool.aclose()
-
-
-class Watch:
-    """The events of one WATCH request, on a connection of its own.
-
-    Use it as ``async with client.watch(...) as events: async for event in events: ...``;
-    iterating it outside its block raises ``LocalProtocolError``, so that no connection is
-    ever left open by a ``break`` or a dropped iterator. Leaving the block, an error or a
-    cancellation closes the connection. The
-    iteration ends when the server ends the stream cleanly (``timeoutSeconds``); a cut
-    stream raises :class:`TransportError` (a partial event is never dropped silently); a
-    malformed line raises the core's ``DecodeError`` after the events before it; an
-    ``ERROR`` event raises its
-    ``ApiError`` (410 is ``Gone``/``Expired``).
-    """
-
-    def __init__(self, client: Client, request: Request, read_timeout: float | None) -> None:
-        self._client = client
-        self._request = request
-        self._read_timeout = read_timeout
-        self._stream: StreamResponse | None = None
-        # Pulled one event at a time: a large chunk is never decoded all at once, and the
-        # events before a malformed line are delivered before its error.
-        self._decoder = WatchDecoder()
-        self._ended = False  # the body's end was fed to the decoder
-        self._done = False
-        self._entered = False
-
-    def __repr__(self) -> str:
-        return f"<Watch {self._request.path}>"
-
-    async def __aenter__(self) -> Watch:
-        self._entered = True
-        await self._open()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    def __aiter__(self) -> Watch:
-        self._check_entered()
-        return self
-
-    def _check_entered(self) -> None:
-        if not self._entered:
-            raise LocalProtocolError(
-                "a Watch is iterated inside its block: "
-                "`async with client.watch(...) as events: async for event in events: ...`"
-            )
-
-    async def _open(self) -> StreamResponse:
-        if self._stream is None:
-            self._stream = await self._client.open_stream(
-                self._request, read_timeout=self._read_timeout, check=True
-            )
-        return self._stream
-
-    async def __anext__(self) -> WatchEvent:
-        self._check_entered()
-        if self._done:
-            raise StopAsyncIteration
-        try:
-            stream = await self._open()
-            while (event := self._decoder.next_event()) is None:
-                if self._ended:
-                    raise StopAsyncIteration
-                data = await stream.receive()
-                self._decoder.feed(data)
-                self._ended = not data
-            if event.error is not None:
-                raise event.error
-            return event
-        except BaseException:
-            await self.aclose()
-            raise
-
-    async def aclose(self) -> None:
-        """Stop watching and close the connection."""
-        self._done = True
-        if self._stream is not None:
-            await self._stream.aclose()
-
-
-class _Items:
-    """The items of a LIST, page after page (``limit`` and ``continue``)."""
-
-    def __init__(
-        self,
-        client: Client,
-        resource: Target,
-        namespace: str | None,
-        options: ListOptions,
-    ) -> None:
-        self._client = client
-        self._resource = resource
-        self._namespace = namespace
-        self._options = options
-        self._items: collections.deque[dict[str, Any]] = collections.deque()
-        self._continue: str | None = options.continue_token
-        self._done = False
-        self.resource_version: str | None = None
-        self.page_shrinks = 0  # pages asked for again with half the limit (too large)
-
-    def __aiter__(self) -> _Items:
-        return self
-
-    async def __anext__(self) -> dict[str, Any]:
-        while not self._items:
-            if self._done:
-                raise StopAsyncIteration
-            options = dataclasses.replace(self._options, continue_token=self._continue)
-            try:
-                page = await self._client.request(
-                    list_request(self._resource, namespace=self._namespace, options=options)
-                )
-            except ResponseTooLarge:
-                # Ask for the same page in halves (down to one object) for the rest of
-                # this list; a page of one object too large is the caller's error.
-                smaller = next_page_limit(options.limit or DEFAULT_PAGE_SIZE)
-                if smaller is None:
-                    raise
-                logger.warning(
-                    "LIST %s: a page of %s objects exceeded the body cap; asking for %d",
-                    self._resource,
-                    options.limit,
-                    smaller,
-                )
-                self._options = dataclasses.replace(self._options, limit=smaller)
-                self.page_shrinks += 1
-                continue
-            items = page.get("items") if isinstance(page, dict) else None
-            metadata = page.get("metadata") if isinstance(page, dict) else None
-            if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-                raise DecodeError("a list response has no list of objects", path="items")
-            if not isinstance(metadata, dict):
-                metadata = {}
-            token = metadata.get("continue")
-            self._continue = token if isinstance(token, str) and token else None
-            self._done = self._continue is None
-            version = metadata.get("resourceVersion")
-            self.resource_version = version if isinstance(version, str) else None
-            self._items.extend(items)
-        return self._items.popleft()
 
 
 class Client:
@@ -705,7 +210,7 @@ class Client:
     def _new_pool(self, *, max_connections: int, stream: bool = False) -> Any:
         proxy = self._proxy
         if proxy is None and not stream:
-            return _ConnectionPool(
+            return CrudPool(
                 max_connections=max_connections,
                 keepalive_expiry=60.0,
                 ssl_context=self._ssl_context,
@@ -775,7 +280,7 @@ class Client:
     ) -> httpcore.Request:
         encoded = self._encoded_headers.get(request.headers)
         if encoded is None:
-            encoded = _encode_headers(request.headers)
+            encoded = encode_headers(request.headers)
             if len(self._encoded_headers) >= 64:
                 self._encoded_headers.clear()  # bounded: callers may send headers of their own
             self._encoded_headers[request.headers] = encoded
@@ -805,11 +310,11 @@ class Client:
         base = self._base_url
         parsed = httpcore.URL(scheme=base.scheme, host=base.host, port=base.port, target=target)
         if self._socks:
-            extensions = _closing_failed_socks(extensions)
+            extensions = closing_failed_socks(extensions)
         if request.method != "GET":
             guard = current_send_guard()
             if guard is not None:
-                extensions = _guarded(extensions, guard, f"{request.method} {request.path}")
+                extensions = guarded(extensions, guard, f"{request.method} {request.path}")
         return httpcore.Request(
             request.method, parsed, headers=headers, content=request.body, extensions=extensions
         )
@@ -830,11 +335,11 @@ class Client:
             finally:
                 disarm_send_guard()  # however the exchange ended
             body = await self._read_body(raw, deadline)
-        except _NETWORK_ERRORS as exc:
+        except NETWORK_ERRORS as exc:
             self.request_counts["<error>", request.method, self._host] += 1
             raise transport_error(exc, self.config.origin, self.config.tls_server_name) from None
         self.request_counts[str(raw.status), request.method, self._host] += 1
-        return Response(raw.status, _decode_headers(raw.headers), body)
+        return Response(raw.status, decode_headers(raw.headers), body)
 
     async def _read_body(self, raw: httpcore.Response, deadline: float) -> bytes:
         # Bounded: an error body is cut at 64 KiB, any other body over the cap is refused,
@@ -956,7 +461,7 @@ class Client:
         except BaseException as exc:
             with _backend.shielded():
                 await pool.aclose()
-            if isinstance(exc, _NETWORK_ERRORS):
+            if isinstance(exc, NETWORK_ERRORS):
                 self.request_counts["<error>", request.method, self._host] += 1
                 raise transport_error(
                     exc, self.config.origin, self.config.tls_server_name
@@ -1037,7 +542,7 @@ class Client:
         *,
         namespace: str | None = None,
         options: ListOptions | None = None,
-    ) -> _Items:
+    ) -> Items:
         """Iterate over every object of a collection, following ``continue`` page by page.
 
         Pages hold ``options.limit`` objects (500 by default). After the iteration, the
@@ -1046,7 +551,7 @@ class Client:
         options = options or ListOptions()
         if options.limit is None:
             options = dataclasses.replace(options, limit=DEFAULT_PAGE_SIZE)
-        return _Items(self, resource, namespace, options)
+        return Items(self, resource, namespace, options)
 
     def watch(
         self,

@@ -34,17 +34,17 @@ Rules:
   under 64 KiB is first appended to that line in the same way), and JSON is decoded with
   the active backend of ``kubemoon_core._json``, so ``use_fast_json()`` speeds up every
   watch.
-- A chunk of at least ``GC_PAUSE_MIN`` bytes (1 MiB) is decoded with the cyclic garbage
-  collector paused for that one call (``gc.disable()``, then ``gc.enable()`` in a
-  ``finally``, and only if it was enabled when the call started); ``gc_pause=False`` turns
-  this off. Why: the thousands of fresh containers such a chunk creates survive until the
-  call returns its list, so each young collection promotes them and the older ones walk
-  them again (measured in ``bench/bench_watch.py``: the pause removes about half of the
-  extra per-event cost of 8 MiB chunks over 16 KiB ones). JSON documents hold no
-  reference cycles, so nothing the pause delays could only be freed by the collector; the
-  next collection runs as usual once allocations resume. The pause is process-wide while
-  it lasts (another thread allocating meanwhile is not collected either), it never
-  outlives the call, and smaller chunks never touch the collector.
+- The decoder never touches the garbage collector (process state is not the core's). A
+  caller may hand it a pause, ``gc_pause=kubemoon_io.paused_gc`` (any callable returning a
+  context manager): a chunk of at least ``GC_PAUSE_MIN`` bytes (1 MiB) given to
+  ``receive_data`` is then decoded inside ``gc_pause()``, that one call only; the pull side
+  decodes one window at a time and never asks for it. Why: the thousands of fresh
+  containers such a chunk creates survive until the call returns its list, so each young
+  collection promotes them and the older ones walk them again (measured in
+  ``bench/bench_watch.py``: the pause removes about half of the extra per-event cost of
+  8 MiB chunks over 16 KiB ones). JSON documents hold no reference cycles, so nothing a
+  pause delays could only be freed by the collector. ``gc_pause=True`` (the default before
+  the pause left the core) warns with ``DeprecationWarning`` and decodes without one.
 - Lines are UTF-8 JSON (RFC 8259). With the standard-library backend the complete lines of
   a chunk are decoded to text in one step (no per-line encoding sniffing: a BOM or UTF-16
   is an error) and each document is read where it stands in that text by the scanner
@@ -74,8 +74,9 @@ Rules:
 
 from __future__ import annotations
 
-import gc
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from json.scanner import make_scanner
 from typing import Any, Literal, cast
@@ -97,7 +98,7 @@ __all__ = [
 DEFAULT_MAX_LINE_LENGTH = 16 * 1024 * 1024
 """The longest watch line a decoder accepts by default."""
 GC_PAUSE_MIN = 1024 * 1024
-"""Chunks at least this long are decoded with the cyclic garbage collector paused."""
+"""Chunks at least this long are decoded inside the decoder's ``gc_pause`` (when given)."""
 INITIAL_EVENTS_END_ANNOTATION = "k8s.io/initial-events-end"
 PULL_WINDOW = 64 * 1024
 """How many bytes of lines :meth:`WatchDecoder.next_event` decodes at a time (at least one
@@ -208,15 +209,39 @@ def _kept_out_event(line: bytes) -> KeptOutEvent | None:
     )
 
 
+def _pause_hook(
+    value: Callable[[], AbstractContextManager[object]] | bool | None,
+) -> Callable[[], AbstractContextManager[object]] | None:
+    """The decoder's ``gc_pause`` argument as a callable, or None for no pause."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        warnings.warn(
+            "WatchDecoder(gc_pause=True) no longer pauses the garbage collector: the core "
+            "never touches it; pass gc_pause=kubemoon_io.paused_gc",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return None
+    if not callable(value):
+        raise LocalProtocolError(
+            "gc_pause must be a callable returning a context manager "
+            f"(kubemoon_io.paused_gc), False or None, not {value!r}"
+        )
+    return value
+
+
 class WatchDecoder:
     """Turns the bytes of one WATCH response body into :class:`WatchEvent` values.
 
     Feed every chunk to :meth:`receive_data` as it arrives and ``b""`` at the end of the
-    body. One decoder serves one response. With ``gc_pause`` (the default) a chunk of at
-    least :data:`GC_PAUSE_MIN` bytes is decoded with the cyclic garbage collector paused for
-    that call only (see the module rules). With ``keep_raw`` every event also carries the
-    exact bytes of its object in :attr:`WatchEvent.raw` (None where they are not at hand
-    without a second parse: see the module rules).
+    body. One decoder serves one response. With ``gc_pause`` (a callable returning a context
+    manager, such as :func:`kubemoon_io.paused_gc`) a chunk of at least
+    :data:`GC_PAUSE_MIN` bytes given to :meth:`receive_data` is decoded inside it, for that
+    call only (see the module rules); the decoder itself never touches the collector. With
+    ``keep_raw`` every event also carries the exact bytes of its object in
+    :attr:`WatchEvent.raw` (None where they are not at hand without a second parse: see
+    the module rules).
     """
 
     __slots__ = (
@@ -237,7 +262,7 @@ class WatchDecoder:
         self,
         *,
         max_line_length: int = DEFAULT_MAX_LINE_LENGTH,
-        gc_pause: bool = True,
+        gc_pause: Callable[[], AbstractContextManager[object]] | bool | None = None,
         keep_raw: bool = False,
     ) -> None:
         if isinstance(max_line_length, bool) or not isinstance(max_line_length, int):
@@ -245,7 +270,7 @@ class WatchDecoder:
         if max_line_length < 1:
             raise LocalProtocolError("max_line_length must be positive")
         self._max = max_line_length
-        self._gc_pause = bool(gc_pause)
+        self._gc_pause = _pause_hook(gc_pause)
         self._keep_raw = bool(keep_raw)
         # The start of an unfinished line; never longer than _max.
         self._buffer = bytearray()
@@ -292,12 +317,10 @@ class WatchDecoder:
         if len(data) > limit and (bad := self._long_line(data, end)) >= 0:
             raise self._fail(self._too_long(self._offset + bad))
         events: list[WatchEvent] = []
-        if self._gc_pause and len(data) >= GC_PAUSE_MIN and gc.isenabled():
-            gc.disable()
-            try:
+        pause = self._gc_pause
+        if pause is not None and len(data) >= GC_PAUSE_MIN:
+            with pause():
                 self._events(data, first, end, start, events)
-            finally:
-                gc.enable()
         else:
             self._events(data, first, end, start, events)
         self._offset += len(data)

@@ -32,6 +32,7 @@ from ._gate import (
     gate_guard,
     gated_writes,
 )
+from ._gc import paused_gc
 from ._limits import raise_open_file_limit
 from ._logging import JsonLogFormatter, object_context
 from ._metrics import MetricsSource, RuntimeCollector
@@ -83,6 +84,7 @@ __all__ = [
     "load_in_cluster_config",
     "load_kubeconfig",
     "object_context",
+    "paused_gc",
     "proxy_settings",
     "raise_open_file_limit",
     "require_cryptography",

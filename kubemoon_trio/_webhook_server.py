@@ -1,35 +1,32 @@
-"""An HTTPS server for admission and conversion webhooks: h11 over the backend's TLS.
+"""An HTTPS server for admission and conversion webhooks: the h11 loop over the backend's TLS.
 
 Rules: every protocol decision (routing, 404/405/413/415/400/500, calling handlers,
 encoding reviews) is made by :class:`kubemoon_core.WebhookApp`; this module only moves
-bytes between the backend's :class:`ByteStream` and h11, enforces limits and timeouts,
-reloads the certificate when its files change, and records logs and metrics. Untrusted
-bytes stay off the loop: bodies are bounded per route before they are buffered, and
-decoding, synchronous handlers and encoding run on worker threads (a bounded number at
-once), so a Lease renewal on the same loop never waits for a review. Loop-specific code
-lives in ``_backend`` (``serve_tls``, ``run_in_thread``), so the module can be generated
-for other loops.
+bytes between the backend's :class:`ByteStream` and h11, enforces limits and timeouts, and
+logs. The certificate and its reloading are ``_cert_reload``'s, the metrics
+``_webhook_metrics``', the garbage-collector pause around a large review
+``kubemoon_io._gc``'s. Untrusted bytes stay off the loop: bodies are bounded per route
+before they are buffered, and decoding, synchronous handlers and encoding run on worker
+threads (a bounded number at once), so a Lease renewal on the same loop never waits for a
+review. Loop-specific code lives in ``_backend`` (``serve_tls``, ``run_in_thread``), so
+the module can be generated for other loops.
 """
 
 from __future__ import annotations
 
 import functools
-import gc
 import logging
-import math
 import os
-import ssl
 import threading
-import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import h11
 
 from kubemoon_core import LocalProtocolError, PendingAdmission, WebhookApp, WebhookReply
-from kubemoon_io import CertificateSource, _tracing, load_cert_chain, raise_open_file_limit
+from kubemoon_io import CertificateSource, _tracing, raise_open_file_limit
+from kubemoon_io._gc import without_gc
 
 from ._backend import (
     TASK_STATUS_IGNORED,
@@ -41,7 +38,9 @@ from ._backend import (
     run_in_thread,
     serve_tls,
 )
+from ._cert_reload import ReloadingCertificates, RequireClientCertificates
 from ._connections import Connections, ConnectionSlot, ConnectionState
+from ._webhook_metrics import metrics_for
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -50,8 +49,6 @@ __all__ = ["WebhookServer"]
 
 logger = logging.getLogger("kubemoon.webhook")
 
-T = TypeVar("T")
-
 # One read's worth of bytes; also bounds what h11 buffers beyond a complete head.
 _READ_SIZE = 65536
 # The longest request head accepted (request line and headers).
@@ -59,224 +56,6 @@ _MAX_HEAD_SIZE = 65536
 # Reviews with a longer body are handled one at a time (on a thread of their own): a big
 # review's decoded copies take tens of times its size in memory.
 _LARGE_BODY = 256 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class _FileStamp:
-    mtime_ns: int
-    size: int
-    inode: int
-
-
-def _stamp(path: str) -> _FileStamp | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return _FileStamp(st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-class _Certificates:
-    """The serving certificate, reloaded when its files change (checked per connection).
-
-    Secrets mounted by the kubelet and written by cert-manager change in place: the files
-    are compared by mtime, size and inode at most every ``interval`` seconds, and a new
-    context is built when either changed. A half-written pair (cert and key that do not
-    match yet) keeps the previous context and is tried again on the next check. With a
-    ``client_ca_file`` every client must present a certificate that CA signed (mutual
-    TLS); that file is watched as well.
-    """
-
-    def __init__(
-        self, cert_file: str, key_file: str, interval: float, client_ca_file: str | None = None
-    ) -> None:
-        self.cert_file = cert_file
-        self.key_file = key_file
-        self.client_ca_file = client_ca_file
-        self.interval = interval
-        self._stamps = self._stamp_files()
-        try:
-            self._context = self._load()
-        except (OSError, ssl.SSLError) as exc:
-            raise LocalProtocolError(
-                f"cannot load the webhook certificate {cert_file} and key {key_file}"
-                f"{f' or the client CA {client_ca_file}' if client_ca_file else ''}: {exc}"
-            ) from exc
-        # Constructed outside the event loop too, so no clock yet: the first check is free.
-        self._checked_at = -math.inf
-        self.reloads = 0
-
-    def _load(self) -> ssl.SSLContext:
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.set_alpn_protocols(["http/1.1"])
-        load_cert_chain(context, self.cert_file, self.key_file)
-        if self.client_ca_file is not None:
-            context.load_verify_locations(cafile=self.client_ca_file)
-            context.verify_mode = ssl.CERT_OPTIONAL  # required per route: see precheck
-        return context
-
-    def _stamp_files(self) -> tuple[_FileStamp | None, ...]:
-        files = [self.cert_file, self.key_file]
-        if self.client_ca_file is not None:
-            files.append(self.client_ca_file)
-        return tuple(_stamp(name) for name in files)
-
-    def context(self) -> ssl.SSLContext:
-        """The context for a new handshake (after checking the files, if due)."""
-        self.check()
-        return self._context
-
-    def check(self) -> int:
-        """Reload the files if they changed (at most every ``interval`` s); the reload count."""
-        now = current_time()
-        if now - self._checked_at < self.interval:
-            return self.reloads
-        self._checked_at = now
-        stamps = self._stamp_files()
-        if stamps != self._stamps:
-            try:
-                self._context = self._load()
-            except (OSError, ssl.SSLError) as exc:
-                logger.warning(
-                    "webhook certificate reload failed, keeping the previous one: %s",
-                    exc,
-                    extra={"cert_file": self.cert_file, "key_file": self.key_file},
-                )
-            else:
-                self._stamps = stamps
-                self.reloads += 1
-                logger.info(
-                    "webhook certificate reloaded from %s",
-                    self.cert_file,
-                    extra={"cert_file": self.cert_file, "key_file": self.key_file},
-                )
-        return self.reloads
-
-
-class _RequireClientCertificates:
-    """An in-memory certificate source whose contexts verify a client certificate against
-    ``ca_file`` (mutual TLS), as ``client_ca_file`` does for files."""
-
-    def __init__(self, inner: CertificateSource, ca_file: str) -> None:
-        self._inner = inner
-        self._ca_file = ca_file
-        self._prepared: ssl.SSLContext | None = None
-        try:
-            with open(ca_file, "rb"):
-                pass
-        except OSError as exc:
-            raise LocalProtocolError(f"cannot read the client CA {ca_file}: {exc}") from exc
-
-    @property
-    def reloads(self) -> int:
-        return self._inner.reloads
-
-    def check(self) -> int:
-        return self._inner.check()
-
-    def context(self) -> ssl.SSLContext:
-        context = self._inner.context()
-        if context is not self._prepared:  # a new certificate: a new context to prepare once
-            context.load_verify_locations(cafile=self._ca_file)
-            context.verify_mode = ssl.CERT_OPTIONAL  # required per route: see precheck
-            self._prepared = context
-        return context
-
-
-class _Metrics:
-    """controller-runtime's webhook metrics, once per registry."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        from prometheus_client import Counter, Gauge, Histogram  # noqa: PLC0415 - optional
-
-        self.requests = Counter(
-            "controller_runtime_webhook_requests_total",
-            "Total number of admission requests by HTTP status code.",
-            ["webhook", "code"],
-            registry=registry,
-        )
-        self.latency = Histogram(
-            "controller_runtime_webhook_latency_seconds",
-            "Histogram of the latency of processing admission requests",
-            ["webhook"],
-            registry=registry,
-        )
-        self.in_flight = Gauge(
-            "controller_runtime_webhook_requests_in_flight",
-            "Current number of admission requests being served.",
-            ["webhook"],
-            registry=registry,
-        )
-        # Labelled children, looked up once: the label lookup costs more than the update.
-        self._children: dict[str, tuple[Any, Any]] = {}
-        self._counters: dict[tuple[str, int], Any] = {}
-
-    def children(self, webhook: str) -> tuple[Any, Any]:
-        """The in-flight gauge and the latency histogram of one webhook."""
-        found = self._children.get(webhook)
-        if found is None:
-            found = (self.in_flight.labels(webhook), self.latency.labels(webhook))
-            self._children[webhook] = found
-        return found
-
-    def count(self, webhook: str, status: int) -> None:
-        """Count one answered request."""
-        counter = self._counters.get((webhook, status))
-        if counter is None:
-            counter = self._counters[webhook, status] = self.requests.labels(webhook, str(status))
-        counter.inc()
-
-
-_METRICS: weakref.WeakKeyDictionary[Any, _Metrics] = weakref.WeakKeyDictionary()
-
-
-def _metrics_for(registry: CollectorRegistry | None) -> _Metrics:
-    if registry is None:
-        from prometheus_client import REGISTRY  # noqa: PLC0415 - optional dependency
-
-        registry = REGISTRY
-    metrics = _METRICS.get(registry)
-    if metrics is None:
-        metrics = _METRICS[registry] = _Metrics(registry)
-    return metrics
-
-
-_gc_lock = threading.Lock()
-_gc_pauses = 0
-_gc_was_enabled = False
-
-
-def _without_gc(fn: Callable[[], T]) -> Callable[[], T]:
-    """``fn`` with the cyclic garbage collector paused while it runs (on a worker thread).
-
-    A review is acyclic JSON, so the collector finds nothing in it; yet decoding a big one
-    allocates enough containers to trigger full collections, and a collection holds the
-    GIL for every thread -- the event loop's too. Paused for a large review, which runs
-    one at a time; reference counting still frees everything as usual.
-    """
-
-    def paused() -> T:
-        global _gc_pauses, _gc_was_enabled
-        with _gc_lock:
-            if _gc_pauses == 0:
-                _gc_was_enabled = gc.isenabled()
-                gc.disable()
-            _gc_pauses += 1
-        try:
-            return fn()
-        finally:
-            with _gc_lock:
-                _gc_pauses -= 1
-                resume = _gc_pauses == 0 and _gc_was_enabled
-                if resume:
-                    gc.enable()
-            if resume:
-                # The review is garbage by now, so a full collection is short; it reclaims
-                # the cycles that the rest of the process made meanwhile.
-                gc.collect()
-
-    return paused
 
 
 class _Close(Exception):
@@ -413,21 +192,21 @@ class WebhookServer:
         self._certificates: CertificateSource
         if certificate is not None:  # held in memory and swapped by its owner
             self._certificates = (
-                certificate if ca_file is None else _RequireClientCertificates(certificate, ca_file)
+                certificate if ca_file is None else RequireClientCertificates(certificate, ca_file)
             )
         elif cert_file is None or key_file is None:
             raise LocalProtocolError(
                 "a webhook server needs cert_file and key_file, or certificate"
             )
         else:
-            self._certificates = _Certificates(
+            self._certificates = ReloadingCertificates(
                 os.fspath(cert_file), os.fspath(key_file), reload_interval, ca_file
             )
         self._connections = Connections(max_connections)
         self._threads = CapacityLimiter(handler_threads)
         self._large_threads = CapacityLimiter(1)
         self._log_limiter = _LogLimiter()
-        self._metrics = _metrics_for(registry)
+        self._metrics = metrics_for(registry)
         self._port: int | None = None
 
     def __repr__(self) -> str:
@@ -692,7 +471,7 @@ class WebhookServer:
 
         large = len(body) > _LARGE_BODY
         threads = self._large_threads if large else self._threads
-        result = await run_in_thread(_without_gc(dispatch) if large else dispatch, threads)
+        result = await run_in_thread(without_gc(dispatch) if large else dispatch, threads)
         if not isinstance(result, PendingAdmission):
             return result
         try:
@@ -700,7 +479,7 @@ class WebhookServer:
         except Exception as exc:  # a handler's failure is a failed call, never a lost server
             return result.failed(exc)
         reply = functools.partial(result.reply, verdict)
-        return await run_in_thread(_without_gc(reply) if large else reply, threads)
+        return await run_in_thread(without_gc(reply) if large else reply, threads)
 
     # -- answers ---------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""kubemoon_core must stay sans-IO: no module may import I/O, clocks or concurrency."""
+"""kubemoon_core must stay sans-IO: no module may import I/O, clocks, concurrency or gc."""
 
 import ast
 import pathlib
@@ -7,7 +7,7 @@ import kubemoon_core
 
 FORBIDDEN = {
     "socket", "ssl", "select", "selectors", "asyncio", "trio", "anyio", "threading",
-    "subprocess", "time", "httpcore", "h11", "httpx", "requests", "urllib3",
+    "subprocess", "time", "httpcore", "h11", "httpx", "requests", "urllib3", "gc",
     "urllib.request", "http.client", "concurrent", "multiprocessing", "os", "io",
 }  # fmt: skip
 

@@ -448,8 +448,10 @@ def test_large_chunk_is_decoded_without_collections_and_the_collector_restored(
 ) -> None:
     import gc
 
+    from kubemoon_io import paused_gc
+
     data, count = _big_chunk()
-    events = WatchDecoder().receive_data(data)
+    events = WatchDecoder(gc_pause=paused_gc).receive_data(data)
     assert len(events) == count
     # Decoding runs with the collector paused; the first allocations after the pause may
     # start the collection that was due, as they would in any other code.
@@ -463,9 +465,50 @@ def test_large_chunk_without_gc_pause_collects_as_usual(collections: list[int]) 
     assert len(collections) > 100  # the same work does trigger it: the pause is real
 
 
-def test_small_chunks_never_touch_the_collector(collections: list[int]) -> None:
+def test_the_core_decoder_never_pauses_the_collector_by_itself(collections: list[int]) -> None:
+    # The pause is the caller's (kubemoon_io.paused_gc): the pure core leaves process
+    # state alone, so a large chunk decoded without one is collected as usual.
     data, count = _big_chunk()
-    decoder = WatchDecoder()
+    assert len(WatchDecoder().receive_data(data)) == count
+    assert len(collections) > 100
+
+
+def test_the_pause_is_asked_for_large_pushed_chunks_only() -> None:
+    import contextlib
+
+    data, count = _big_chunk()
+    asked: list[str] = []
+
+    @contextlib.contextmanager
+    def pause() -> Iterator[None]:
+        asked.append("enter")
+        yield
+        asked.append("exit")
+
+    decoder = WatchDecoder(gc_pause=pause)
+    assert decoder.receive_data(data[:4096])  # a small chunk (whole events): no pause
+    assert asked == []
+    decoder = WatchDecoder(gc_pause=pause)
+    assert len(decoder.receive_data(data)) == count
+    assert asked == ["enter", "exit"]
+    puller = WatchDecoder(gc_pause=pause)
+    puller.feed(data)
+    assert sum(1 for _ in iter(puller.next_event, None)) == count
+    assert asked == ["enter", "exit"]  # the pull side decodes windows: never paused
+
+
+def test_gc_pause_true_is_deprecated_and_a_bad_value_refused() -> None:
+    with pytest.warns(DeprecationWarning, match="paused_gc"):
+        WatchDecoder(gc_pause=True)
+    with pytest.raises(LocalProtocolError, match="gc_pause"):
+        WatchDecoder(gc_pause="yes")  # type: ignore[arg-type]
+
+
+def test_small_chunks_never_touch_the_collector(collections: list[int]) -> None:
+    from kubemoon_io import paused_gc
+
+    data, count = _big_chunk()
+    decoder = WatchDecoder(gc_pause=paused_gc)
     total = sum(len(decoder.receive_data(data[i : i + 4096])) for i in range(0, len(data), 4096))
     assert total == count
     assert len(collections) > 100  # collections run between and during small calls
@@ -474,10 +517,12 @@ def test_small_chunks_never_touch_the_collector(collections: list[int]) -> None:
 def test_a_disabled_collector_stays_disabled(collections: list[int]) -> None:
     import gc
 
+    from kubemoon_io import paused_gc
+
     data, count = _big_chunk()
     gc.disable()
     try:
-        assert len(WatchDecoder().receive_data(data)) == count
+        assert len(WatchDecoder(gc_pause=paused_gc).receive_data(data)) == count
         assert not gc.isenabled()
     finally:
         gc.enable()
@@ -486,8 +531,10 @@ def test_a_disabled_collector_stays_disabled(collections: list[int]) -> None:
 def test_the_collector_is_restored_when_a_large_chunk_fails(collections: list[int]) -> None:
     import gc
 
+    from kubemoon_io import paused_gc
+
     data, _ = _big_chunk()
-    decoder = WatchDecoder()
+    decoder = WatchDecoder(gc_pause=paused_gc)
     with pytest.raises(DecodeError):
         decoder.receive_data(b"not json\n" + data)
     assert gc.isenabled()

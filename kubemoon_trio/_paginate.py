@@ -1,0 +1,94 @@
+"""The paginator: the items of a LIST, page after page (``limit`` and ``continue``).
+
+Rules: one page is held at a time; a page whose body is over the client's cap
+(``ResponseTooLarge``) is asked for again with half the limit (``next_page_limit``, down
+to one object) for the rest of the list, and counted in ``page_shrinks``; a response that
+is not a list of objects is a ``DecodeError`` naming ``items``; after the iteration,
+``resource_version`` is the list's resourceVersion. Requests go through the client's
+``request`` (its retries, credentials and write gate), which this module only calls.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+from typing import Any, Protocol
+
+from kubemoon_core import DecodeError, ListOptions, Request, list_request
+from kubemoon_core._request import Target, next_page_limit
+from kubemoon_io import ResponseTooLarge
+
+__all__ = ["DEFAULT_PAGE_SIZE", "Items"]
+
+logger = logging.getLogger("kubemoon.client")
+
+DEFAULT_PAGE_SIZE = 500
+
+
+class Requester(Protocol):
+    """What the paginator needs of its client: a request performed and decoded."""
+
+    async def request(self, request: Request) -> Any: ...
+
+
+class Items:
+    """The items of a LIST, page after page (``limit`` and ``continue``)."""
+
+    def __init__(
+        self,
+        client: Requester,
+        resource: Target,
+        namespace: str | None,
+        options: ListOptions,
+    ) -> None:
+        self._client = client
+        self._resource = resource
+        self._namespace = namespace
+        self._options = options
+        self._items: collections.deque[dict[str, Any]] = collections.deque()
+        self._continue: str | None = options.continue_token
+        self._done = False
+        self.resource_version: str | None = None
+        self.page_shrinks = 0  # pages asked for again with half the limit (too large)
+
+    def __aiter__(self) -> Items:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        while not self._items:
+            if self._done:
+                raise StopAsyncIteration
+            options = dataclasses.replace(self._options, continue_token=self._continue)
+            try:
+                page = await self._client.request(
+                    list_request(self._resource, namespace=self._namespace, options=options)
+                )
+            except ResponseTooLarge:
+                # Ask for the same page in halves (down to one object) for the rest of
+                # this list; a page of one object too large is the caller's error.
+                smaller = next_page_limit(options.limit or DEFAULT_PAGE_SIZE)
+                if smaller is None:
+                    raise
+                logger.warning(
+                    "LIST %s: a page of %s objects exceeded the body cap; asking for %d",
+                    self._resource,
+                    options.limit,
+                    smaller,
+                )
+                self._options = dataclasses.replace(self._options, limit=smaller)
+                self.page_shrinks += 1
+                continue
+            items = page.get("items") if isinstance(page, dict) else None
+            metadata = page.get("metadata") if isinstance(page, dict) else None
+            if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+                raise DecodeError("a list response has no list of objects", path="items")
+            if not isinstance(metadata, dict):
+                metadata = {}
+            token = metadata.get("continue")
+            self._continue = token if isinstance(token, str) and token else None
+            self._done = self._continue is None
+            version = metadata.get("resourceVersion")
+            self.resource_version = version if isinstance(version, str) else None
+            self._items.extend(items)
+        return self._items.popleft()
