@@ -389,7 +389,7 @@ class SimApiServer:
         metadata.pop("managedFields", None)
         metadata.pop("selfLink", None)
         self._check_content(resource, body)
-        return body
+        return cast(dict[str, Any], body)
 
     def _check_content(self, resource: SimResource, body: dict[str, Any]) -> None:
         """The parts of kube-apiserver's validation that are modelled; the rest refused."""
