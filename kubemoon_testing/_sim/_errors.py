@@ -33,6 +33,7 @@ class StatusError(KubeMoonError):
         group: str = "",
         kind: str | None = None,
         causes: list[dict[str, Any]] | None = None,
+        empty_details: bool = False,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -42,6 +43,7 @@ class StatusError(KubeMoonError):
         self.group = group
         self.kind = kind
         self.causes = causes
+        self.empty_details = empty_details
 
     def status(self) -> dict[str, Any]:
         """The ``Status`` document (kind, apiVersion, metadata, status, message, reason,
@@ -63,7 +65,7 @@ class StatusError(KubeMoonError):
             details["kind"] = self.kind
         if self.causes:
             details["causes"] = self.causes
-        if details:
+        if details or self.empty_details:
             doc["details"] = details
         doc["code"] = self.code
         return doc
@@ -104,6 +106,16 @@ class StatusError(KubeMoonError):
             name=name,
             group=group,
             kind=resource,
+        )
+
+    @classmethod
+    def no_route(cls) -> StatusError:
+        """What kube-apiserver answers for a subresource a resource does not have."""
+        return cls(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+            empty_details=True,
         )
 
     @classmethod

@@ -164,7 +164,7 @@ def _dispatch(server: SimApiServer, request: Request, now: float) -> Response | 
     if method == "GET":
         _check_query(request, frozenset())
         if path.subresource == "status" and not resource.status_subresource:
-            raise NotModelled(f"the subresource status of {path.gvr}")
+            raise StatusError.no_route()
         return Response(200, _JSON, _dumps(server.get(resource, namespace, path.name)))
     if method == "PUT":
         _check_query(request, frozenset())

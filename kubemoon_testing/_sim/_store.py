@@ -499,7 +499,10 @@ class SimApiServer:
         key = self._key(resource, namespace, name)
         store = self._store(resource)
         if key in store:
-            raise StatusError.already_exists(resource.group, resource.resource, name)
+            error = StatusError.already_exists(resource.group, resource.resource, name)
+            if "deletionTimestamp" in store[key]["metadata"]:
+                error.message = f"object is being deleted: {error.message}"
+            raise error
         for field in ("deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
             metadata.pop(field, None)
         metadata["uid"] = self._new_uid()
@@ -529,10 +532,10 @@ class SimApiServer:
         subresource: str | None = None,
     ) -> dict[str, Any]:
         """PUT an object or its status (409 Conflict on a stale resourceVersion)."""
-        if subresource not in (None, "status") or (
-            subresource == "status" and not resource.status_subresource
-        ):
+        if subresource not in (None, "status"):
             raise NotModelled(f"the subresource {subresource!r} of {resource.gvr}")
+        if subresource == "status" and not resource.status_subresource:
+            raise StatusError.no_route()
         new = self._check_body(resource, body, namespace)
         metadata = new["metadata"]
         if metadata.get("name") != name:
@@ -571,7 +574,7 @@ class SimApiServer:
         old_meta = old["metadata"]
         if subresource == "status":
             status = new.get("status")
-            new = _copy(old)
+            new = _clone(old)
             if status is None:
                 new.pop("status", None)
             else:
@@ -606,7 +609,10 @@ class SimApiServer:
             return _clone(old)  # a no-op write stores nothing and keeps the resourceVersion
         key = self._key(resource, meta.get("namespace"), meta["name"])
         if "deletionTimestamp" in meta and not meta.get("finalizers"):
-            return self._remove(resource, key, old)
+            # Removed for good; the answer is the object as written, at the resourceVersion
+            # it had (what kube-apiserver answers when an update empties the finalizers).
+            self._remove(resource, key, old)
+            return _clone(new)
         meta["resourceVersion"] = self._next_rv()
         self._store(resource)[key] = new
         self._record("MODIFIED", resource, key, new, old)
@@ -615,7 +621,8 @@ class SimApiServer:
 
     def _remove(self, resource: SimResource, key: Key, last: dict[str, Any]) -> dict[str, Any]:
         """Delete an object for good: a DELETED event with the last stored state at a new
-        resourceVersion; the answer is the object (custom resources) or a Success Status."""
+        resourceVersion; the answer is a Success Status naming it (as kube-apiserver's
+        answer to a DELETE that removes the object, for built-in and custom resources)."""
         store = self._store(resource)
         del store[key]
         gone = _copy(last)
@@ -624,8 +631,6 @@ class SimApiServer:
         self._uids.pop(uid, None)
         self._record("DELETED", resource, key, gone, last)
         self._after_write(None)
-        if resource.custom:
-            return _clone(gone)
         return {
             "kind": "Status",
             "apiVersion": "v1",
@@ -722,22 +727,22 @@ class SimApiServer:
         policy = propagation_policy or "Background"
         finalizers = list(old_meta.get("finalizers") or ())
         extra = {"Orphan": "orphan", "Foreground": "foregroundDeletion"}.get(policy)
-        if "deletionTimestamp" in old_meta:
-            if extra is not None and extra not in finalizers:
-                raise NotModelled(f"a {policy} delete of an object already being deleted")
-            return _clone(old)
+        deleting = "deletionTimestamp" in old_meta
         if extra is not None and extra not in finalizers:
             finalizers.append(extra)
+        elif deleting:
+            return _clone(old)  # deleted again: nothing changes, nothing is written
         key = self._key(resource, namespace, name)
         if not finalizers:
             return self._remove(resource, key, old)
-        new = _copy(old)
+        new = _clone(old)
         meta = new["metadata"]
         meta["finalizers"] = finalizers
-        meta["deletionTimestamp"] = self.timestamp(now)
-        meta["deletionGracePeriodSeconds"] = 0
-        if meta.get("generation", 0) > 0:
-            meta["generation"] += 1
+        if not deleting:
+            meta["deletionTimestamp"] = self.timestamp(now)
+            meta["deletionGracePeriodSeconds"] = 0
+            if meta.get("generation", 0) > 0:
+                meta["generation"] += 1
         meta["resourceVersion"] = self._next_rv()
         self._store(resource)[key] = new
         self._record("MODIFIED", resource, key, new, old)
@@ -806,6 +811,8 @@ class SimApiServer:
                 continue
             items.append((path, obj))
         metadata: dict[str, Any] = {"resourceVersion": str(rv)}
+        if resource.custom:
+            metadata["continue"] = ""  # an unstructured list always carries the field
         if limit and len(items) > limit:
             rest = len(items) - limit
             items = items[:limit]
