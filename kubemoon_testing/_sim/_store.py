@@ -547,12 +547,14 @@ class SimApiServer:
         given = metadata.get("resourceVersion")
         if not given:
             if not resource.allow_unconditional_update:
+                # Named by resource, not kind, as kube-apiserver's custom resource
+                # handler names it.
                 raise StatusError.invalid(
                     resource.group,
-                    resource.kind,
+                    resource.resource,
                     name,
                     field="metadata.resourceVersion",
-                    detail="Invalid value: 0x0: must be specified for an update",
+                    detail="Invalid value: 0: must be specified for an update",
                 )
         elif not isinstance(given, str) or not given.isdigit():
             raise NotModelled(f"a resourceVersion that is not a number: {given!r}")
