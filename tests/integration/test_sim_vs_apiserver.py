@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from kubemoon_core import GroupVersionResource, Request
 from kubemoon_testing import ApiServer
-from kubemoon_testing._sim import SimApiServer, custom, handle_request
+from kubemoon_testing.sim import SimApiServer, custom, handle_request
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kubemoon_core import GroupVersionResource
-from kubemoon_testing._sim import SimApiServer, StatusError
+from kubemoon_testing.sim import SimApiServer, StatusError
 
 NAMES = ("a", "b", "c", "d")
 FINALIZER = "example.com/hold"

@@ -20,7 +20,7 @@ from kubemoon_core import (
     ObjectKey,
     PatchType,
 )
-from kubemoon_testing._sim import NotModelled, SimulatedCluster, custom
+from kubemoon_testing.sim import NotModelled, SimulatedCluster, custom
 from kubemoon_trio import Informer
 
 CONFIGMAPS = GroupVersionResource("", "v1", "configmaps")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kubemoon_core import GroupVersionResource, Request, Scope
-from kubemoon_testing._sim import (
+from kubemoon_testing.sim import (
     NotModelled,
     SimApiServer,
     SimResource,
