@@ -726,13 +726,10 @@ class SimApiServer:
             )
         if resource.gvr.resource == "namespaces":
             raise NotModelled("deleting a namespace (the namespace controller)")
-        policy = propagation_policy or "Background"
-        finalizers = list(old_meta.get("finalizers") or ())
-        extra = {"Orphan": "orphan", "Foreground": "foregroundDeletion"}.get(policy)
         deleting = "deletionTimestamp" in old_meta
-        if extra is not None and extra not in finalizers:
-            finalizers.append(extra)
-        elif deleting:
+        old_finalizers = list(old_meta.get("finalizers") or ())
+        finalizers = _deletion_finalizers(old_finalizers, propagation_policy)
+        if deleting and set(finalizers) == set(old_finalizers):
             return _clone(old)  # deleted again: nothing changes, nothing is written
         key = self._key(resource, namespace, name)
         if not finalizers:
@@ -1057,6 +1054,29 @@ class SimApiServer:
         new = _copy(obj)
         new["metadata"]["finalizers"] = [f for f in obj["metadata"]["finalizers"] if f != finalizer]
         self._write(resource, obj, new, now, subresource=None)
+
+
+def _deletion_finalizers(finalizers: list[str], policy: str | None) -> list[str]:
+    """The finalizers a DELETE leaves, as kube-apiserver's registry computes them: the
+    ``orphan`` and ``foregroundDeletion`` finalizers are dropped, then the one the policy
+    asks for is added back (without a policy, the one the object already carries wins;
+    the default policy of the modelled resources is background)."""
+    if policy is None:
+        orphan = foreground = False
+        for finalizer in finalizers:
+            if finalizer in ("orphan", "foregroundDeletion"):
+                orphan, foreground = finalizer == "orphan", finalizer == "foregroundDeletion"
+                break
+    else:
+        orphan, foreground = policy == "Orphan", policy == "Foreground"
+    kept = [f for f in finalizers if f not in ("orphan", "foregroundDeletion")]
+    if orphan:
+        kept.append("orphan")
+    if foreground:
+        kept.append("foregroundDeletion")
+    if set(kept) == set(finalizers):
+        return finalizers
+    return kept
 
 
 def _merge_patch(target: Any, patch: Any) -> Any:

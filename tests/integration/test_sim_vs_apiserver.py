@@ -18,12 +18,12 @@ from typing import Any
 from urllib.parse import unquote
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kubemoon_core import GroupVersionResource, Request
 from kubemoon_testing import ApiServer
-from kubemoon_testing.sim import SimApiServer, custom, handle_request
+from kubemoon_testing.sim import SimApiServer, SimWatch, custom, handle_request
 
 pytestmark = pytest.mark.integration
 
@@ -144,6 +144,40 @@ def _observe(side: Side, status: int, document: Any) -> dict[str, Any]:
     return outcome
 
 
+# Sequences that always run (besides the generated ones): the paths where registries
+# differ most, so a change in any of them fails the test whatever Hypothesis draws.
+LIFECYCLE = [("create", "a", 0, True, True), ("delete", "a", None), ("release", "a")]
+CONCURRENCY = [
+    ("create", "a", 0, False, False),
+    ("update", "a", 1, "current"),
+    ("update", "a", 2, "stale"),
+    ("update", "a", 3, "none"),
+    ("status", "a", 1),
+    ("patch", "a", 2, True),
+    ("delete", "a", None),
+    ("get", "a"),
+]
+POLICIES = [
+    ("create", "a", 0, True, True),
+    ("delete", "a", "Orphan"),
+    ("delete", "a", "Foreground"),
+    ("delete", "a", None),
+    ("create", "a", 1, False, True),
+    ("release", "a"),
+    ("create", "b", 0, False, True),
+    ("delete", "b", "Foreground"),
+    ("get", "b"),
+]
+PAGES = [
+    ("create", "a", 1, False, True),
+    ("create", "b", 1, False, True),
+    ("list", 1, False),
+    ("list", 1, True),
+    ("delete", "a", None),
+    ("list", 1, False),
+]
+
+
 @st.composite
 def steps(draw: st.DrawFn) -> list[tuple[Any, ...]]:
     count = draw(st.integers(min_value=1, max_value=14))
@@ -153,7 +187,20 @@ def steps(draw: st.DrawFn) -> list[tuple[Any, ...]]:
         name = draw(st.sampled_from(NAMES))
         op = draw(
             st.sampled_from(
-                ("create", "update", "patch", "status", "delete", "release", "get", "list")
+                # Deletions and finalizer releases weigh double: the lifecycle of a
+                # finalized object is where registries differ most.
+                (
+                    "create",
+                    "update",
+                    "patch",
+                    "status",
+                    "delete",
+                    "delete",
+                    "release",
+                    "release",
+                    "get",
+                    "list",
+                )
             )
         )
         if op == "create":
@@ -256,6 +303,8 @@ def _real(server: ApiServer) -> Any:
     ) -> tuple[int, Any]:
         headers = {"Content-Type": content_type} if content_type else None
         response = server.request(method, path, body=body, headers=headers)
+        if "watch=1" in path:  # read to its end (timeoutSeconds)
+            return response.status, response.events()
         return response.status, response.json()
 
     return send
@@ -278,8 +327,11 @@ def _simulated(model: SimApiServer) -> Any:
             b"" if body is None else json.dumps(body).encode(),
         )
         answer = handle_request(model, request, clock[0])
-        assert not hasattr(answer, "take"), "no watch in this test"
-        return answer.status_code, json.loads(answer.body)  # type: ignore[union-attr]
+        if isinstance(answer, SimWatch):  # everything until its deadline
+            lines = answer.take(answer.deadline, model.resource_version)
+            model.forget(answer)
+            return 200, [{"type": line.type, "object": line.object} for line in lines]
+        return answer.status_code, json.loads(answer.body)
 
     return send
 
@@ -308,6 +360,10 @@ def test_simulator_answers_as_kube_apiserver(differential_server: ApiServer, kin
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
     )
     @given(steps())
+    @example(LIFECYCLE)
+    @example(CONCURRENCY)
+    @example(POLICIES)
+    @example(PAGES)
     def check(sequence: list[tuple[Any, ...]]) -> None:
         namespace = differential_server.create_namespace(prefix="sim-diff")
         real = Side("kube-apiserver", _real(differential_server), namespace)
@@ -320,10 +376,22 @@ def test_simulator_answers_as_kube_apiserver(differential_server: ApiServer, kin
                 0.0,
             )
             sim = Side("simulator", _simulated(model), namespace)
+            starts = {}
+            for side in (real, sim):
+                status, listed = side.send("GET", side.path(kind))
+                assert status == 200, listed
+                starts[side.name] = listed["metadata"]["resourceVersion"]
             for index, step in enumerate(sequence):
                 expected = _run(real, kind, step)
                 got = _run(sim, kind, step)
                 assert got == expected, f"step {index} {step} of {sequence}"
+            # The watch from before the sequence replays the same events.
+            replays = []
+            for side in (real, sim):
+                query = f"?watch=1&resourceVersion={starts[side.name]}&timeoutSeconds=1"
+                status, events = side.send("GET", side.path(kind) + query)
+                replays.append((status, _generated(events, side)))
+            assert replays[1] == replays[0], f"the watch after {sequence}"
         finally:
             for name in NAMES:  # let the namespace go: release what holds it
                 differential_server.request(

@@ -529,3 +529,15 @@ def test_rest_surface_answers_status_bodies(server: SimApiServer) -> None:
         server, Request("POST", "/api/v1/namespaces/default/configmaps", body=body), 0.0
     )
     assert created.status_code == 201  # type: ignore[union-attr]
+
+
+def test_a_new_propagation_policy_replaces_the_old_one() -> None:
+    bare = SimApiServer([WIDGETS], garbage_collector=False)
+    bare.create(WIDGETS, "default", widget("w", finalizers=["example.com/x"]), 0.0)
+    orphaned = bare.delete(WIDGETS, "default", "w", 1.0, propagation_policy="Orphan")
+    assert orphaned["metadata"]["finalizers"] == ["example.com/x", "orphan"]
+    foreground = bare.delete(WIDGETS, "default", "w", 2.0, propagation_policy="Foreground")
+    assert foreground["metadata"]["finalizers"] == ["example.com/x", "foregroundDeletion"]
+    assert bare.delete(WIDGETS, "default", "w", 3.0) == foreground  # no policy: kept
+    background = bare.delete(WIDGETS, "default", "w", 4.0, propagation_policy="Background")
+    assert background["metadata"]["finalizers"] == ["example.com/x"]
