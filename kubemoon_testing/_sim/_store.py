@@ -172,15 +172,22 @@ class SimWatch:
         was_in = event.previous is not None and self.matches(event.previous)
         if event.type == "DELETED":
             now_in, was_in = False, self.matches(event.object)
+        obj = event.object
         if now_in and was_in:
             kind = "MODIFIED"
         elif now_in:
             kind = "ADDED"
         elif was_in:
             kind = "DELETED"
+            if event.type != "DELETED":
+                # Leaving the selection: the previous content at the event's version, as
+                # the watch cache sends it.
+                assert event.previous is not None
+                obj = _clone(event.previous)
+                obj["metadata"]["resourceVersion"] = str(event.rv)
         else:
             return
-        self._pending.append(WatchLine(kind, event.object))
+        self._pending.append(WatchLine(kind, obj))
         self.last_rv = event.rv
 
     def push(self, line: WatchLine) -> None:

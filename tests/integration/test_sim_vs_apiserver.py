@@ -168,6 +168,13 @@ POLICIES = [
     ("delete", "b", "Foreground"),
     ("get", "b"),
 ]
+SELECTED = [
+    ("create", "a", 1, False, True),
+    ("patch", "a", 0, True),
+    ("update", "a", 1, "current"),
+    ("create", "b", 3, False, True),
+    ("delete", "b", None),
+]
 PAGES = [
     ("create", "a", 1, False, True),
     ("create", "b", 1, False, True),
@@ -364,6 +371,7 @@ def test_simulator_answers_as_kube_apiserver(differential_server: ApiServer, kin
     @example(CONCURRENCY)
     @example(POLICIES)
     @example(PAGES)
+    @example(SELECTED)
     def check(sequence: list[tuple[Any, ...]]) -> None:
         namespace = differential_server.create_namespace(prefix="sim-diff")
         real = Side("kube-apiserver", _real(differential_server), namespace)
@@ -386,12 +394,15 @@ def test_simulator_answers_as_kube_apiserver(differential_server: ApiServer, kin
                 got = _run(sim, kind, step)
                 assert got == expected, f"step {index} {step} of {sequence}"
             # The watch from before the sequence replays the same events.
-            replays = []
-            for side in (real, sim):
-                query = f"?watch=1&resourceVersion={starts[side.name]}&timeoutSeconds=1"
-                status, events = side.send("GET", side.path(kind) + query)
-                replays.append((status, _generated(events, side)))
-            assert replays[1] == replays[0], f"the watch after {sequence}"
+            # The watches from before the sequence replay the same events, also through a
+            # label selector (objects entering and leaving it).
+            for selector in ("", "&labelSelector=tier%3Dt1"):
+                replays = []
+                for side in (real, sim):
+                    query = f"?watch=1&resourceVersion={starts[side.name]}&timeoutSeconds=1"
+                    status, events = side.send("GET", side.path(kind) + query + selector)
+                    replays.append((status, _generated(events, side)))
+                assert replays[1] == replays[0], f"the watch{selector} after {sequence}"
         finally:
             for name in NAMES:  # let the namespace go: release what holds it
                 differential_server.request(
