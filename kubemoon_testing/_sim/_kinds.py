@@ -10,9 +10,16 @@ kube-apiserver's custom resource strategy.
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass
 
-from kubemoon_core import GroupVersionResource, LocalProtocolError, Scope, resource_info
+from kubemoon_core import (
+    GroupVersionResource,
+    LocalProtocolError,
+    Scope,
+    openapi_schema,
+    resource_info,
+)
 from kubemoon_core._declare import class_info
 
 from ._errors import NotModelled
@@ -44,8 +51,12 @@ class SimResource:
     generation: Generation
     status_subresource: bool
     custom: bool
-    """Custom resources: list items keep ``apiVersion`` and ``kind``, updates need a
-    ``resourceVersion``, a delete answers the deleted object."""
+    """Custom resources: list items keep ``apiVersion`` and ``kind``, unstructured lists
+    carry ``continue``, updates need a ``resourceVersion``."""
+    cls: type | None = None
+    """The declared class of a custom resource: every object written must round-trip
+    through it unchanged (the simulator does not model a schema's defaulting and pruning,
+    so it refuses an object they would change)."""
 
     @property
     def gvr(self) -> GroupVersionResource:
@@ -102,8 +113,11 @@ def resource_of_class(cls: type) -> SimResource:
         raise NotModelled(f"the built-in resource {info.gvr}")
     has_status = any(f.json_name == "status" for f in class_info(cls).fields)
     status = bool(info.status_subresource or (info.status_subresource is None and has_status))
-    if info.scale is not None:
-        raise NotModelled(f"the scale subresource of {info.gvr}")
+    if "x-kubernetes-validations" in json.dumps(openapi_schema(cls)):
+        raise NotModelled(
+            f"the validation rules (CEL) of {info.gvr}: describe it with custom(...) to "
+            "simulate it without them"
+        )
     return SimResource(
         info.group,
         info.version,
@@ -113,6 +127,7 @@ def resource_of_class(cls: type) -> SimResource:
         Generation.SPEC if status else Generation.NON_METADATA,
         status,
         custom=True,
+        cls=cls,
     )
 
 

@@ -27,7 +27,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from kubemoon_core import GroupVersionResource, JSONPatchError, apply_json_patch
+from kubemoon_core import (
+    GroupVersionResource,
+    JSONPatchError,
+    KubeMoonError,
+    apply_json_patch,
+    decode,
+    encode,
+)
 
 from ._errors import NotModelled, StatusError, qualified_resource
 from ._kinds import BUILTIN_RESOURCES, Generation, SimResource, resource_of_class
@@ -401,6 +408,18 @@ class SimApiServer:
     def _check_content(self, resource: SimResource, body: dict[str, Any]) -> None:
         """The parts of kube-apiserver's validation that are modelled; the rest refused."""
         metadata = body["metadata"]
+        if resource.cls is not None:
+            try:
+                encoded = encode(decode(resource.cls, body))
+            except KubeMoonError as exc:
+                raise NotModelled(
+                    f"an object the schema of {resource.gvr} refuses ({exc})"
+                ) from None
+            if _without(encoded, "metadata") != _without(body, "metadata"):
+                raise NotModelled(
+                    f"an object the schema of {resource.gvr} would default or prune "
+                    "(send it complete, as the declared class encodes it)"
+                )
         for field in ("labels", "annotations"):
             values = metadata.get(field)
             if values is not None and (

@@ -3,12 +3,13 @@ finalizers, garbage collection, selectors, pages, watches and 410, refusals."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 import pytest
 
-from kubemoon_core import GroupVersionResource, Request, Scope
+from kubemoon_core import GroupVersionResource, Request, Scope, custom_resource
 from kubemoon_testing.sim import (
     NotModelled,
     SimApiServer,
@@ -541,3 +542,45 @@ def test_a_new_propagation_policy_replaces_the_old_one() -> None:
     assert bare.delete(WIDGETS, "default", "w", 3.0) == foreground  # no policy: kept
     background = bare.delete(WIDGETS, "default", "w", 4.0, propagation_policy="Background")
     assert background["metadata"]["finalizers"] == ["example.com/x"]
+
+
+@dataclasses.dataclass(slots=True)
+class GadgetSpec:
+    """A gadget's spec."""
+
+    replicas: int = 1
+
+
+@custom_resource(group="example.com", version="v1")
+@dataclasses.dataclass(slots=True)
+class Gadget:
+    """A declared custom resource."""
+
+    spec: GadgetSpec = dataclasses.field(default_factory=GadgetSpec)
+    status: dict[str, str] | None = None
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def test_a_declared_class_is_served_and_its_schema_guarded() -> None:
+    server = SimApiServer([Gadget])
+    gadgets = server.resource(GroupVersionResource("example.com", "v1", "gadgets"))
+    assert gadgets.status_subresource and gadgets.custom
+    body = {
+        "apiVersion": "example.com/v1",
+        "kind": "Gadget",
+        "metadata": {"name": "g"},
+        "spec": {"replicas": 2},
+    }
+    assert server.create(gadgets, "default", body, 0.0)["metadata"]["generation"] == 1
+    defaulted = {**body, "metadata": {"name": "h"}, "spec": {}}
+    with pytest.raises(NotModelled, match="default or prune"):
+        server.create(gadgets, "default", defaulted, 0.0)
+    with pytest.raises(NotModelled, match="refuses"):
+        server.create(gadgets, "default", {**body, "spec": {"replicas": "two"}}, 0.0)
+
+
+def test_a_class_with_validation_rules_is_refused() -> None:
+    from examples.widgets.widget_api import Widget
+
+    with pytest.raises(NotModelled, match="CEL"):
+        SimApiServer([Widget])
