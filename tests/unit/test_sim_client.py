@@ -180,3 +180,45 @@ async def test_an_informer_syncs_and_follows(autojump_clock: trio.testing.MockCl
             assert late is not None and late["data"] == {"k": "late"}
             nursery.cancel_scope.cancel()
     assert cluster.refusals == []
+
+
+async def test_a_manager_with_leader_election_reconciles(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    import kubemoon_trio as km
+    from kubemoon_core import Reconciled
+    from kubemoon_testing import running_manager
+
+    cluster = SimulatedCluster()
+    seen: set[str] = set()
+
+    async def reconcile(ctx: Any) -> Reconciled:
+        seen.add(ctx.name)
+        return Reconciled()
+
+    async with cluster.client() as client:
+        await client.create(CONFIGMAPS, cm("before"), namespace="default")
+        manager = km.Manager(client, leader_election=km.LeaderElectionConfig("sim", "default"))
+        manager.controller("cms", CONFIGMAPS, namespace="default").complete(reconcile)
+        async with running_manager(manager, timeout=30):
+            await client.create(CONFIGMAPS, cm("during"), namespace="default")
+            with trio.fail_after(60):
+                while not {"before", "during"} <= seen:
+                    await trio.sleep(0.05)
+            assert manager.is_leader
+            lease = await client.get(
+                GroupVersionResource("coordination.k8s.io", "v1", "leases"),
+                "sim",
+                namespace="default",
+            )
+            assert lease["spec"]["holderIdentity"] == manager.identity
+            await trio.sleep(120)  # renewals on virtual time
+            renewed = await client.get(
+                GroupVersionResource("coordination.k8s.io", "v1", "leases"),
+                "sim",
+                namespace="default",
+            )
+            assert int(renewed["metadata"]["resourceVersion"]) > int(
+                lease["metadata"]["resourceVersion"]
+            )
+    assert cluster.refusals == []
