@@ -270,6 +270,9 @@ class SimApiServer:
         self._compacted = start_resource_version
         self.resource_version = start_resource_version
         self._watches: set[SimWatch] = set()
+        # What the garbage collector looks at: objects with owner references or with the
+        # orphan/foregroundDeletion finalizers (kept up to date by every write).
+        self._gc_candidates: set[tuple[GroupVersionResource, Key]] = set()
         self.writes = 0
         for resource in BUILTIN_RESOURCES:
             self.register(resource)
@@ -337,6 +340,17 @@ class SimApiServer:
         for watch in self._watches:
             watch.offer(event)
         self.writes += 1
+        ident = (resource.gvr, key)
+        meta = obj["metadata"]
+        finalizers = meta.get("finalizers") or ()
+        if kind != "DELETED" and (
+            meta.get("ownerReferences")
+            or "orphan" in finalizers
+            or "foregroundDeletion" in finalizers
+        ):
+            self._gc_candidates.add(ident)
+        else:
+            self._gc_candidates.discard(ident)
 
     def _next_rv(self) -> str:
         self.resource_version += 1
@@ -1018,50 +1032,50 @@ class SimApiServer:
         return self.writes - before
 
     def _collect_once(self, now: float) -> bool:
-        for gvr, store in self._objects.items():
+        for gvr, key in sorted(self._gc_candidates, key=lambda item: (str(item[0]), item[1])):
             resource = self._resources[gvr]
-            for key in sorted(store):
-                obj = store.get(key)
-                if obj is None:
-                    continue
-                meta = obj["metadata"]
-                deleting = "deletionTimestamp" in meta
-                finalizers = meta.get("finalizers") or ()
-                if deleting and "orphan" in finalizers:
-                    self._orphan_dependents(meta["uid"], now)
-                    self._drop_finalizer(resource, key, "orphan", now)
+            store = self._objects[gvr]
+            obj = store.get(key)
+            if obj is None:
+                continue
+            meta = obj["metadata"]
+            deleting = "deletionTimestamp" in meta
+            finalizers = meta.get("finalizers") or ()
+            if deleting and "orphan" in finalizers:
+                self._orphan_dependents(meta["uid"], now)
+                self._drop_finalizer(resource, key, "orphan", now)
+                return True
+            if deleting and "foregroundDeletion" in finalizers:
+                dependents = self._dependents(meta["uid"])
+                if not dependents:
+                    self._drop_finalizer(resource, key, "foregroundDeletion", now)
                     return True
-                if deleting and "foregroundDeletion" in finalizers:
-                    dependents = self._dependents(meta["uid"])
-                    if not dependents:
-                        self._drop_finalizer(resource, key, "foregroundDeletion", now)
+                for dep_resource, dep_key in dependents:
+                    dep = self._objects[dep_resource.gvr][dep_key]
+                    if "deletionTimestamp" not in dep["metadata"]:
+                        self.delete(dep_resource, dep_key[0] or None, dep_key[1], now)
                         return True
-                    for dep_resource, dep_key in dependents:
-                        dep = self._objects[dep_resource.gvr][dep_key]
-                        if "deletionTimestamp" not in dep["metadata"]:
-                            self.delete(dep_resource, dep_key[0] or None, dep_key[1], now)
-                            return True
-                refs = meta.get("ownerReferences")
-                if not refs or not isinstance(refs, list) or deleting:
-                    continue
-                present = [r for r in refs if isinstance(r, dict) and self._owner_present(obj, r)]
-                if not present:
-                    self.delete(resource, key[0] or None, key[1], now)
-                    return True
-                if len(present) != len(refs):
-                    new = _copy(obj)
-                    new["metadata"]["ownerReferences"] = present
-                    self._write(resource, obj, new, now, subresource=None)
-                    return True
+            refs = meta.get("ownerReferences")
+            if not refs or not isinstance(refs, list) or deleting:
+                continue
+            present = [r for r in refs if isinstance(r, dict) and self._owner_present(obj, r)]
+            if not present:
+                self.delete(resource, key[0] or None, key[1], now)
+                return True
+            if len(present) != len(refs):
+                new = _copy(obj)
+                new["metadata"]["ownerReferences"] = present
+                self._write(resource, obj, new, now, subresource=None)
+                return True
         return False
 
     def _dependents(self, uid: str) -> builtins.list[tuple[SimResource, Key]]:
         out = []
-        for gvr, store in self._objects.items():
-            for key, obj in store.items():
-                refs = obj["metadata"].get("ownerReferences") or ()
-                if any(isinstance(r, dict) and r.get("uid") == uid for r in refs):
-                    out.append((self._resources[gvr], key))
+        for gvr, key in self._gc_candidates:
+            obj = self._objects[gvr].get(key)
+            refs = (obj["metadata"].get("ownerReferences") or ()) if obj is not None else ()
+            if any(isinstance(r, dict) and r.get("uid") == uid for r in refs):
+                out.append((self._resources[gvr], key))
         return sorted(out, key=lambda item: (str(item[0].gvr), item[1]))
 
     def _orphan_dependents(self, uid: str, now: float) -> None:
