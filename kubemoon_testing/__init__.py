@@ -5,6 +5,7 @@ kube-apiserver with etcd and kube-controller-manager for integration tests (see 
 plugin; ``kubemoon-testenv build`` installs or builds the binaries once).
 """
 
+from . import sim  # the simulated API server (preview): kubemoon_testing.sim
 from ._apiserver import (
     ADMIN_USER,
     CONTROLLER_MANAGER_USER,
@@ -70,5 +71,6 @@ __all__ = [
     "json_response",
     "running_manager",
     "running_manager_in_thread",
+    "sim",
     "watch_lines",
 ]

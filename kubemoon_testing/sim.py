@@ -1,0 +1,52 @@
+"""The simulated API server (preview, issue 32): a deterministic, virtual-time
+kube-apiserver for tests of controllers.
+
+- :class:`SimApiServer`: the pure model (no I/O; ``now`` passed in): objects of the
+  modelled built-in resources and of custom resources, one global resourceVersion,
+  optimistic concurrency, generation, the status subresource, finalizers, owner garbage
+  collection, selectors, paged LIST, WATCH with bookmarks, compaction and 410.
+- :func:`handle_request`: kube-apiserver's REST surface over it, core ``Request`` in.
+- :class:`SimulatedCluster`: the model served over in-memory HTTP/1.1 to a real
+  ``kubemoon_trio.Client`` (``cluster.client()``), on trio's clock (``MockClock`` for
+  virtual time).
+
+Whatever is not modelled raises :class:`NotModelled` (answered 501 over HTTP and kept in
+``SimulatedCluster.refusals``) instead of an answer that could differ from kube-apiserver.
+See "Simulating your operator (preview)" in docs/testing.rst.
+"""
+
+from ._sim import (
+    BUILTIN_RESOURCES,
+    DEFAULT_EPOCH,
+    SIM_SERVER_URL,
+    Generation,
+    NotModelled,
+    SimApiServer,
+    SimNetworkBackend,
+    SimResource,
+    SimulatedCluster,
+    SimWatch,
+    StatusError,
+    WatchLine,
+    custom,
+    handle_request,
+    resource_of_class,
+)
+
+__all__ = [
+    "BUILTIN_RESOURCES",
+    "DEFAULT_EPOCH",
+    "SIM_SERVER_URL",
+    "Generation",
+    "NotModelled",
+    "SimApiServer",
+    "SimNetworkBackend",
+    "SimResource",
+    "SimWatch",
+    "SimulatedCluster",
+    "StatusError",
+    "WatchLine",
+    "custom",
+    "handle_request",
+    "resource_of_class",
+]
