@@ -82,9 +82,9 @@ def _controller_uid(obj: Mapping[str, Any]) -> tuple[str, ...]:
 class RuntimeController:
     """A controller wired to shared informers and run by the manager.
 
-    It uses only the :class:`~kubemoon_asyncio._runtime_protocols.Cluster` interface of what
+    It uses only the :class:`~kubemoon_asyncio.Cluster` interface of what
     hosts it, and is run as a
-    :class:`~kubemoon_asyncio._runtime_protocols.ControllerRunnable`.
+    :class:`~kubemoon_asyncio.ControllerRunnable`.
     """
 
     # It reconciles only while this replica leads (and once the caches synced).

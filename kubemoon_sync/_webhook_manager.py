@@ -92,9 +92,9 @@ class WebhookManager:
 
     Those settings are one :class:`WebhookOptions` (``options``; its ``server`` is a
     :class:`WebhookServerOptions`); the flat keywords above still work and build it. It
-    uses only the :class:`~kubemoon_sync._runtime_protocols.Cluster` interface of what
+    uses only the :class:`~kubemoon_sync.Cluster` interface of what
     hosts it, and the manager runs it as a
-    :class:`~kubemoon_sync._runtime_protocols.Runnable` on every replica.
+    :class:`~kubemoon_sync.Runnable` on every replica.
     """
 
     # Served on every replica, leader or not: the API server calls any.
