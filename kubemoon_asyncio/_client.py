@@ -131,8 +131,9 @@ class Client:
     ``total_timeout`` the whole of it (each call may pass its own); ``max_body_size`` caps a
     response body (error bodies are cut at 64 KiB); ``max_retries`` bounds the retries of
     429/5xx answers that carry ``Retry-After``; ``exec_timeout`` bounds an exec credential
-    plugin's run (which the call's ``total_timeout`` does not include). The defaults are
-    the same on every adapter.
+    plugin's run (which the call's ``total_timeout`` does not include). ``network_backend``
+    (httpcore's interface) replaces the loop's sockets, as :mod:`kubemoon_testing.sim` does
+    to reach a simulated cluster in memory. The defaults are the same on every adapter.
     """
 
     def __init__(
@@ -147,8 +148,12 @@ class Client:
         max_connections: int = 10,
         exec_timeout: float = PLUGIN_TIMEOUT,
         watch_idle_margin: float = WATCH_IDLE_MARGIN,
+        network_backend: httpcore.AsyncNetworkBackend | None = None,
     ) -> None:
         self.config = config
+        # Where connections come from: the loop's sockets, or a simulated cluster's
+        # in-memory streams (kubemoon_testing.sim).
+        self._network_backend = network_backend
         # True inside ``async with client``: its creator closes it, not a Manager.
         self.in_context = False
         self._timeout = _seconds("timeout", timeout)
@@ -214,7 +219,7 @@ class Client:
                 max_connections=max_connections,
                 keepalive_expiry=60.0,
                 ssl_context=self._ssl_context,
-                network_backend=_backend.network_backend(),
+                network_backend=self._network_backend or _backend.network_backend(),
             )
         # A stream's pool holds its one connection and keeps nothing alive after it.
         limits: dict[str, Any] = {
@@ -223,7 +228,7 @@ class Client:
             "keepalive_expiry": 60.0,
             "retries": 0,
             # Closes the socket of a cancelled TLS handshake (else a ResourceWarning later).
-            "network_backend": _backend.network_backend(),
+            "network_backend": self._network_backend or _backend.network_backend(),
         }
         if proxy is None:
             return httpcore.AsyncConnectionPool(ssl_context=self._ssl_context, **limits)

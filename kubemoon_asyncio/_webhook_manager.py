@@ -23,17 +23,15 @@ Rules:
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kubemoon_core import (
     DEFAULT_GATE_MARGIN,
     ApiError,
     CertificateAction,
     CertificatePlanner,
-    CertificatePolicy,
     Conflict,
     GroupVersionResource,
     KubeMoonError,
@@ -57,10 +55,9 @@ from kubemoon_io import (
 )
 
 from . import _backend
+from ._options import WebhookOptions
+from ._runtime_protocols import Cluster
 from ._webhook_server import WebhookServer
-
-if TYPE_CHECKING:
-    from ._manager import Manager
 
 __all__ = ["WebhookManager"]
 
@@ -92,36 +89,43 @@ class WebhookManager:
     the server's limits (``max_connections``, ``max_handshakes``, ``first_request_timeout``,
     ``request_timeout``, ``handler_threads``) go to the :class:`WebhookServer`, with its
     defaults.
+
+    Those settings are one :class:`WebhookOptions` (``options``; its ``server`` is a
+    :class:`WebhookServerOptions`); the flat keywords above still work and build it. It
+    uses only the :class:`~kubemoon_asyncio.Cluster` interface of what
+    hosts it, and the manager runs it as a
+    :class:`~kubemoon_asyncio.Runnable` on every replica.
     """
+
+    # Served on every replica, leader or not: the API server calls any.
+    needs_leader_election = False
 
     def __init__(
         self,
-        manager: Manager,
+        cluster: Cluster,
         declarations: WebhookDeclarations,
+        options: WebhookOptions | None = None,
         *,
-        host: str = "0.0.0.0",
-        port: int = 9443,
-        service: tuple[str, str] | None = None,
-        service_port: int = 443,
-        advertise_host: str | None = None,
-        secret: tuple[str, str] | None = None,
-        cert_dir: str | os.PathLike[str] | None = None,
-        policy: CertificatePolicy | None = None,
-        refresh: float = 10.0,
-        resync: float = 60.0,
         clock: Callable[[], float] | None = None,
-        client_ca_file: str | os.PathLike[str] | None = None,
-        max_connections: int = 64,
-        max_handshakes: int = 64,
-        first_request_timeout: float = 10.0,
-        request_timeout: float = 30.0,
-        handler_threads: int = 4,
+        **keywords: Any,
     ) -> None:
-        self.manager = manager
+        if options is None:
+            options = WebhookOptions.from_keywords(**keywords)
+        elif keywords:
+            raise LocalProtocolError(
+                f"pass WebhookOptions or keywords, not both (got {', '.join(sorted(keywords))})"
+            )
+        self.options = options
+        served = options.server
+        host = served.host
+        service, secret = options.service, options.secret
+        refresh = options.refresh
+        cert_dir = options.cert_dir
+        self.cluster = cluster
         self.declarations = declarations
         self.service = service
-        self.service_port = service_port
-        self.advertise_host = advertise_host or ("127.0.0.1" if host == "0.0.0.0" else host)
+        self.service_port = options.service_port
+        self.advertise_host = options.advertise_host or ("127.0.0.1" if host == "0.0.0.0" else host)
         self.cert_dir = Path(cert_dir) if cert_dir is not None else None
         if secret is None and self.cert_dir is None:
             namespace = service[0] if service else "default"
@@ -129,14 +133,14 @@ class WebhookManager:
         self.secret = None if self.cert_dir is not None else secret
         if self.secret is not None:
             require_cryptography()  # fail now, not in the leader's first pass
-        self.planner = CertificatePlanner(policy)
+        self.planner = CertificatePlanner(options.policy)
         if self.planner.policy.overlap <= refresh:
             raise LocalProtocolError(
                 "the certificate overlap must be longer than the refresh interval, so every "
                 "replica serves the new certificate before the old CA leaves the bundle"
             )
         self.refresh = refresh
-        self.resync = resync
+        self.resync = options.resync
         self._clock = clock or _backend.wall_time
         self.certificate = ServingCertificate()
         files = self.cert_dir is not None
@@ -145,15 +149,15 @@ class WebhookManager:
             cert_file=self.cert_dir / "tls.crt" if self.cert_dir is not None else None,
             key_file=self.cert_dir / "tls.key" if self.cert_dir is not None else None,
             certificate=None if files else self.certificate,
-            client_ca_file=client_ca_file,
+            client_ca_file=served.client_ca_file,
             host=host,
-            port=port,
-            max_connections=max_connections,
-            max_handshakes=max_handshakes,
-            first_request_timeout=first_request_timeout,
-            request_timeout=request_timeout,
-            handler_threads=handler_threads,
-            registry=manager.registry,
+            port=served.port,
+            max_connections=served.max_connections,
+            max_handshakes=served.max_handshakes,
+            first_request_timeout=served.first_request_timeout,
+            request_timeout=served.request_timeout,
+            handler_threads=served.handler_threads,
+            registry=cluster.registry,
         )
         self._refusal: str | None = None  # why the Secret's pair was last refused
         self._loaded = _backend.Event()
@@ -179,12 +183,25 @@ class WebhookManager:
         """The configurations the leader applies with ``ca_bundle``."""
         return self.declarations.configurations(self.endpoint(), ca_bundle=ca_bundle)
 
+    @property
+    def name(self) -> str:
+        """The declarations' name."""
+        return self.declarations.name
+
     def problems(self) -> list[str]:
         """Why the webhooks are not ready (``/readyz``)."""
         if not self._loaded.is_set():
             return ["webhooks: no serving certificate yet"]
         if not self._serving.is_set():
             return ["webhooks: not serving yet"]
+        return []
+
+    def readiness_problems(self) -> list[str]:
+        """Why the webhooks are not ready (``/readyz``), as a runnable."""
+        return self.problems()
+
+    def readiness_notes(self) -> list[str]:
+        """Nothing to explain beyond the problems."""
         return []
 
     # -- running ---------------------------------------------------------------------------
@@ -206,7 +223,7 @@ class WebhookManager:
         namespace, name = self.secret
         while True:
             try:
-                found = await self.manager.client.get(SECRETS, name, namespace=namespace)
+                found = await self.cluster.client.get(SECRETS, name, namespace=namespace)
             except NotFound:
                 found = None
             except KubeMoonError as exc:
@@ -238,7 +255,7 @@ class WebhookManager:
 
     def _leadership_guard(self) -> SendGuard | None:
         """The leader pass's writes are gated by the leadership, as a reconcile's are."""
-        election = self.manager.election
+        election = self.cluster.election
         if election is None:
             return None
         elector = election.elector
@@ -250,7 +267,7 @@ class WebhookManager:
 
     async def _lead_loop(self) -> None:
         """The leader: certificates, then configurations, every ``resync`` or when due."""
-        election = self.manager.election
+        election = self.cluster.election
         while True:
             if election is not None and not election.is_leader:
                 await election.wait_leading()
@@ -301,7 +318,7 @@ class WebhookManager:
         hosts = self.endpoint().hosts if self.service else self._local_hosts()
         for _ in range(_MAX_STEPS):
             try:
-                secret: dict[str, Any] | None = await self.manager.client.get(
+                secret: dict[str, Any] | None = await self.cluster.client.get(
                     SECRETS, name, namespace=namespace
                 )
             except NotFound:
@@ -341,7 +358,7 @@ class WebhookManager:
         assert self.secret is not None
         namespace, name = self.secret
         body = material.secret(namespace, name)
-        client = self.manager.client
+        client = self.cluster.client
         try:
             if secret is None:
                 await client.create(SECRETS, body, namespace=namespace)
@@ -364,8 +381,8 @@ class WebhookManager:
         return True
 
     async def _apply(self, configs: WebhookConfigurations) -> bool:
-        client = self.manager.client
-        field_manager = self.manager.name
+        client = self.cluster.client
+        field_manager = self.cluster.name
         ok = True
         pairs = (
             (VALIDATING, configs.validating, "validating"),
@@ -412,7 +429,7 @@ class WebhookManager:
         webhook off for the requests it excludes: a drifted object is put back whole (a
         conditional PUT of the declared ``webhooks``), with a WARNING naming the fields.
         """
-        client = self.manager.client
+        client = self.cluster.client
         name = body["metadata"]["name"]
         unread: KubeMoonError | None = None
         try:
@@ -458,7 +475,7 @@ class WebhookManager:
         other = "service" if "url" in ours else "url"
         name = crd["metadata"]["name"]
         try:
-            live = await self.manager.client.get(CRDS, name)
+            live = await self.cluster.client.get(CRDS, name)
         except KubeMoonError as exc:
             return self._failed("get", CRDS.resource, exc)
         conversion = live.get("spec", {}).get("conversion") or {}
@@ -467,7 +484,7 @@ class WebhookManager:
             return True
         patch = {"spec": {"conversion": {"webhook": {"clientConfig": {other: None, **ours}}}}}
         try:
-            await self.manager.client.patch(
+            await self.cluster.client.patch(
                 CRDS, name, patch, options=WriteOptions(field_manager=field_manager)
             )
         except KubeMoonError as exc:
@@ -478,7 +495,7 @@ class WebhookManager:
         self, resource: GroupVersionResource, body: dict[str, Any], field_manager: str
     ) -> bool:
         try:
-            await self.manager.client.apply(resource, body, field_manager=field_manager, force=True)
+            await self.cluster.client.apply(resource, body, field_manager=field_manager, force=True)
         except KubeMoonError as exc:
             return self._failed("patch", resource.resource, exc)
         self._succeeded("patch", resource.resource)
@@ -490,7 +507,7 @@ class WebhookManager:
         self, verb: str, resource: str, error: BaseException, namespace: str | None = None
     ) -> bool:
         now = _backend.current_time()
-        report = self.manager.failures.failed(
+        report = self.cluster.failures.failed(
             f"webhooks {verb} {resource}", verb, resource, error, now=now, namespace=namespace
         )
         if report is not None:
@@ -501,7 +518,7 @@ class WebhookManager:
         return False
 
     def _succeeded(self, verb: str, resource: str) -> None:
-        report = self.manager.failures.succeeded(
+        report = self.cluster.failures.succeeded(
             f"webhooks {verb} {resource}", now=_backend.current_time()
         )
         if report is not None:

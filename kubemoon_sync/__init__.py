@@ -32,7 +32,9 @@ from ._events import EventRecorder
 from ._informer import Informer
 from ._leader import LeaderElection
 from ._manager import LeaderElectionConfig, Manager
+from ._options import WebhookOptions, WebhookServerOptions
 from ._probes import ProbeServer
+from ._runtime_protocols import Cluster, ControllerRunnable, Runnable
 from ._sharded import ShardedControl, ShardingConfig, ShardStatus, default_shard_identity
 from ._sharding import ShardMembership, detect_sharded_list_and_watch
 from ._streams import StreamResponse, Watch
@@ -42,7 +44,9 @@ from ._webhook_server import WebhookServer
 __all__ = [
     "CacheReader",
     "Client",
+    "Cluster",
     "ControllerBuilder",
+    "ControllerRunnable",
     "ControllerRunner",
     "EventRecorder",
     "Informer",
@@ -55,6 +59,7 @@ __all__ = [
     "ReconcileContext",
     "ReconcileFunction",
     "ResponseTooLarge",
+    "Runnable",
     "RuntimeController",
     "ShardMembership",
     "ShardStatus",
@@ -67,7 +72,9 @@ __all__ = [
     "TransportTimeout",
     "Watch",
     "WebhookManager",
+    "WebhookOptions",
     "WebhookServer",
+    "WebhookServerOptions",
     "default_shard_identity",
     "detect_sharded_list_and_watch",
     "load_config",

@@ -65,7 +65,9 @@ from ._client import Client
 from ._events import EventRecorder
 from ._informer import Informer
 from ._leader import LeaderElection
+from ._options import WebhookOptions, WebhookServerOptions
 from ._probes import ProbeServer
+from ._runtime_protocols import ControllerRunnable, Runnable
 from ._sharded import ShardStatus
 from ._webhook_manager import WebhookManager
 from ._webhook_server import WebhookServer
@@ -241,6 +243,7 @@ class Manager:
             namespace=namespace,
             label_selector=label_selector,
             predicate=predicate,
+            register=self.add,
         )
 
     def add_webhook_server(self, server: WebhookServer) -> None:
@@ -270,6 +273,7 @@ class Manager:
         first_request_timeout: float = 10.0,
         request_timeout: float = 30.0,
         handler_threads: int = 4,
+        options: WebhookOptions | None = None,
     ) -> WebhookManager:
         """Serve ``declarations`` on every replica and register them from the leader.
 
@@ -277,15 +281,12 @@ class Manager:
         renewed and rotated; or the files of ``cert_dir``), the webhook configurations, the
         CRDs' ``spec.conversion`` and every caBundle; see :class:`WebhookManager`.
         ``client_ca_file`` turns on mutual TLS and the remaining keywords are the
-        :class:`WebhookServer`'s limits, with its defaults.
+        :class:`WebhookServer`'s limits, with its defaults. ``options`` (a
+        :class:`WebhookOptions`) says all of that in one object instead of the keywords.
         """
         if self.webhooks is not None:
             raise LocalProtocolError("this manager already serves webhooks")
-        self.webhooks = WebhookManager(
-            self,
-            declarations,
-            host=host,
-            port=port,
+        keyword_options = WebhookOptions(
             service=service,
             service_port=service_port,
             advertise_host=advertise_host,
@@ -294,13 +295,22 @@ class Manager:
             policy=policy,
             refresh=refresh,
             resync=resync,
-            client_ca_file=client_ca_file,
-            max_connections=max_connections,
-            max_handshakes=max_handshakes,
-            first_request_timeout=first_request_timeout,
-            request_timeout=request_timeout,
-            handler_threads=handler_threads,
+            server=WebhookServerOptions(
+                host=host,
+                port=port,
+                client_ca_file=client_ca_file,
+                max_connections=max_connections,
+                max_handshakes=max_handshakes,
+                first_request_timeout=first_request_timeout,
+                request_timeout=request_timeout,
+                handler_threads=handler_threads,
+            ),
         )
+        if options is None:
+            options = keyword_options
+        elif keyword_options != WebhookOptions():
+            raise LocalProtocolError("serve_webhooks: pass options or keywords, not both")
+        self.webhooks = WebhookManager(self, declarations, options)
         return self.webhooks
 
     def add(self, controller: RuntimeController) -> None:
@@ -324,6 +334,19 @@ class Manager:
         )
         return self.informers.reader(informer)
 
+    # -- what it runs --------------------------------------------------------------------
+
+    @property
+    def runnables(self) -> list[Runnable]:
+        """Everything the manager runs: its controllers, then its self-managed webhooks."""
+        hooks: list[Runnable] = [self.webhooks] if self.webhooks is not None else []
+        return [*self.controllers, *hooks]
+
+    @property
+    def _controllers(self) -> Sequence[ControllerRunnable]:
+        # The manager sees its controllers through this interface only.
+        return self.controllers
+
     # -- state ---------------------------------------------------------------------------
 
     @property
@@ -344,11 +367,8 @@ class Manager:
         """Why the process is not ready (``/readyz``): unsynced caches and current failures."""
         reasons = [problem.message for problem in self.failures.current_problems()]
         reasons += [f"{i.name}: cache not synced" for i in self.informers.not_synced()]
-        for controller in self.controllers:
-            if controller.sharding is not None:
-                reasons += controller.sharding.problems()
-        if self.webhooks is not None:
-            reasons += self.webhooks.problems()
+        for runnable in self.runnables:
+            reasons += runnable.readiness_problems()
         if self.permission_problem is not None:
             reasons.append(self.permission_problem)
         if self._stopping:
@@ -361,7 +381,7 @@ class Manager:
         objects each informer keeps out of its cache. A kept-out object never fails
         readiness: it is one tenant's, and an unready replica would stop serving every
         other tenant (its webhooks leave the Service)."""
-        notes = [c.sharding.note() for c in self.controllers if c.sharding is not None]
+        notes = [note for runnable in self.runnables for note in runnable.readiness_notes()]
         for informer in self.informers:
             kept = informer.kept_out
             if kept:
@@ -378,12 +398,13 @@ class Manager:
 
     def shard_status(self) -> Sequence[ShardStatus]:
         """The status of every sharded controller (for metrics)."""
-        return [c.sharding.status() for c in self.controllers if c.sharding is not None]
+        found = (c.shard_status() for c in self._controllers)
+        return [status for status in found if status is not None]
 
     def controller_metrics(self) -> Sequence[tuple[str, ControllerMetrics]]:
         """(name, snapshot) of every controller."""
         now = _backend.current_time()
-        return [(c.name, c.controller.metrics(now)) for c in self.controllers]
+        return [(c.name, c.metrics(now)) for c in self._controllers]
 
     def informer_stats(self) -> Sequence[tuple[str, ReflectorStats]]:
         """(name, counters) of every informer."""
@@ -444,7 +465,7 @@ class Manager:
         logger.info(
             "stopping: no new work; waiting up to %g s for running reconciles", self.grace_period
         )
-        for controller in self.controllers:
+        for controller in self._controllers:
             controller.stop()
         self._stop.set()
 
@@ -509,15 +530,15 @@ class Manager:
                 tasks.start(self.probes.serve, host, port)
             for server in self.webhook_servers:
                 tasks.start(server.serve)
-            if self.webhooks is not None:  # its server starts once a certificate is loaded
-                tasks.start_soon(self.webhooks.run)
+            for runnable in self.runnables:  # a webhook server starts once it has a certificate
+                if not runnable.needs_leader_election:
+                    tasks.start_soon(runnable.run)
             self.informers.start(tasks)
             tasks.start_soon(self.events.run)
             if self.election is not None:
                 tasks.start_soon(self.election.run)
-            for controller in self.controllers:
-                if controller.sharding is not None:
-                    tasks.start_soon(controller.sharding.run)
+            for controller in self._controllers:  # shard memberships, on every replica
+                tasks.start_soon(controller.run_background)
             tasks.start_soon(self._reconcile_while_leading)
             task_status.started(None)
             self._stop.wait()
@@ -525,9 +546,8 @@ class Manager:
                 self._report_stuck()
                 tasks.abandon()
             else:
-                for controller in self.controllers:
-                    if controller.sharding is not None:  # hand the ranges over at once
-                        controller.sharding.leave(controller.sharding.config.renew_deadline)
+                for controller in self._controllers:  # hand the shard ranges over at once
+                    controller.leave()
                 if self.election is not None and self.election.is_leader:
                     self.election.release()
                 tasks.cancel()
@@ -538,7 +558,7 @@ class Manager:
         if not self.reconciling:
             return False
         deadline = _backend.current_time() + self.grace_period
-        while not all(c.drained for c in self.controllers):
+        while not all(c.drained for c in self._controllers):
             if _backend.current_time() >= deadline:
                 return True
             _backend.sleep(0.02)
@@ -552,8 +572,8 @@ class Manager:
             else ""
         )
         now = _backend.current_time()
-        for controller in self.controllers:
-            for item in controller.controller.running:
+        for controller in self._controllers:
+            for item in controller.running_items():
                 logger.error(
                     "controller %s: reconcile of %s still running after the %g s grace period "
                     "(started %.1f s ago): cancelled, not waited for%s",
@@ -581,13 +601,14 @@ class Manager:
                 # Every missing rule in one ERROR; no controller starts that cannot work.
                 logger.error("not starting controllers: %s", self.permission_problem)
                 return
-        for controller in self.controllers:
+        for controller in self._controllers:
             controller.enqueue_cached()
         logger.info("caches synced; running %d controller(s)", len(self.controllers))
         self.reconciling = True
         with _backend.TaskGroup() as workers:
-            for controller in self.controllers:
-                workers.start_soon(controller.runner.run)
+            for runnable in self.runnables:
+                if runnable.needs_leader_election:
+                    workers.start_soon(runnable.run)
             if self.election is not None:
                 workers.start_soon(self._watch_leadership, self.election)
             # Runners end once stopped and drained; run() cancels what is left.
@@ -597,7 +618,7 @@ class Manager:
         election.wait_lost()
         if self._stopping:
             return
-        for controller in self.controllers:
+        for controller in self._controllers:
             controller.stop()
         raise LeadershipLost(
             f"lost the lease {self.lease_name}; stopping so a fresh replica can follow"

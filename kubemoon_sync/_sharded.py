@@ -28,10 +28,10 @@ import re
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from kubemoon_core import (
     LOW_PRIORITY,
+    Controller,
     KubeMoonError,
     LocalProtocolError,
     ShardedKeys,
@@ -43,11 +43,10 @@ from kubemoon_core import (
 from kubemoon_io import TransportError
 
 from . import _backend
+from ._client import Client
+from ._controller import ControllerRunner
 from ._informer import Informer
 from ._sharding import ShardMembership, detect_sharded_list_and_watch
-
-if TYPE_CHECKING:
-    from ._builder import RuntimeController
 
 __all__ = ["ShardStatus", "ShardedControl", "ShardingConfig", "default_shard_identity"]
 
@@ -128,17 +127,23 @@ class ShardedControl:
 
     def __init__(
         self,
-        controller: RuntimeController,
+        name: str,
         config: ShardingConfig,
         *,
+        controller: Controller,
+        runner: ControllerRunner,
+        client: Client,
         namespace: str,
         primary: Informer,
         owned: Sequence[Informer],
     ) -> None:
-        self.controller = controller
+        self.name = name
+        self.controller = controller  # the core machine: its queue and running items
+        self.runner = runner
+        self.client = client
         self.config = config
         identity = config.identity or default_shard_identity()
-        group = config.group or _dns_part(controller.name, 40)
+        group = config.group or _dns_part(name, 40)
         self.keys = ShardedKeys()
         self.primary = primary
         self.owned = list(owned)
@@ -150,7 +155,7 @@ class ShardedControl:
         self._left = _backend.Event()
         try:
             self.membership = ShardMembership(
-                controller.manager.client,
+                client,
                 group=group,
                 identity=identity,
                 namespace=namespace,
@@ -162,10 +167,10 @@ class ShardedControl:
                 join_delay=config.retry_period if config.join_delay is None else config.join_delay,
             )
         except KubeMoonError as exc:
-            raise LocalProtocolError(f"controller {controller.name}: sharding: {exc}") from None
+            raise LocalProtocolError(f"controller {name}: sharding: {exc}") from None
 
     def __repr__(self) -> str:
-        return f"<ShardedControl {self.controller.name} {self.membership!r}>"
+        return f"<ShardedControl {self.name} {self.membership!r}>"
 
     @property
     def identity(self) -> str:
@@ -175,11 +180,11 @@ class ShardedControl:
     def status(self) -> ShardStatus:
         """The current status."""
         return ShardStatus(
-            self.controller.name,
+            self.name,
             self.identity,
             self.server_side,
             self._active,
-            self.controller.controller.metrics(_backend.current_time()).dropped,
+            self.controller.metrics(_backend.current_time()).dropped,
         )
 
     def problems(self) -> list[str]:
@@ -188,7 +193,7 @@ class ShardedControl:
         error = self.membership.last_error
         if self._active or error is None:
             return []
-        return [f"controller {self.controller.name}: cannot join its shard group: {error}"]
+        return [f"controller {self.name}: cannot join its shard group: {error}"]
 
     def note(self) -> str:
         """One line for ``/readyz?verbose``."""
@@ -211,12 +216,12 @@ class ShardedControl:
         """Detect the gate, then run the membership until cancelled or left."""
         try:
             with _backend.fail_after(self.config.renew_deadline):
-                self.server_side = detect_sharded_list_and_watch(self.controller.manager.client)
+                self.server_side = detect_sharded_list_and_watch(self.client)
         except (KubeMoonError, TransportError, TimeoutError) as exc:
             logger.warning(
                 "controller %s: could not tell whether the API server shards lists (%s); "
                 "filtering client-side",
-                self.controller.name,
+                self.name,
                 exc,
             )
             self.server_side = False
@@ -226,7 +231,7 @@ class ShardedControl:
                     "controller %s: the API server lacks the ShardedListAndWatch feature "
                     "gate: shards are filtered client-side (every replica receives the "
                     "whole collection)",
-                    self.controller.name,
+                    self.name,
                 )
         try:
             self.membership.run()
@@ -253,12 +258,11 @@ class ShardedControl:
         """
         if not isinstance(informer, Informer):
             raise LocalProtocolError(
-                f"controller {self.controller.name}: follow_owner_buckets() takes an Informer"
+                f"controller {self.name}: follow_owner_buckets() takes an Informer"
             )
         if label_selector is not None and not isinstance(label_selector, str):
             raise LocalProtocolError(
-                f"controller {self.controller.name}: a label selector is a string, "
-                f"got {label_selector!r}"
+                f"controller {self.name}: a label selector is a string, got {label_selector!r}"
             )
         self._bucketed.append((informer, label_selector or None))
         if self._active:
@@ -281,7 +285,7 @@ class ShardedControl:
         if gained:
             logger.info(
                 "controller %s: %s starts %d range(s): %.1f%% of the objects",
-                self.controller.name,
+                self.name,
                 self.identity,
                 len(active),
                 100 * ShardSelector(active).fraction,
@@ -289,10 +293,10 @@ class ShardedControl:
         if newly:
             now = _backend.current_time()
             for key in newly:
-                self.controller.controller.enqueue(key, now, priority=LOW_PRIORITY)
+                self.controller.enqueue(key, now, priority=LOW_PRIORITY)
         self._cancel_unworked()
         self.check_stopping()
-        self.controller.runner.wake()
+        self.runner.wake()
 
     def _cancel_unworked(self) -> None:
         """Cancel the running reconciles of ranges that may no longer be worked on at all:
@@ -300,12 +304,12 @@ class ShardedControl:
         identity (DUPLICATE) the membership dropped them without waiting."""
         working = self.membership.member.working(_backend.current_time())
         doomed = []
-        for item in self.controller.controller.running:
+        for item in self.controller.running:
             value = self.keys.hash_of(item.key)
             if value is None or not any(r.contains_hash(value) for r in working):
                 doomed.append(item)
         if doomed:
-            count = self.controller.runner.cancel(doomed)
+            count = self.runner.cancel(doomed)
             why = (
                 "another process runs with its identity"
                 if self.membership.member.duplicate
@@ -313,7 +317,7 @@ class ShardedControl:
             )
             logger.warning(
                 "controller %s: %s lost its ranges (%s): cancelled %d running reconcile(s)",
-                self.controller.name,
+                self.name,
                 self.identity,
                 why,
                 count,
@@ -325,12 +329,10 @@ class ShardedControl:
         stopping = membership.stopping()
         if not stopping:
             return
-        running = [item.key for item in self.controller.controller.running]
+        running = [item.key for item in self.controller.running]
         for shard in stopping:
             if shard not in membership.stopping():
                 continue  # reported by a nested call
             if not self.keys.keys_in(shard, running):
-                logger.info(
-                    "controller %s: %s stopped range %s", self.controller.name, self.identity, shard
-                )
+                logger.info("controller %s: %s stopped range %s", self.name, self.identity, shard)
                 membership.stopped(shard)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic
+from typing import Any, Generic
 
 from kubemoon_core import (
     DEFAULT_GATE_MARGIN,
@@ -26,6 +26,7 @@ from kubemoon_core import (
     ChangeType,
     Conflict,
     Controller,
+    ControllerMetrics,
     GroupVersionKind,
     GroupVersionResource,
     LocalProtocolError,
@@ -50,10 +51,8 @@ from ._cache import CacheReader
 from ._context import CONTROLLER_UID_INDEX, ObjT, ReconcileContext
 from ._controller import ControllerRunner
 from ._informer import Informer
-from ._sharded import ShardedControl, ShardingConfig
-
-if TYPE_CHECKING:
-    from ._manager import Manager
+from ._runtime_protocols import Cluster
+from ._sharded import ShardedControl, ShardingConfig, ShardStatus
 
 Resource = GroupVersionResource | APIResource | type[Any]
 """What a builder follows: a resource, discovered or named, or a declared class (``ConfigMap``)."""
@@ -79,11 +78,19 @@ def _controller_uid(obj: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 class RuntimeController:
-    """A controller wired to shared informers and run by the manager."""
+    """A controller wired to shared informers and run by the manager.
+
+    It uses only the :class:`~kubemoon_trio.Cluster` interface of what
+    hosts it, and is run as a
+    :class:`~kubemoon_trio.ControllerRunnable`.
+    """
+
+    # It reconciles only while this replica leads (and once the caches synced).
+    needs_leader_election = True
 
     def __init__(
         self,
-        manager: Manager,
+        cluster: Cluster,
         name: str,
         sources: list[tuple[Source, Informer]],
         reconcile: Callable[[ReconcileContext[Any]], Awaitable[Outcome]],
@@ -105,7 +112,7 @@ class RuntimeController:
         self.status_verbs: tuple[str, ...] = ("patch",)
         self._kind = kind
         self._cls = cls
-        self.manager = manager
+        self.cluster = cluster
         self.controller = Controller(
             [source for source, _ in sources],
             workers=workers,
@@ -121,15 +128,18 @@ class RuntimeController:
         )
         self._reconcile = reconcile
         self.primary_informer = sources[0][1]
-        self.primary = manager.informers.reader(self.primary_informer)
+        self.primary = cluster.informers.reader(self.primary_informer)
         self.sharding: ShardedControl | None = None
         if sharding is not None:
             namespace = sharding.namespace or (
-                manager.lease_name.split("/")[0] if manager.lease_name else "default"
+                cluster.lease_name.split("/")[0] if cluster.lease_name else "default"
             )
             self.sharding = ShardedControl(
-                self,
+                name,
                 sharding,
+                controller=self.controller,
+                runner=self.runner,
+                client=cluster.client,
                 namespace=namespace,
                 primary=self.primary_informer,
                 owned=[i for s, i in sources[1:] if s.name.startswith("owns:")],
@@ -139,11 +149,47 @@ class RuntimeController:
                 self.sharding.follow_owner_buckets(informer, selector)
         self._caches: dict[GroupVersionResource, CacheReader] = {}
         for source, informer in sources:
-            self._caches.setdefault(informer.resource, manager.informers.reader(informer))
+            self._caches.setdefault(informer.resource, cluster.informers.reader(informer))
             informer.add_handler(self._receiver(source.name, informer))
 
     def __repr__(self) -> str:
         return f"<RuntimeController {self.name}>"
+
+    # -- as the manager runs it (ControllerRunnable) ---------------------------------------
+
+    async def run(self) -> None:
+        """Reconcile until stopped and drained (the manager starts it once leading)."""
+        await self.runner.run()
+
+    async def run_background(self) -> None:
+        """The shard membership, on every replica from the start (nothing when unsharded)."""
+        if self.sharding is not None:
+            await self.sharding.run()
+
+    async def leave(self) -> None:
+        """Hand this replica's ranges over at a clean stop (nothing when unsharded)."""
+        if self.sharding is not None:
+            await self.sharding.leave(self.sharding.config.renew_deadline)
+
+    def readiness_problems(self) -> list[str]:
+        """Why the controller is not ready: a shard group it cannot join."""
+        return [] if self.sharding is None else self.sharding.problems()
+
+    def readiness_notes(self) -> list[str]:
+        """How a sharded controller shards (server-side, or client-side when the gate is off)."""
+        return [] if self.sharding is None else [self.sharding.note()]
+
+    def shard_status(self) -> ShardStatus | None:
+        """The shard status of a sharded controller (for metrics), else None."""
+        return None if self.sharding is None else self.sharding.status()
+
+    def running_items(self) -> Sequence[WorkItem]:
+        """The reconciles running now."""
+        return list(self.controller.running)
+
+    def metrics(self, now: float) -> ControllerMetrics:
+        """The controller's metrics snapshot."""
+        return self.controller.metrics(now)
 
     def _receiver(self, source: str, informer: Informer) -> Callable[[Change], None]:
         keys = self.sharding.keys if self.sharding is not None and source == "primary" else None
@@ -207,7 +253,7 @@ class RuntimeController:
         None when nothing gates them."""
         authorities = []
         deadlines: list[float] = []
-        election = self.manager.election
+        election = self.cluster.election
         if election is not None:
             elector = election.elector
             authorities.append((f"leadership of the Lease {elector.lease}", elector.valid_until))
@@ -236,12 +282,12 @@ class RuntimeController:
         context = ReconcileContext(
             controller=self.name,
             item=item,
-            client=self.manager.client,
+            client=self.cluster.client,
             primary=self.primary,
             primary_resource=self.primary_informer.resource,
             primary_kind=self._kind,
             caches=self._caches,
-            events=self.manager.events,
+            events=self.cluster.events,
             cls=self._cls,
             sharded=self.sharding is not None,
         )
@@ -270,7 +316,7 @@ class ControllerBuilder(Generic[ObjT]):
 
     def __init__(
         self,
-        manager: Manager,
+        cluster: Cluster,
         name: str,
         resource: Resource,
         *,
@@ -278,8 +324,11 @@ class ControllerBuilder(Generic[ObjT]):
         namespace: str | None = None,
         label_selector: str | None = None,
         predicate: Predicate | None = None,
+        register: Callable[[RuntimeController], None] | None = None,
     ) -> None:
-        self._manager = manager
+        self._cluster = cluster
+        # Called with the built controller by complete() (the Manager's ``add``).
+        self._register = register
         self._name = name
         self._cls: type[Any] | None = None
         if isinstance(resource, type):
@@ -346,7 +395,7 @@ class ControllerBuilder(Generic[ObjT]):
         source = Source.owned(
             self._source_name(gvr, "owns"), owner, owner_scope=self._scope, predicate=predicate
         )
-        informer = self._manager.informers.get(
+        informer = self._cluster.informers.get(
             resource,
             namespace=namespace or self._namespace,
             indexers={CONTROLLER_UID_INDEX: _controller_uid},
@@ -381,7 +430,7 @@ class ControllerBuilder(Generic[ObjT]):
         if config is not None and not isinstance(config, ShardingConfig):
             raise LocalProtocolError(f"{self._name}: sharded() takes a ShardingConfig")
         self._sharding = config if config is not None else ShardingConfig()
-        self._primary_informer = self._manager.informers.get(
+        self._primary_informer = self._cluster.informers.get(
             self._resource,
             namespace=self._namespace,
             label_selector=self._label_selector,
@@ -397,7 +446,7 @@ class ControllerBuilder(Generic[ObjT]):
 
     def _primary(self) -> Informer:
         if self._primary_informer is None:
-            self._primary_informer = self._manager.informers.get(
+            self._primary_informer = self._cluster.informers.get(
                 self._resource, namespace=self._namespace, label_selector=self._label_selector
             )
         return self._primary_informer
@@ -433,7 +482,7 @@ class ControllerBuilder(Generic[ObjT]):
                 f"{self._name}: watches(sharded_by_owner_bucket=True) needs sharded() first"
             )
         source = Source.mapped(self._source_name(gvr, "watches"), mapping, predicate=predicate)
-        informer = self._manager.informers.get(
+        informer = self._cluster.informers.get(
             resource,
             namespace=namespace,
             label_selector=label_selector,
@@ -459,14 +508,14 @@ class ControllerBuilder(Generic[ObjT]):
         ``sharded_by_owner_bucket``, it holds only this replica's owner buckets); it sees
         this runtime's own writes."""
         resource = _named(resource)
-        informer = self._manager.informers.get(
+        informer = self._cluster.informers.get(
             resource,
             namespace=namespace,
             label_selector=label_selector,
             metadata_only=metadata_only,
             sharded_for=self._name if sharded_by_owner_bucket else None,
         )
-        return self._manager.informers.reader(informer)
+        return self._cluster.informers.reader(informer)
 
     def with_workers(self, workers: int) -> ControllerBuilder[ObjT]:
         """Run at most ``workers`` reconciles at once (never two for one key)."""
@@ -494,7 +543,7 @@ class ControllerBuilder(Generic[ObjT]):
             raise LocalProtocolError(f"{self._name}: complete() was already called")
         self._done = True
         controller = RuntimeController(
-            self._manager,
+            self._cluster,
             self._name,
             [(self._primary_source, self._primary()), *self._sources],
             reconcile,
@@ -508,5 +557,6 @@ class ControllerBuilder(Generic[ObjT]):
             sharding=self._sharding,
             bucketed=self._bucketed,
         )
-        self._manager.add(controller)
+        if self._register is not None:
+            self._register(controller)
         return controller

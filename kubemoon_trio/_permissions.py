@@ -11,7 +11,6 @@ to kinds it only watches (not ``owns``) cannot be seen from the declarations: pa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from kubemoon_core import GroupVersionResource, LocalProtocolError, WebhookEndpoint
 from kubemoon_core._rbac import (
@@ -29,16 +28,14 @@ from kubemoon_core._rbac import (
 
 from . import _backend
 from ._client import Client
-
-if TYPE_CHECKING:
-    from ._manager import Manager
+from ._runtime_protocols import DeclaringRuntime
 
 __all__ = ["declared", "derived_rules", "describe_missing", "missing_permissions"]
 # describe_missing is the core's (kubemoon_core._rbac), re-exported for the callers here.
 
 
 def declared(
-    manager: Manager, *, access_reviews: bool = False, extra: Sequence[PolicyRule] = ()
+    manager: DeclaringRuntime, *, access_reviews: bool = False, extra: Sequence[PolicyRule] = ()
 ) -> Declared:
     """The declarations of ``manager``'s controllers and informers."""
     controllers: list[DeclaredController] = []
@@ -95,9 +92,9 @@ def declared(
     )
 
 
-def _declared_webhooks(manager: Manager) -> DeclaredWebhooks | None:
+def _declared_webhooks(manager: DeclaringRuntime) -> DeclaredWebhooks | None:
     """What the Manager's self-managed webhooks read and write (served with
-    :meth:`~Manager.serve_webhooks`; a plain webhook server registers nothing)."""
+    :meth:`~kubemoon_trio.Manager.serve_webhooks`; a plain webhook server registers nothing)."""
     hooks = manager.webhooks
     if hooks is None:
         return None
@@ -116,7 +113,7 @@ def _declared_webhooks(manager: Manager) -> DeclaredWebhooks | None:
 
 
 def derived_rules(
-    manager: Manager, *, access_reviews: bool = False, extra: Sequence[PolicyRule] = ()
+    manager: DeclaringRuntime, *, access_reviews: bool = False, extra: Sequence[PolicyRule] = ()
 ) -> list[PolicyRule]:
     """The least-privilege rules ``manager`` needs, merged and sorted."""
     return derive_rules(declared(manager, access_reviews=access_reviews, extra=extra))
@@ -157,7 +154,7 @@ async def missing_permissions(
     return sorted(missing, key=Permission.sort_key)
 
 
-async def check_at_start(manager: Manager) -> str | None:
+async def check_at_start(manager: DeclaringRuntime) -> str | None:
     """The Manager's start-up check: one message naming every missing permission, or None."""
     missing = await missing_permissions(manager.client, derived_rules(manager))
     return describe_missing(missing) if missing else None

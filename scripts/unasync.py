@@ -43,6 +43,7 @@ _UNASYNC: tuple[tuple[str, str], ...] = (
     (r"\bAsyncHTTPProxy\b", "HTTPProxy"),
     (r"\bAsyncHTTPConnection\b", "HTTPConnection"),
     (r"\bAsyncSOCKSProxy\b", "SOCKSProxy"),
+    (r"\bAsyncNetworkBackend\b", "NetworkBackend"),
     (r"\bAsyncIterator\b", "Iterator"),
     (r"\bAsyncIterable\b", "Iterable"),
     (r"\bAsyncGenerator\b", "Generator"),

@@ -12,6 +12,7 @@ garbage collector that acts on them share the object maps and the event history)
 is why it is longer than most.
 """
 
+# Longer than 700 lines because the registry and its garbage collector share the object maps.
 from __future__ import annotations
 
 import base64

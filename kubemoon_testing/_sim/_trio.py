@@ -24,7 +24,6 @@ import trio
 
 from kubemoon_core import ClientConfig, Request, Response
 from kubemoon_trio import Client
-from kubemoon_trio._client import _ConnectionPool
 
 from ._errors import NotModelled
 from ._kinds import SimResource
@@ -85,36 +84,14 @@ class SimulatedCluster:
 
     def client(self, **kwargs: Any) -> Client:
         """A real ``kubemoon_trio.Client`` connected to this cluster (no sockets)."""
-        return _SimClient(self, ClientConfig(server=SIM_SERVER_URL), **kwargs)
+        return Client(
+            ClientConfig(server=SIM_SERVER_URL), network_backend=SimNetworkBackend(self), **kwargs
+        )
 
     @property
     def open_connections(self) -> int:
         """In-memory connections not yet closed by their client."""
         return len(self._streams)
-
-
-class _SimClient(Client):
-    """``kubemoon_trio.Client`` whose pools connect to a :class:`SimulatedCluster`."""
-
-    def __init__(self, cluster: SimulatedCluster, config: ClientConfig, **kwargs: Any) -> None:
-        self._sim_backend = SimNetworkBackend(cluster)
-        super().__init__(config, **kwargs)
-
-    def _new_pool(self, *, max_connections: int, stream: bool = False) -> Any:
-        if stream:
-            return httpcore.AsyncConnectionPool(
-                max_connections=max_connections,
-                max_keepalive_connections=0,
-                keepalive_expiry=60.0,
-                retries=0,
-                network_backend=self._sim_backend,
-            )
-        return _ConnectionPool(
-            max_connections=max_connections,
-            keepalive_expiry=60.0,
-            ssl_context=None,
-            network_backend=self._sim_backend,
-        )
 
 
 class SimNetworkBackend(httpcore.AsyncNetworkBackend):
