@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
+import yaml
+from overlays import DEPLOY
 from test_configmirror_rbac import (
     BASE_RBAC,
     install_rbac,
@@ -15,8 +18,8 @@ from test_configmirror_rbac import (
 )
 
 from configmirror import ConfigMirrorOperator, OperatorOptions
-from configmirror._operator import rbac_manager
-from kubemoon_core._rbac import Permission, PolicyRule
+from configmirror._operator import rbac_manager, rbac_manager_self_managed
+from kubemoon_core._rbac import Permission, PolicyRule, permissions_to_check
 from kubemoon_testing import ApiServer
 from kubemoon_trio import LeaderElectionConfig
 from kubemoon_trio._permissions import derived_rules, describe_missing, missing_permissions
@@ -106,3 +109,79 @@ async def test_the_manager_does_not_start_controllers_without_a_permission(
         assert expected in ready
         errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
         assert errors == [f"not starting controllers: {expected}"]
+
+
+def _without(documents: list[dict[str, Any]], permission: Permission) -> list[dict[str, Any]]:
+    """``documents`` (a generated RBAC file) with ``permission``'s verb taken out of the
+    one rule that grants it."""
+    found = 0
+    for doc in documents:
+        if doc["kind"] not in ("ClusterRole", "Role"):
+            continue
+        if (doc["kind"] == "Role") != (permission.namespace is not None):
+            continue
+        for rule in list(doc["rules"]):
+            names = rule.get("resourceNames", [])
+            if (
+                rule["apiGroups"] == [permission.group]
+                and rule["resources"] == [permission.resource]
+                and names == ([permission.name] if permission.name else [])
+                and permission.verb in rule["verbs"]
+            ):
+                found += 1
+                rule["verbs"].remove(permission.verb)
+                if not rule["verbs"]:
+                    doc["rules"].remove(rule)
+    assert found == 1, f"{permission} is granted by {found} rules"
+    return documents
+
+
+OVERLAY_MANAGERS = {"cert-manager": rbac_manager, "self-managed": rbac_manager_self_managed}
+
+
+def _every_permission() -> list[tuple[str, Permission]]:
+    return [
+        (overlay, permission)
+        for overlay, build in OVERLAY_MANAGERS.items()
+        for permission in permissions_to_check(derived_rules(build()))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("overlay", "permission"),
+    _every_permission(),
+    ids=lambda v: v if isinstance(v, str) else v.describe().replace(" ", "-"),
+)
+async def test_each_generated_rule_removed_is_named_by_the_check(
+    configmirror_api: ApiServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    overlay: str,
+    permission: Permission,
+) -> None:
+    """Every verb (and name) of each overlay's generated RBAC is needed by a request the
+    Manager declares: taken out, the start-up check names exactly it, and nothing else."""
+    server = configmirror_api
+    namespace = server.create_namespace(prefix="cm-each")
+    generated = DEPLOY / "overlays" / overlay / "rbac.yaml"
+    documents = _without(list(yaml.safe_load_all(generated.read_text())), permission)
+    path = tmp_path / "rbac.yaml"
+    path.write_text(yaml.safe_dump_all(documents))
+    monkeypatch.setattr("test_configmirror_rbac.RBAC_FILE", path)
+    install_rbac(server, namespace, secrets.token_hex(4))
+    rules = _in(namespace, derived_rules(OVERLAY_MANAGERS[overlay]()))
+    expected = Permission(
+        permission.verb,
+        permission.group,
+        permission.resource,
+        namespace if permission.namespace else None,
+        permission.name,
+    )
+    (tmp_path / "sa").mkdir()
+    async with service_account_client(server, namespace, tmp_path / "sa") as client:
+        # The RBAC authorizer reads the new roles from an informer: ask until it caught up.
+        with trio.fail_after(20):
+            while (missing := await missing_permissions(client, rules)) != [expected]:
+                assert expected in missing, f"{expected} allowed without its rule"
+                await trio.sleep(0.1)
+    assert describe_missing(missing) == f"missing RBAC permissions: {expected.describe()}"
