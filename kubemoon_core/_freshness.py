@@ -325,13 +325,16 @@ class WriteFloors:
         if obj is not None and self._transform is not None:
             obj = self._transform(obj)
         floor = Floor(key, obj, written.resource_version, written.uid, now, after)
+        # The old floor's index entries, taken before the new floor's replace them in
+        # _made: without them the old values would stay findable (and held) for good.
+        replaced = self._made.get(key)
         # Findable first, then the floor of its key: a read never misses it.
         self._by_namespace.setdefault(key.namespace, {})[key] = floor
         self._index(floor, self._indexers)
         old = self._floors.pop(key, None)
         self._floors[key] = floor
         if old is not None:
-            self._unlink(old)
+            self._unlink(old, replaced)
         while len(self._floors) > self._max_entries and (oldest := self._oldest()) is not None:
             self._drop(oldest.key)
             self.evicted += 1
@@ -357,14 +360,20 @@ class WriteFloors:
                 made = found[1] + made
             self._made[floor.key] = (floor, made)
 
-    def _unlink(self, floor: Floor) -> None:
+    def _unlink(
+        self, floor: Floor, made: tuple[Floor, list[tuple[str, str]]] | None = None
+    ) -> None:
         """Forget the lookup entries made for ``floor`` (those since made for another floor
-        of its key stay)."""
+        of its key stay); ``made`` is its entries when a newer floor already replaced them
+        in the table."""
         key = floor.key
         _forget(self._by_namespace, key.namespace, floor)
-        made = self._made.get(key)
-        if made is not None and made[0] is floor:
+        current = self._made.get(key)
+        if current is not None and current[0] is floor:
             self._made.pop(key, None)
+        if made is None:
+            made = current
+        if made is not None and made[0] is floor:
             for name, value in made[1]:
                 by_value = self._by_value.get(name)
                 if by_value is not None:
