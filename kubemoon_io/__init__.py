@@ -37,6 +37,7 @@ from ._logging import JsonLogFormatter, object_context
 from ._metrics import MetricsSource, RuntimeCollector
 from ._network import ClosingNetworkBackend
 from ._proxy import ProxySettings, proxy_settings
+from ._run_settings import RunSettings, current_run_settings, using_run_settings
 from ._tls import InsecureTLSWarning, check_transport, load_cert_chain, ssl_context
 from ._tracing import TRACER_NAME, tracing_enabled, use_tracer_provider
 from ._transport import (
@@ -71,6 +72,9 @@ __all__ = [
     "gate_guard",
     "gated_writes",
     "ProxySettings",
+    "RunSettings",
+    "current_run_settings",
+    "using_run_settings",
     "ResponseTooLarge",
     "RuntimeCollector",
     "TLSError",

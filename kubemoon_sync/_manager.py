@@ -56,7 +56,7 @@ from kubemoon_core import (
 )
 from kubemoon_core._rbac import PolicyRule
 from kubemoon_core._reflector import ReflectorStats
-from kubemoon_io import RuntimeCollector
+from kubemoon_io import RunSettings, RuntimeCollector, current_run_settings
 
 from . import _backend, _permissions
 from ._builder import ControllerBuilder, RuntimeController
@@ -66,7 +66,7 @@ from ._events import EventRecorder
 from ._informer import Informer
 from ._leader import LeaderElection
 from ._probes import ProbeServer
-from ._sharded import ShardStatus
+from ._sharded import ShardingConfig, ShardStatus
 from ._webhook_manager import WebhookManager
 from ._webhook_server import WebhookServer
 
@@ -117,7 +117,9 @@ class Manager:
     ``with`` block of its creator (``Manager(Client.from_environment())`` is owned);
     ``True`` or ``False`` says so explicitly. ``compact_cache`` keeps every informer's
     objects as JSON bytes (``Store(compact=True)``: about a third of the memory; each cache
-    read decodes a fresh copy).
+    read decodes a fresh copy). A Manager built under ``kubemoon run`` takes its command
+    line's :class:`~kubemoon_io.RunSettings` (leader election, probes, sharding, webhook
+    serving) over these arguments.
     """
 
     def __init__(
@@ -135,6 +137,15 @@ class Manager:
         compact_cache: bool = False,
         check_permissions: bool = False,
     ) -> None:
+        self.run_settings = run = current_run_settings()
+        if run is not None:
+            probe_address = run.probe_address or probe_address
+            if run.leader_elect:
+                leader_election = LeaderElectionConfig(
+                    run.lease_name or RunSettings.lease_name_for(name),
+                    run.lease_namespace,
+                    identity=run.identity or _default_identity(),
+                )
         self.client = client
         self.close_client = close_client
         self.name = name
@@ -233,7 +244,7 @@ class Manager:
         """
         if any(c.name == name for c in self.controllers):
             raise LocalProtocolError(f"a controller is already named {name!r}")
-        return ControllerBuilder(
+        builder = ControllerBuilder(
             self,
             name,
             resource,
@@ -242,6 +253,10 @@ class Manager:
             label_selector=label_selector,
             predicate=predicate,
         )
+        run = self.run_settings
+        if run is not None and run.sharded:  # kubemoon run --sharded: every controller
+            builder.sharded(ShardingConfig(identity=run.identity, namespace=run.lease_namespace))
+        return builder
 
     def add_webhook_server(self, server: WebhookServer) -> None:
         """Serve ``server`` (admission and conversion reviews) while the manager runs.
@@ -281,6 +296,16 @@ class Manager:
         """
         if self.webhooks is not None:
             raise LocalProtocolError("this manager already serves webhooks")
+        run = self.run_settings
+        if run is not None:  # kubemoon run --webhook-*: the command line's choice wins
+            host = run.webhook_host or host
+            port = run.webhook_port if run.webhook_port is not None else port
+            cert_dir = run.webhook_cert_dir or cert_dir
+            if run.webhook_service is not None:
+                service, service_port = run.webhook_service[:2], run.webhook_service[2]
+            secret = run.webhook_secret or secret
+            advertise_host = run.webhook_advertise_host or advertise_host
+            client_ca_file = run.webhook_client_ca_file or client_ca_file
         self.webhooks = WebhookManager(
             self,
             declarations,
