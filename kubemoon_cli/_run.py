@@ -213,7 +213,7 @@ def call_manager(
     takes a parameter); and that client, or None. ``spec`` names it in errors."""
     if isinstance(found, MANAGERS):
         return found, None
-    if not callable(found):
+    if not callable(found) or isinstance(found, type):
         raise UsageError(f"{printable(spec)} is not a Manager (nor a function returning one)")
     client = None
     if _takes_client(found):
