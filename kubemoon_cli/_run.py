@@ -268,6 +268,11 @@ def load_manager(args: argparse.Namespace, settings: RunSettings) -> AnyManager:
     problem = None
     if args.loop is not None and args.loop != chosen:
         problem = f"--loop {args.loop}: {printable(args.manager)} is a {chosen} Manager"
+    elif client is not None and _loop_of(type(client)) != chosen:
+        problem = (
+            f"{printable(args.manager)} returned a {chosen} Manager for a "
+            f"{_loop_of(type(client))} Client"
+        )
     elif client is None and (args.kubeconfig or args.in_cluster or args.context):
         problem = (
             f"--kubeconfig/--context/--in-cluster: {printable(args.manager)} builds its own "
@@ -278,7 +283,9 @@ def load_manager(args: argparse.Namespace, settings: RunSettings) -> AnyManager:
     elif settings.sharded and not manager.controllers:
         problem = f"--sharded: {printable(args.manager)} has no controllers"
     if problem is not None:
-        close_client(client if client is not None else manager.client)
+        close_client(manager.client)
+        if client is not None and client is not manager.client:
+            close_client(client)
         raise UsageError(problem)
     return manager
 
