@@ -26,8 +26,9 @@ class RunSettings:
     ``leader_elect`` holds the Lease ``lease_name`` (default: :meth:`lease_name_for` of
     the Manager's name) in ``lease_namespace``; ``sharded`` shards every controller of the
     Manager (member Leases in ``lease_namespace``, group: the controller's name).
-    The ``webhook_*`` settings replace :meth:`Manager.serve_webhooks`'s arguments of the
-    same names (``webhook_service`` is namespace, name and port).
+    The ``webhook_*`` settings replace the arguments of the same names of
+    :meth:`kubemoon_trio.Manager.serve_webhooks` (``webhook_service`` is namespace, name and
+    port).
     """
 
     leader_elect: bool = False
