@@ -6,7 +6,9 @@ cert-manager mounts one): the Manager registers its validating webhook, which th
 calls over TLS and which refuses a ``system:`` owner; a TeamSpace gets its Namespace,
 ResourceQuota and RoleBinding and a Ready status for its generation; deleted, the garbage
 collector takes its Namespace (the CRD is installed before the controller manager:
-``kube_apiserver_crds`` in tests/conftest.py); SIGTERM stops the process with status 0.
+``kube_apiserver_crds`` in tests/conftest.py); SIGTERM stops the process with status 0. And a trio Manager from a file run with
+``--leader-elect`` and ``--probe-address``: it holds the Lease under ``--identity``, answers
+``/readyz``, and SIGTERM releases the Lease.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -185,3 +188,75 @@ def test_kubemoon_run_serves_the_teamspace_operator_and_its_webhook(
         "running examples/teamspace/operator.py:manager: 1 controller(s) on asyncio"
     )
     assert lines[-1]["msg"] == "stopped"
+
+
+TRIO_MODULE = """\
+import kubemoon_trio
+from kubemoon_core import Reconciled
+from kubemoon_core.builtin import ConfigMap
+
+
+async def reconcile(ctx: kubemoon_trio.ReconcileContext[ConfigMap]) -> Reconciled:
+    return Reconciled()
+
+
+def manager(client: kubemoon_trio.Client) -> kubemoon_trio.Manager:
+    built = kubemoon_trio.Manager(client, name="kubemoon-run-e2e")
+    built.controller("configmaps", ConfigMap, namespace="{namespace}").complete(reconcile)
+    return built
+"""
+
+
+def test_kubemoon_run_elects_a_leader_serves_probes_and_releases_the_lease_on_sigterm(
+    kube_apiserver: ApiServer, kube_namespace: str, tmp_path: Path
+) -> None:
+    server, ns = kube_apiserver, kube_namespace
+    module = tmp_path / "run_trio.py"
+    module.write_text(TRIO_MODULE.replace("{namespace}", ns))
+    probe = free_port()
+    env = {**os.environ, "KUBECONFIG": str(server.kubeconfig_path)}
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    log = tmp_path / "run.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "kubemoon_cli", "run", f"{module}:manager"),
+                *("--leader-elect", "--lease-namespace", ns, "--identity", "replica-a"),
+                *("--probe-address", f"127.0.0.1:{probe}"),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    lease = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/kubemoon-run-e2e"
+    try:
+
+        def holder() -> str:
+            assert process.poll() is None, log.read_text(errors="replace")[-3000:]
+            answer = server.request("GET", lease)
+            return (
+                str(answer.json()["spec"].get("holderIdentity") or "")
+                if answer.status == 200
+                else ""
+            )
+
+        assert eventually(holder, what="the Lease") == "replica-a"
+
+        def ready() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{probe}/readyz", timeout=5) as r:
+                    return bool(r.status == 200)
+            except OSError:
+                return False
+
+        eventually(ready, what="/readyz on --probe-address")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0, log.read_text(errors="replace")[-3000:]
+        released = server.request("GET", lease).json()["spec"]
+        assert released.get("holderIdentity") in (None, ""), released
+        assert "kubemoon.run: stopped" in log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
