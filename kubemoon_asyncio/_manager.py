@@ -300,10 +300,12 @@ class Manager:
         if run is not None:  # kubemoon run --webhook-*: the command line's choice wins
             host = run.webhook_host or host
             port = run.webhook_port if run.webhook_port is not None else port
-            cert_dir = run.webhook_cert_dir or cert_dir
+            if run.webhook_cert_dir is not None:  # mounted files: not the code's Secret
+                cert_dir, secret = run.webhook_cert_dir, None
             if run.webhook_service is not None:
                 service, service_port = run.webhook_service[:2], run.webhook_service[2]
-            secret = run.webhook_secret or secret
+            if run.webhook_secret is not None:  # self-managed: not the code's directory
+                secret, cert_dir = run.webhook_secret, None
             advertise_host = run.webhook_advertise_host or advertise_host
             client_ca_file = run.webhook_client_ca_file or client_ca_file
         self.webhooks = WebhookManager(

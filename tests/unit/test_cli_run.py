@@ -67,6 +67,16 @@ def with_webhooks(client) -> kubemoon_trio.Manager:
     manager.serve_webhooks(WebhookDeclarations("things"), port=1234)
     return manager
 
+def with_cert_dir(client: kubemoon_trio.Client) -> kubemoon_trio.Manager:
+    manager = kubemoon_trio.Manager(client)
+    manager.serve_webhooks(WebhookDeclarations("things"), cert_dir="/nonexistent")
+    return manager
+
+def sharded_in_code(client: kubemoon_trio.Client) -> kubemoon_trio.Manager:
+    manager = kubemoon_trio.Manager(client)
+    manager.controller("things", ConfigMap).sharded().complete(reconcile)
+    return manager
+
 def unannotated(client):  # a Manager of the client's loop
     return importlib.import_module(type(client).__module__.split(".")[0]).Manager(client)
 
@@ -183,6 +193,11 @@ def test_malformed_flags_exit_2_naming_the_flag(
         ),
         ("{module}:unannotated", ["--kubeconfig", "{kubeconfig}", "--sharded"], "no controllers"),
         ("{module}:own_client", ["--sharded", "--leader-elect"], "do not add --leader-elect"),
+        (
+            "{module}:sharded_in_code",
+            ["--kubeconfig", "{kubeconfig}", "--sharded"],
+            "sharded_in_code() failed: LocalProtocolError: things: sharded() was already called",
+        ),
         ("{module}:own_client", ["--lease-name", "x"], "--lease-name needs --leader-elect"),
         ("{module}:own_client", ["--identity", "x"], "--identity needs --leader-elect"),
         ("{module}:own_client", ["--in-cluster", "--context", "c"], "not with --in-cluster"),
@@ -355,3 +370,23 @@ def test_the_run_help_lists_every_flag(capsys: pytest.CaptureFixture[str]) -> No
         "--webhook-cert-dir",
     ):
         assert flag in out
+
+
+def test_a_secret_or_a_directory_from_the_command_line_replaces_the_codes_other_choice(
+    files: tuple[str, str], tmp_path: Path
+) -> None:
+    module, kubeconfig = files
+    certs = WebhookCertificates.create(tmp_path / "certs").directory
+    secret = load(
+        f"{module}:with_cert_dir", "--kubeconfig", kubeconfig, "--webhook-secret", "ops/certs"
+    )
+    directory = load(
+        f"{module}:with_webhooks", "--kubeconfig", kubeconfig, "--webhook-cert-dir", str(certs)
+    )
+    try:
+        assert secret.webhooks is not None and directory.webhooks is not None
+        assert (secret.webhooks.secret, secret.webhooks.cert_dir) == (("ops", "certs"), None)
+        assert (directory.webhooks.secret, directory.webhooks.cert_dir) == (None, certs)
+    finally:
+        close_client(secret.client)
+        close_client(directory.client)
