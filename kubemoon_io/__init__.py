@@ -2,7 +2,8 @@
 
 Loading configuration files, building the ``ssl.SSLContext`` of a configuration, reading
 token files, the credentials provider, the transport errors, the Prometheus collector,
-OpenTelemetry tracing (``kubemoon[otel]``) and the JSON log formatter. It imports no adapter and
+OpenTelemetry tracing (``kubemoon[otel]``), the JSON log formatter and the settings
+``kubemoon run`` hands the Managers it builds (:class:`RunSettings`). It imports no adapter and
 no event loop, so ``kubemoon_trio``, ``kubemoon_asyncio``, ``kubemoon_sync`` and code that
 embeds the core in any other loop all use the same pieces.
 """
