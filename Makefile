@@ -41,6 +41,7 @@ lint: $(STAMP) $(BIN)/actionlint
 	$(BIN)/python scripts/gen_builtins.py --check
 	$(BIN)/kubemoon crd check deploy/base/crd.yaml $(CONFIGMIRROR_CRD)
 	$(BIN)/kubemoon crd check examples/widgets/crd.yaml examples/widgets/widget_api.py:Widget
+	$(BIN)/kubemoon crd check examples/teamspace/crd.yaml examples/teamspace/operator.py:TeamSpace
 	$(BIN)/python scripts/version.py check
 	$(BIN)/actionlint -no-color
 	$(BIN)/kubemoon webhooks check deploy/overlays/cert-manager/webhook-configurations.yaml \
@@ -52,6 +53,8 @@ lint: $(STAMP) $(BIN)/actionlint
 		configmirror._operator:rbac_manager_self_managed $(CONFIGMIRROR_RBAC_ACCOUNT)
 	PYTHONPATH=examples/widgets $(BIN)/kubemoon rbac check examples/widgets/rbac.yaml \
 		examples/widgets/controller.py:rbac_manager --service-account widgets-system/widgets --name widgets
+	$(BIN)/kubemoon rbac check examples/teamspace/rbac.yaml examples/teamspace/operator.py:manager \
+		--service-account teamspaces-system/teamspaces --name teamspaces
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict $(PACKAGES)

@@ -2,7 +2,8 @@
 
 Loading configuration files, building the ``ssl.SSLContext`` of a configuration, reading
 token files, the credentials provider, the transport errors, the Prometheus collector,
-OpenTelemetry tracing (``kubemoon[otel]``) and the JSON log formatter. It imports no adapter and
+OpenTelemetry tracing (``kubemoon[otel]``), the JSON log formatter and the settings
+``kubemoon run`` hands the Managers it builds (:class:`RunSettings`). It imports no adapter and
 no event loop, so ``kubemoon_trio``, ``kubemoon_asyncio``, ``kubemoon_sync`` and code that
 embeds the core in any other loop all use the same pieces.
 """
@@ -38,6 +39,7 @@ from ._logging import JsonLogFormatter, object_context
 from ._metrics import MetricsSource, RuntimeCollector
 from ._network import ClosingNetworkBackend
 from ._proxy import ProxySettings, proxy_settings
+from ._run_settings import RunSettings, current_run_settings, using_run_settings
 from ._tls import InsecureTLSWarning, check_transport, load_cert_chain, ssl_context
 from ._tracing import TRACER_NAME, tracing_enabled, use_tracer_provider
 from ._transport import (
@@ -72,6 +74,9 @@ __all__ = [
     "gate_guard",
     "gated_writes",
     "ProxySettings",
+    "RunSettings",
+    "current_run_settings",
+    "using_run_settings",
     "ResponseTooLarge",
     "RuntimeCollector",
     "TLSError",

@@ -425,6 +425,11 @@ class ControllerBuilder(Generic[ObjT]):
         (:meth:`watches`) are reconciled only when their primary is in the ranges.
         ``indexers`` index the primary cache (see :meth:`primary_cache`).
         """
+        if self._sharding is not None:
+            raise LocalProtocolError(
+                f"{self._name}: sharded() was already called (under kubemoon run --sharded, "
+                "every controller is sharded: drop the flag or the call)"
+            )
         if self._sources or self._primary_informer is not None:
             raise LocalProtocolError(
                 f"{self._name}: call sharded() before owns(), watches() and primary_cache()"

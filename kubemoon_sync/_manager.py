@@ -28,6 +28,7 @@ Rules:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -56,7 +57,7 @@ from kubemoon_core import (
 )
 from kubemoon_core._rbac import PolicyRule
 from kubemoon_core._reflector import ReflectorStats
-from kubemoon_io import RuntimeCollector
+from kubemoon_io import RunSettings, RuntimeCollector, current_run_settings
 
 from . import _backend, _permissions
 from ._builder import ControllerBuilder, RuntimeController
@@ -68,7 +69,7 @@ from ._leader import LeaderElection
 from ._options import WebhookOptions, WebhookServerOptions
 from ._probes import ProbeServer
 from ._runtime_protocols import ControllerRunnable, Runnable
-from ._sharded import ShardStatus
+from ._sharded import ShardingConfig, ShardStatus
 from ._webhook_manager import WebhookManager
 from ._webhook_server import WebhookServer
 
@@ -119,7 +120,9 @@ class Manager:
     ``with`` block of its creator (``Manager(Client.from_environment())`` is owned);
     ``True`` or ``False`` says so explicitly. ``compact_cache`` keeps every informer's
     objects as JSON bytes (``Store(compact=True)``: about a third of the memory; each cache
-    read decodes a fresh copy).
+    read decodes a fresh copy). A Manager built under ``kubemoon run`` takes its command
+    line's :class:`~kubemoon_io.RunSettings` (leader election, probes, sharding, webhook
+    serving) over these arguments.
     """
 
     def __init__(
@@ -137,6 +140,15 @@ class Manager:
         compact_cache: bool = False,
         check_permissions: bool = False,
     ) -> None:
+        self.run_settings = run = current_run_settings()
+        if run is not None:
+            probe_address = run.probe_address or probe_address
+            if run.leader_elect:
+                leader_election = LeaderElectionConfig(
+                    run.lease_name or RunSettings.lease_name_for(name),
+                    run.lease_namespace,
+                    identity=run.identity or _default_identity(),
+                )
         self.client = client
         self.close_client = close_client
         self.name = name
@@ -235,7 +247,7 @@ class Manager:
         """
         if any(c.name == name for c in self.controllers):
             raise LocalProtocolError(f"a controller is already named {name!r}")
-        return ControllerBuilder(
+        builder = ControllerBuilder(
             self,
             name,
             resource,
@@ -245,6 +257,10 @@ class Manager:
             predicate=predicate,
             register=self.add,
         )
+        run = self.run_settings
+        if run is not None and run.sharded:  # kubemoon run --sharded: every controller
+            builder.sharded(ShardingConfig(identity=run.identity, namespace=run.lease_namespace))
+        return builder
 
     def add_webhook_server(self, server: WebhookServer) -> None:
         """Serve ``server`` (admission and conversion reviews) while the manager runs.
@@ -310,6 +326,8 @@ class Manager:
             options = keyword_options
         elif keyword_options != WebhookOptions():
             raise LocalProtocolError("serve_webhooks: pass options or keywords, not both")
+        if self.run_settings is not None:
+            options = _with_run_settings(options, self.run_settings)
         self.webhooks = WebhookManager(self, declarations, options)
         return self.webhooks
 
@@ -631,3 +649,24 @@ def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
     while isinstance(error, BaseExceptionGroup):
         error = error.exceptions[0]
     return error
+
+
+def _with_run_settings(options: WebhookOptions, run: RunSettings) -> WebhookOptions:
+    """``options`` with what ``kubemoon run --webhook-*`` gave: the command line wins."""
+    server = options.server
+    server = dataclasses.replace(
+        server,
+        host=run.webhook_host or server.host,
+        port=run.webhook_port if run.webhook_port is not None else server.port,
+        client_ca_file=run.webhook_client_ca_file or server.client_ca_file,
+    )
+    changes: dict[str, Any] = {"server": server}
+    if run.webhook_cert_dir is not None:  # mounted files: not the code's Secret
+        changes.update(cert_dir=run.webhook_cert_dir, secret=None)
+    if run.webhook_service is not None:
+        changes.update(service=run.webhook_service[:2], service_port=run.webhook_service[2])
+    if run.webhook_secret is not None:  # self-managed: not the code's directory
+        changes.update(secret=run.webhook_secret, cert_dir=None)
+    if run.webhook_advertise_host:
+        changes.update(advertise_host=run.webhook_advertise_host)
+    return dataclasses.replace(options, **changes)

@@ -49,9 +49,10 @@ def backend(request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def kube_apiserver_crds() -> Sequence[CrdSource]:
-    """The Widget CRD, installed before the session apiserver's controller manager starts
-    (so the garbage collector handles Widgets' ConfigMaps at once)."""
-    return [Path(__file__).parents[1] / "examples" / "widgets" / "crd.yaml"]
+    """The Widget and TeamSpace CRDs, installed before the session apiserver's controller
+    manager starts (so the garbage collector handles their children at once)."""
+    examples = Path(__file__).parents[1] / "examples"
+    return [examples / "widgets" / "crd.yaml", examples / "teamspace" / "crd.yaml"]
 
 
 _LEAKY_TIERS = ("fault", "integration", "e2e")

@@ -35,7 +35,10 @@ def renamed_widget_crd(group: str) -> dict[str, Any]:
 def test_the_session_server_installed_its_crds_before_the_controller_manager(
     kube_apiserver: ApiServer,
 ) -> None:
-    assert kube_apiserver.crds == ("widgets.examples.kubemoon.dev",)
+    assert kube_apiserver.crds == (
+        "widgets.examples.kubemoon.dev",
+        "teamspaces.examples.kubemoon.dev",
+    )
     served = kube_apiserver.request("GET", "/apis/examples.kubemoon.dev/v1/widgets")
     assert served.status == 200
 

@@ -102,3 +102,50 @@ def test_pyright_reports_the_mistakes_too(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stdout
     assert len(errors) == 1, errors
     assert "bad_controller.py" in errors[0] and '"replica"' in errors[0], errors
+
+
+TEAMSPACE_MISTAKES = [
+    (
+        "for owner in team.spec.owners]",
+        "for owner in team.spec.owner]",
+        r'"TeamSpaceSpec" has no attribute "owner"',
+    ),
+    (
+        "TeamSpaceStatus(namespace, generation, conditions)",
+        "TeamSpaceStatus(namespace, generation, conditions, 3)",
+        r'Too many arguments for "TeamSpaceStatus"',
+    ),
+    (
+        "return AdmissionResponse.allow()",
+        "return None",
+        r"Incompatible return value type \(got \"None\", expected \"AdmissionResponse\"\)",
+    ),
+]
+
+
+def test_mypy_passes_the_teamspace_example_and_reports_each_mistake(tmp_path: Path) -> None:
+    source = (ROOT / "examples" / "teamspace" / "operator.py").read_text(encoding="utf-8")
+    (tmp_path / "teamspace_operator.py").write_text(source, encoding="utf-8")
+    bad = source
+    for right, wrong, _ in TEAMSPACE_MISTAKES:
+        assert right in bad, right
+        bad = bad.replace(right, wrong, 1)
+    (tmp_path / "bad_teamspace.py").write_text(bad, encoding="utf-8")
+    result = subprocess.run(
+        [
+            *(sys.executable, "-m", "mypy", "--strict", "--no-error-summary"),
+            *("--cache-dir", str(ROOT / ".mypy_cache")),
+            str(tmp_path / "teamspace_operator.py"),
+            str(tmp_path / "bad_teamspace.py"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    errors = [line for line in result.stdout.splitlines() if ": error:" in line]
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert not [e for e in errors if "bad_teamspace.py" not in e], errors
+    for _, _, message in TEAMSPACE_MISTAKES:
+        assert any(re.search(message, e) for e in errors), (message, errors)
+    assert len(errors) == len(TEAMSPACE_MISTAKES), errors
