@@ -18,8 +18,9 @@ Rules:
   :func:`access_denial` reads its answer; :class:`DecisionCache` keeps answers for a few
   seconds, keyed by everything the review asked.
 - :func:`deletion_update` says when an update only finishes a deletion: the object is
-  being deleted and its spec is unchanged. It is always admitted: the operator only cleans
-  up after a mirror that is being deleted, whatever its spec says.
+  being deleted and nothing but its finalizers changes. It is always admitted: the
+  operator only cleans up after a mirror that is being deleted, whatever its spec says.
+  Any other change of a deleting object is validated like any update.
 - The defaults of :func:`default_mirror` are a pure function of the object, so the
   mutating webhook's JSON Patch is computed by the core from (object, defaulted object).
 """
@@ -374,13 +375,33 @@ class DecisionCache:
         self._entries[key] = (now + self.ttl, denial)
 
 
+# What finishing a deletion changes, or what the apiserver itself maintains: the only
+# differences between oldObject and object an update of a deleting mirror may make
+# without being validated. Status cannot change through the main resource (the apiserver
+# keeps the stored one), so it is left out of the comparison too.
+_DELETION_EXEMPT_METADATA = frozenset(
+    {"finalizers", "resourceVersion", "managedFields", "generation"}
+)
+
+
+def _without_exempt(obj: Mapping[str, Any]) -> dict[str, Any]:
+    rest = {k: v for k, v in obj.items() if k != "status"}
+    rest["metadata"] = {k: v for k, v in _meta(obj).items() if k not in _DELETION_EXEMPT_METADATA}
+    return rest
+
+
 def deletion_update(request: AdmissionRequest) -> bool:
-    """Whether ``request`` is an UPDATE of an object being deleted that keeps its spec
-    (finalizers, labels, annotations or status only): always admitted."""
+    """Whether ``request`` is an UPDATE of an object being deleted that changes nothing
+    but its finalizers (what finishing a deletion needs): always admitted.
+
+    Any other change of a deleting object -- its annotations (the conversion annotation
+    among them), labels or spec -- is validated as usual: a deleting mirror is still
+    stored, converted and listed, so it may not hold what validation refuses.
+    """
     old, new = request.old_object, request.object
     if old is None or new is None or not _meta(old).get("deletionTimestamp"):
         return False
-    return old.get("spec") == new.get("spec")
+    return _without_exempt(old) == _without_exempt(new)
 
 
 def default_mirror(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -190,7 +190,9 @@ class ConfigMirrorWebhooks:
 
     async def validate(self, request: AdmissionRequest) -> AdmissionResponse:
         """Refuse an invalid mirror, or one reaching what its author could not read or
-        write; decided on the v1beta1 form. Finishing a deletion is always allowed."""
+        write; decided on the v1beta1 form. Finishing a deletion (a change of the
+        finalizers only) is always allowed; any other change of a mirror being deleted
+        is validated as usual."""
         if request.operation not in (Operation.CREATE, Operation.UPDATE) or not request.object:
             return AdmissionResponse.allow()
         if deletion_update(request):
@@ -292,6 +294,12 @@ class _ReviewingServer(WebhookServer):
 def mutate(request: AdmissionRequest) -> AdmissionResponse:
     """Apply the defaults of :func:`~configmirror._admission.default_mirror` as a patch."""
     if request.object is None:
+        return AdmissionResponse.allow()
+    if request.old_object is not None and request.old_object.get("metadata", {}).get(
+        "deletionTimestamp"
+    ):
+        # Defaults are for live mirrors: sorting the targets of one being deleted would
+        # turn the operator's finalizer removal into a spec change to validate.
         return AdmissionResponse.allow()
     return AdmissionResponse.patched(request.object, default_mirror(request.object))
 
