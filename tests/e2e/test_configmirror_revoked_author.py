@@ -123,3 +123,44 @@ async def test_a_tenant_whose_right_was_revoked_no_longer_writes_there(
         return None
 
     assert target in await eventually(refused, what="the status naming the refused target")
+
+
+async def test_a_copy_is_not_created_again_where_the_author_lost_the_right(
+    configmirror_api: ApiServer,
+    served: Served,
+    tenant: Tenant,
+    client: Client,
+    start_operator: StartOperator,
+) -> None:
+    """The create path, as in a namespace re-created under the same name by someone else:
+    the copy is gone and the author may not create ConfigMaps there, so none is created."""
+    server = configmirror_api
+    home, target = tenant.home, tenant.other
+    own = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"]}]
+    await trio.to_thread.run_sync(lambda: grant(server, home, "own-configmaps", own))
+    write = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "update"]}]
+    await trio.to_thread.run_sync(lambda: grant(server, target, "write-copies", write))
+    await tenant.user.create(CONFIGMIRRORS, mirror("m", [target]), namespace=home)
+    await start_operator(namespaces=(home,))
+
+    async def copied() -> bool:
+        try:
+            await client.get(CONFIGMAPS, "settings", namespace=target)
+        except NotFound:
+            return False
+        return True
+
+    assert await eventually(copied, what="the copy")
+    await trio.to_thread.run_sync(lambda: _revoke(server, target, "write-copies"))
+    await client.delete(CONFIGMAPS, "settings", namespace=target)  # the new owner's doing
+
+    async def refused() -> str | None:
+        stored = await client.get(CONFIGMIRRORS, "m", namespace=home)
+        for condition in (stored.get("status") or {}).get("conditions") or ():
+            if condition.get("reason") == "AuthorNotAllowed":
+                message: str = condition.get("message", "")
+                return message
+        return None
+
+    assert target in await eventually(refused, what="the status naming the refused target")
+    assert not await copied(), f"a copy was created in {target!r} for an author without rights"
