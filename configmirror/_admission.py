@@ -18,8 +18,14 @@ Rules:
   :func:`access_denial` reads its answer; :class:`DecisionCache` keeps answers for a few
   seconds, keyed by everything the review asked.
 - :func:`deletion_update` says when an update only finishes a deletion: the object is
-  being deleted and its spec is unchanged. It is always admitted: the operator only cleans
-  up after a mirror that is being deleted, whatever its spec says.
+  being deleted and nothing but its finalizers changes. It is always admitted: the
+  operator only cleans up after a mirror that is being deleted, whatever its spec says.
+  Any other change of a deleting object is validated like any update.
+- :func:`expected_author` is the :data:`AUTHOR_ANNOTATION` an admitted object carries:
+  the requesting user (:func:`author_value`) on CREATE and on an UPDATE that widens the
+  reach, the stored value otherwise; the mutating webhook sets it, the validating webhook
+  refuses anything else, and the operator reads it with :func:`parse_author` to review
+  that user again before each write of a copy.
 - The defaults of :func:`default_mirror` are a pure function of the object, so the
   mutating webhook's JSON Patch is computed by the core from (object, defaulted object).
 """
@@ -27,17 +33,26 @@ Rules:
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubemoon_core import AdmissionRequest, ConversionError, GroupVersionResource, UserInfo
+from kubemoon_core import (
+    AdmissionRequest,
+    ConversionError,
+    GroupVersionResource,
+    Operation,
+    UserInfo,
+)
 
 from ._convert import SELECTOR_ANNOTATION, V1ALPHA1, V1BETA1, converter
 
 __all__ = [
     "ALL_NAMESPACES",
+    "AUTHOR_ANNOTATION",
+    "MAX_AUTHOR_LENGTH",
     "MAX_ACCESS_REVIEWS",
     "MAX_TARGETS",
     "SOURCE_LABEL",
@@ -47,6 +62,10 @@ __all__ = [
     "MirrorReach",
     "access_denial",
     "access_review",
+    "author_annotation",
+    "author_value",
+    "expected_author",
+    "parse_author",
     "cap_denial",
     "decision_key",
     "default_mirror",
@@ -66,6 +85,12 @@ MAX_ACCESS_REVIEWS = 20
 """The most SubjectAccessReviews one admission request may cause (by default)."""
 SOURCE_LABEL = "kubemoon.dev/mirror-source"
 """Set by the mutating webhook to the source's name, so mirrors can be selected by source."""
+AUTHOR_ANNOTATION = "kubemoon.dev/author"
+"""Who a mirror acts for: set by the mutating webhook from the request's userInfo (the
+user whose access was reviewed), checked by the validating webhook, re-reviewed by the
+operator before it writes a copy."""
+MAX_AUTHOR_LENGTH = 16_384
+"""The longest :data:`AUTHOR_ANNOTATION` value the operator reads (longer: unreadable)."""
 SUBJECT_ACCESS_REVIEWS = GroupVersionResource("authorization.k8s.io", "v1", "subjectaccessreviews")
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -226,8 +251,8 @@ class AccessCheck:
         if self.verb == "get":
             return f"get ConfigMap {self.namespace}/{self.name}"
         if self.namespace == ALL_NAMESPACES:
-            return "create ConfigMaps in all namespaces"
-        return f"create ConfigMaps in namespace {self.namespace!r}"
+            return f"{self.verb} ConfigMaps in all namespaces"
+        return f"{self.verb} ConfigMaps in namespace {self.namespace!r}"
 
 
 def required_checks(
@@ -330,7 +355,7 @@ def access_denial(answer: Mapping[str, Any], user: UserInfo, check: AccessCheck)
             "a ConfigMirror with a namespaceSelector needs that right"
         )
     return (
-        f"user {user.username!r} may not create ConfigMaps in namespace "
+        f"user {user.username!r} may not {check.verb} ConfigMaps in namespace "
         f"{check.namespace!r}{because}: "
         "a ConfigMirror may only target namespaces where its author could write the copy"
     )
@@ -374,13 +399,112 @@ class DecisionCache:
         self._entries[key] = (now + self.ttl, denial)
 
 
+# What finishing a deletion changes, or what the apiserver itself maintains: the only
+# differences between oldObject and object an update of a deleting mirror may make
+# without being validated. Status cannot change through the main resource (the apiserver
+# keeps the stored one), so it is left out of the comparison too.
+_DELETION_EXEMPT_METADATA = frozenset(
+    {"finalizers", "resourceVersion", "managedFields", "generation"}
+)
+
+
+def _without_exempt(obj: Mapping[str, Any]) -> dict[str, Any]:
+    rest = {k: v for k, v in obj.items() if k != "status"}
+    rest["metadata"] = {k: v for k, v in _meta(obj).items() if k not in _DELETION_EXEMPT_METADATA}
+    return rest
+
+
 def deletion_update(request: AdmissionRequest) -> bool:
-    """Whether ``request`` is an UPDATE of an object being deleted that keeps its spec
-    (finalizers, labels, annotations or status only): always admitted."""
+    """Whether ``request`` is an UPDATE of an object being deleted that changes nothing
+    but its finalizers (what finishing a deletion needs): always admitted.
+
+    Any other change of a deleting object -- its annotations (the conversion annotation
+    among them), labels or spec -- is validated as usual: a deleting mirror is still
+    stored, converted and listed, so it may not hold what validation refuses.
+    """
     old, new = request.old_object, request.object
     if old is None or new is None or not _meta(old).get("deletionTimestamp"):
         return False
-    return old.get("spec") == new.get("spec")
+    return _without_exempt(old) == _without_exempt(new)
+
+
+def author_value(user: UserInfo) -> str:
+    """``user`` as the value of :data:`AUTHOR_ANNOTATION`: canonical JSON of its username,
+    uid, groups and extra, so the same user always gives the same string."""
+    return json.dumps(
+        {
+            "username": user.username,
+            "uid": user.uid,
+            "groups": list(user.groups),
+            "extra": {key: list(values) for key, values in sorted(user.extra.items())},
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+
+
+def author_annotation(obj: Mapping[str, Any] | None) -> str | None:
+    """The :data:`AUTHOR_ANNOTATION` of ``obj`` (None: absent, or not a string)."""
+    if obj is None:
+        return None
+    annotations = _meta(obj).get("annotations")
+    value = annotations.get(AUTHOR_ANNOTATION) if isinstance(annotations, Mapping) else None
+    return value if isinstance(value, str) else None
+
+
+def expected_author(request: AdmissionRequest) -> str | None:
+    """The :data:`AUTHOR_ANNOTATION` ``request``'s object must carry (None: none).
+
+    On CREATE, and on an UPDATE that widens what the mirror reaches (the updates whose
+    user :func:`required_checks` reviews), the requesting user; on any other UPDATE, the
+    stored object's value, unchanged -- so neither the operator's own updates (its
+    finalizer) nor someone else's narrowing change replace the author, and nobody can
+    name someone else. An object that cannot be converted keeps what it had (validation
+    refuses it anyway).
+    """
+    user = author_value(request.user_info)
+    if request.operation is Operation.CREATE or request.old_object is None:
+        return user
+    old_value = author_annotation(request.old_object)
+    if request.object is None:
+        return old_value
+    try:
+        new = storage_form(request.object)
+    except ConversionError:
+        return old_value
+    try:
+        old: dict[str, Any] | None = storage_form(request.old_object)
+    except ConversionError:
+        old = None  # judged as new, as the validation does
+    return user if required_checks(old, new, request.namespace) else old_value
+
+
+def parse_author(value: Any) -> UserInfo | None:
+    """The user an :data:`AUTHOR_ANNOTATION` value names; None when it is not exactly
+    what :func:`author_value` writes (wrong types, unknown keys, longer than
+    :data:`MAX_AUTHOR_LENGTH`). The value is untrusted: it is read with these checks
+    only, never evaluated."""
+    if not isinstance(value, str) or len(value) > MAX_AUTHOR_LENGTH:
+        return None
+    try:
+        raw = json.loads(value)
+    except ValueError:
+        return None
+    if not isinstance(raw, dict) or set(raw) != {"username", "uid", "groups", "extra"}:
+        return None
+    username, uid, groups, extra = raw["username"], raw["uid"], raw["groups"], raw["extra"]
+    if not isinstance(username, str) or not username or not isinstance(uid, str):
+        return None
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        return None
+    if not isinstance(extra, dict):
+        return None
+    pairs: dict[str, tuple[str, ...]] = {}
+    for key, values in extra.items():
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            return None
+        pairs[key] = tuple(values)
+    return UserInfo(username=username, uid=uid, groups=tuple(groups), extra=pairs)
 
 
 def default_mirror(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -51,6 +51,7 @@ from kubemoon_trio import (
     WebhookServer,
 )
 
+from ._authority import author_refusals, copy_writes
 from ._indexes import (
     BY_OWNER_UID,
     MIRROR_INDEXERS,
@@ -73,7 +74,13 @@ from ._plan import (
     namespace_labels,
     plan_reconcile,
 )
-from ._webhooks import ConfigMirrorWebhooks, webhook_declarations
+from ._webhooks import (
+    DECISION_TTL,
+    REVIEW_CONNECTIONS,
+    AccessReviews,
+    ConfigMirrorWebhooks,
+    webhook_declarations,
+)
 
 __all__ = ["ConfigMirrorOperator"]
 
@@ -93,7 +100,8 @@ def _first(caches: tuple[CacheReader, ...], name: str, namespace: str) -> Mappin
 
 # What the declarations cannot show: the planner writes the ConfigMaps it only watches (POST
 # a copy, PUT it conditionally, DELETE it with preconditions), and the validating webhook
-# asks a SubjectAccessReview per target namespace.
+# asks a SubjectAccessReview per target namespace; so does the operator before it writes
+# a copy for a mirror's recorded author.
 RBAC_EXTRA = (
     PolicyRule("", "configmaps", frozenset({"create", "update", "delete"})),
     PolicyRule("authorization.k8s.io", "subjectaccessreviews", frozenset({"create"})),
@@ -120,6 +128,10 @@ class ConfigMirrorOperator:
         )
         self.manager.rbac_extra.extend(RBAC_EXTRA)
         self.writes = 0
+        # The author's rights, re-checked before a copy is written (see _authority).
+        self.author_reviews = AccessReviews(
+            client, decision_ttl=DECISION_TTL, concurrency=REVIEW_CONNECTIONS, cache_allowed=False
+        )
         self.webhook_server: WebhookServer | None = None
         self.webhooks: WebhookManager | None = None
         # The access reviews' own pool, when the Manager serves the declared webhooks:
@@ -236,6 +248,8 @@ class ConfigMirrorOperator:
         fetched: dict[str, Mapping[str, Any]] = {}
         # Every copy of this mirror the API server holds, once a cleanup asked for them.
         listed: list[Mapping[str, Any]] | None = None
+        # Targets the mirror's author may not write now: nothing is written there.
+        unauthorized: dict[str, str] = {}
 
         def plan_now() -> Plan:
             copies = {
@@ -260,6 +274,7 @@ class ConfigMirrorOperator:
                 namespace_labels=labels,
                 sharded=sharded,
                 copies_listed=listed is not None,
+                unauthorized=unauthorized,
             )
 
         for _attempt in range(2):
@@ -268,6 +283,10 @@ class ConfigMirrorOperator:
                 # The finalizer would go: first read every copy from the API server, so
                 # one the caches miss (its labels changed by hand) is deleted, not orphaned.
                 listed = await self._list_copies(ctx, uid)
+                plan = plan_now()
+            refusals = await author_refusals(self.author_reviews, mirror, copy_writes(plan))
+            if refusals:
+                unauthorized.update(refusals)
                 plan = plan_now()
             try:
                 outcome, unseen = await self._write(ctx, plan, read_unseen=sharded and not fetched)

@@ -295,6 +295,7 @@ def plan_reconcile(
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
     sharded: bool = False,
     copies_listed: bool = False,
+    unauthorized: Mapping[str, str] | None = None,
 ) -> Plan:
     """Plan one reconcile of ``mirror``.
 
@@ -315,6 +316,9 @@ def plan_reconcile(
     by labels, so an empty ``managed_copies`` is trusted only with ``copies_listed`` (it
     includes every ConfigMap the API server holds with this mirror's UID); otherwise the
     plan is a :attr:`Plan.list_copies` request.
+
+    ``unauthorized`` maps the targets the mirror's author may no longer write to why:
+    nothing is written there (a copy already there is left as it is) and Ready is False.
     """
     meta = _meta(mirror)
     uid, namespace = meta["uid"], meta["namespace"]
@@ -341,6 +345,7 @@ def plan_reconcile(
     target_states: list[dict[str, str]] = []
     conflicts: list[str] = []
     refused: list[str] = []
+    denied: list[str] = []
     for target in targets:
         existing = copies_by_namespace.get(target)
         where = f"{target}/{source_name}"
@@ -353,6 +358,14 @@ def plan_reconcile(
                     "state": "NotAllowed",
                     "message": f"namespace {target} does not match {target_selector}",
                 }
+            )
+            continue
+        if unauthorized and target in unauthorized:
+            # The author may no longer write there: nothing is written for it (the state is the
+            # CRD's NotAllowed, the message says why).
+            denied.append(target)
+            target_states.append(
+                {"namespace": target, "state": "NotAllowed", "message": unauthorized[target]}
             )
             continue
         if existing is not None and _owner_uid(existing) != uid:
@@ -394,6 +407,14 @@ def plan_reconcile(
             "TargetNotAllowed",
             f"namespace(s) not matching {target_selector}, nothing written there: "
             f"{', '.join(refused)}",
+            generation,
+        )
+    elif denied:
+        ready = _condition(
+            False,
+            "AuthorNotAllowed",
+            "the ConfigMirror's author may no longer write the copy, nothing written there: "
+            f"{', '.join(denied)}",
             generation,
         )
     elif conflicts:

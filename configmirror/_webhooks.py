@@ -15,7 +15,11 @@ the handlers on a :class:`~kubemoon_core.WebhookApp`:
   uid, groups, extra, verb, namespace, resource, name), and identical reviews in flight
   at once are sent once;
 - a review the apiserver cannot answer denies the mirror (fail closed, as the
-  webhook's failurePolicy does); such failures are not cached.
+  webhook's failurePolicy does); such failures are not cached;
+- the mutating webhook records who the mirror acts for in ``kubemoon.dev/author``
+  (:func:`~configmirror._admission.expected_author`), the validating webhook refuses any
+  other value; :class:`AccessReviews` (the cache, the in-flight sharing and the bound) is
+  also what the operator re-checks that author with before it writes a copy.
 """
 
 from __future__ import annotations
@@ -42,16 +46,19 @@ from kubemoon_trio import Client, WebhookServer
 
 from ._admission import (
     ALL_NAMESPACES,
+    AUTHOR_ANNOTATION,
     MAX_ACCESS_REVIEWS,
     SUBJECT_ACCESS_REVIEWS,
     AccessCheck,
     DecisionCache,
     access_denial,
     access_review,
+    author_annotation,
     cap_denial,
     decision_key,
     default_mirror,
     deletion_update,
+    expected_author,
     required_checks,
     storage_form,
     validate_mirror,
@@ -66,6 +73,7 @@ __all__ = [
     "REVIEW_CONNECTIONS",
     "VALIDATE_PATH",
     "AccessReviewer",
+    "AccessReviews",
     "ConfigMirrorWebhooks",
     "webhook_declarations",
 ]
@@ -97,6 +105,74 @@ class _Flight:
         self.answer: str | KubeMoonError | None = KubeMoonError(
             "the access review was not answered"
         )
+
+
+class AccessReviews:
+    """SubjectAccessReviews sent on ``review_client``, at most ``concurrency`` at once,
+    identical ones in flight sent once, answers kept for ``decision_ttl`` seconds (with
+    ``cache_allowed=False``, only denials are kept: an allowance is never reused once its
+    review is answered). Failures are never kept."""
+
+    def __init__(
+        self,
+        review_client: AccessReviewer,
+        *,
+        decision_ttl: float = DECISION_TTL,
+        concurrency: int = REVIEW_CONNECTIONS,
+        cache_allowed: bool = True,
+    ) -> None:
+        if concurrency < 1:
+            raise LocalProtocolError(f"concurrency must be at least 1, got {concurrency}")
+        self.review_client = review_client
+        # Reviews wait here rather than in the pool's queue (which is walked on every
+        # release): at most `concurrency` are sent at once.
+        self._sending = trio.CapacityLimiter(concurrency)
+        self.decisions = DecisionCache(ttl=decision_ttl)
+        self.cache_allowed = cache_allowed
+        self.sent = 0
+        self._flights: dict[tuple[Any, ...], _Flight] = {}
+
+    async def ask(
+        self, user: UserInfo, checks: list[AccessCheck]
+    ) -> dict[AccessCheck, str | KubeMoonError | None]:
+        """The answer to each of ``checks`` for ``user``, asked together: a denial
+        message, None (allowed), or why the review could not be made."""
+        answers: dict[AccessCheck, str | KubeMoonError | None] = {}
+
+        async def ask(check: AccessCheck) -> None:
+            answers[check] = await self.decide(user, check)
+
+        async with trio.open_nursery() as nursery:
+            for check in checks:
+                nursery.start_soon(ask, check)
+        return answers
+
+    async def decide(self, user: UserInfo, check: AccessCheck) -> str | KubeMoonError | None:
+        """The denial message (None: allowed), or why the review could not be made."""
+        key = decision_key(user, check)
+        found, denial = self.decisions.get(key, trio.current_time())
+        if found:
+            return denial
+        flight = self._flights.get(key)
+        if flight is not None:
+            await flight.done.wait()
+            return flight.answer
+        flight = self._flights[key] = _Flight()
+        try:
+            async with self._sending:
+                self.sent += 1
+                answer = await self.review_client.create(
+                    SUBJECT_ACCESS_REVIEWS, access_review(user, check)
+                )
+            flight.answer = access_denial(answer, user, check)
+            if flight.answer is not None or self.cache_allowed:
+                self.decisions.put(key, flight.answer, trio.current_time())
+        except KubeMoonError as exc:
+            flight.answer = exc
+        finally:
+            del self._flights[key]
+            flight.done.set()
+        return flight.answer
 
 
 class ConfigMirrorWebhooks:
@@ -138,12 +214,19 @@ class ConfigMirrorWebhooks:
                 client.config, max_connections=review_connections
             )
         self.review_client: AccessReviewer = review_client
-        # Reviews wait here rather than in the pool's queue (which is walked on every
-        # release): at most review_connections are sent at once.
-        self._sending = trio.CapacityLimiter(review_connections)
-        self.decisions = DecisionCache(ttl=decision_ttl)
-        self.reviews_sent = 0
-        self._flights: dict[tuple[Any, ...], _Flight] = {}
+        self.reviews = AccessReviews(
+            review_client, decision_ttl=decision_ttl, concurrency=review_connections
+        )
+
+    @property
+    def decisions(self) -> DecisionCache:
+        """The cache of access-review answers."""
+        return self.reviews.decisions
+
+    @property
+    def reviews_sent(self) -> int:
+        """How many SubjectAccessReviews were sent."""
+        return self.reviews.sent
 
     async def aclose(self) -> None:
         """Close the access reviews' own pool (a no-op with a ``review_client`` given)."""
@@ -190,7 +273,9 @@ class ConfigMirrorWebhooks:
 
     async def validate(self, request: AdmissionRequest) -> AdmissionResponse:
         """Refuse an invalid mirror, or one reaching what its author could not read or
-        write; decided on the v1beta1 form. Finishing a deletion is always allowed."""
+        write; decided on the v1beta1 form. Finishing a deletion (a change of the
+        finalizers only) is always allowed; any other change of a mirror being deleted
+        is validated as usual."""
         if request.operation not in (Operation.CREATE, Operation.UPDATE) or not request.object:
             return AdmissionResponse.allow()
         if deletion_update(request):
@@ -201,6 +286,17 @@ class ConfigMirrorWebhooks:
                 f"invalid ConfigMirror {request.name or '(unnamed)'}: {'; '.join(problems)}",
                 code=422,
                 reason="Invalid",
+            )
+        author = expected_author(request)
+        if author_annotation(request.object) != author:
+            return AdmissionResponse.deny(
+                f"annotation {AUTHOR_ANNOTATION} records who the ConfigMirror acts for and "
+                "is set by the mutating webhook"
+                + (
+                    " to the requesting user"
+                    if author is not None and author != author_annotation(request.old_object)
+                    else " (it may not be changed by hand)"
+                )
             )
         new = storage_form(request.object)  # validate_mirror converted it already
         old = None
@@ -217,54 +313,15 @@ class ConfigMirrorWebhooks:
 
     async def _access_denials(self, user: UserInfo, checks: list[AccessCheck]) -> list[str]:
         if len(checks) <= self.max_access_reviews:
-            answers = await self._ask(user, checks)
+            answers = await self.reviews.ask(user, checks)
             return [_message(check, answers[check]) for check in checks if answers[check]]
         # Too many to review one by one: only a right in every namespace covers them all.
         covering = AccessCheck("create", ALL_NAMESPACES)
         asked = [c for c in checks if c.verb == "get"] + [covering]
-        answers = await self._ask(user, asked)
+        answers = await self.reviews.ask(user, asked)
         if answers[covering] is not None:
             return [cap_denial(checks, self.max_access_reviews)]
         return [_message(check, answers[check]) for check in asked if answers[check]]
-
-    async def _ask(
-        self, user: UserInfo, checks: list[AccessCheck]
-    ) -> dict[AccessCheck, str | KubeMoonError | None]:
-        answers: dict[AccessCheck, str | KubeMoonError | None] = {}
-
-        async def ask(check: AccessCheck) -> None:
-            answers[check] = await self._decide(user, check)
-
-        async with trio.open_nursery() as nursery:
-            for check in checks:
-                nursery.start_soon(ask, check)
-        return answers
-
-    async def _decide(self, user: UserInfo, check: AccessCheck) -> str | KubeMoonError | None:
-        """The denial message (None: allowed), or why the review could not be made."""
-        key = decision_key(user, check)
-        found, denial = self.decisions.get(key, trio.current_time())
-        if found:
-            return denial
-        flight = self._flights.get(key)
-        if flight is not None:
-            await flight.done.wait()
-            return flight.answer
-        flight = self._flights[key] = _Flight()
-        try:
-            async with self._sending:
-                self.reviews_sent += 1
-                answer = await self.review_client.create(
-                    SUBJECT_ACCESS_REVIEWS, access_review(user, check)
-                )
-            flight.answer = access_denial(answer, user, check)
-            self.decisions.put(key, flight.answer, trio.current_time())
-        except KubeMoonError as exc:
-            flight.answer = exc
-        finally:
-            del self._flights[key]
-            flight.done.set()
-        return flight.answer
 
 
 def _message(check: AccessCheck, answer: str | KubeMoonError | None) -> str:
@@ -293,7 +350,29 @@ def mutate(request: AdmissionRequest) -> AdmissionResponse:
     """Apply the defaults of :func:`~configmirror._admission.default_mirror` as a patch."""
     if request.object is None:
         return AdmissionResponse.allow()
-    return AdmissionResponse.patched(request.object, default_mirror(request.object))
+    if request.old_object is not None and request.old_object.get("metadata", {}).get(
+        "deletionTimestamp"
+    ):
+        # Defaults are for live mirrors: sorting the targets of one being deleted would
+        # turn the operator's finalizer removal into a spec change to validate.
+        return AdmissionResponse.allow()
+    defaulted = default_mirror(request.object)
+    author = expected_author(request)
+    # Copies: default_mirror may return an object sharing request.object's metadata.
+    found = defaulted.get("metadata")
+    metadata = dict(found) if isinstance(found, Mapping) else {}
+    found = metadata.get("annotations")
+    annotations = dict(found) if isinstance(found, Mapping) else {}
+    if author is not None:
+        annotations[AUTHOR_ANNOTATION] = author
+    else:
+        annotations.pop(AUTHOR_ANNOTATION, None)
+    if annotations:
+        metadata["annotations"] = annotations
+    else:
+        metadata.pop("annotations", None)
+    defaulted["metadata"] = metadata
+    return AdmissionResponse.patched(request.object, defaulted)
 
 
 async def _unserved(request: AdmissionRequest) -> AdmissionResponse:

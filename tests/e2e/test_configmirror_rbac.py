@@ -9,6 +9,7 @@ a write that fails, or an Event that never appears.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ from configmirror import (
     ConfigMirrorWebhooks,
     OperatorOptions,
 )
+from configmirror._webhooks import mutate
 from kubemoon_core import (
     EVENTS,
     LEASES,
@@ -36,6 +38,7 @@ from kubemoon_core import (
     GroupVersionResource,
     Operation,
     UserInfo,
+    apply_json_patch,
 )
 from kubemoon_io import load_in_cluster_config
 from kubemoon_testing import ApiServer
@@ -210,7 +213,7 @@ async def test_the_webhooks_access_reviews_need_nothing_beyond_deploy_rbac(
     alpha = mirror("m", "settings", [target])
 
     def request(obj: dict[str, Any]) -> AdmissionRequest:
-        return AdmissionRequest(
+        raw = AdmissionRequest(
             uid="1",
             kind=GroupVersionKind("kubemoon.dev", "v1alpha1", "ConfigMirror"),
             resource=GroupVersionResource("kubemoon.dev", "v1alpha1", "configmirrors"),
@@ -220,6 +223,9 @@ async def test_the_webhooks_access_reviews_need_nothing_beyond_deploy_rbac(
             namespace=home,
             object=obj,
         )
+        # As the apiserver sends it: with the mutating webhook's patch (the author) applied.
+        patch = [dict(op) for op in mutate(raw).patch]
+        return dataclasses.replace(raw, object=apply_json_patch(obj, patch))
 
     try:
         async with (

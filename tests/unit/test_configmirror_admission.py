@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -343,6 +344,20 @@ def test_finishing_a_deletion_is_recognised() -> None:
     assert not deletion_update(request(v1beta1(["home"], {}), invalid))
     assert not deletion_update(request(being_deleted(v1beta1(["x"], {})), old))
     assert not deletion_update(request(new))
+
+
+def test_a_deleting_mirror_changing_more_than_its_finalizers_is_validated() -> None:
+    held = being_deleted(v1beta1(["x"], {}, finalizers=["tenant.example/hold"]))
+    annotated = copy.deepcopy(held)
+    annotated["metadata"]["annotations"] = {SELECTOR_ANNOTATION: '{"matchLabels":{"a":"b"}}'}
+    labelled = copy.deepcopy(held)
+    labelled["metadata"]["labels"] = {"a": "b"}
+    assert not deletion_update(request(annotated, held))
+    assert not deletion_update(request(labelled, held))
+    released = copy.deepcopy(held)
+    released["metadata"]["finalizers"] = []
+    released["metadata"]["resourceVersion"] = "2"
+    assert deletion_update(request(released, held))
 
 
 def test_defaults_sort_targets_and_label_the_source() -> None:

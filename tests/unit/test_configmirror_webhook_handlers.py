@@ -4,6 +4,7 @@ here an in-memory authorizer answers them, to count what is sent)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,6 +52,16 @@ def request(
     )
 
 
+def mutated(*args: Any, **kwargs: Any) -> AdmissionRequest:
+    """:func:`request` with the mutating webhook's patch applied, as the apiserver sends
+    it to the validating webhook."""
+    raw = request(*args, **kwargs)
+    if raw.object is None:
+        return raw
+    patch = [dict(op) for op in mutate(raw).patch]
+    return dataclasses.replace(raw, object=apply_json_patch(raw.object, patch))
+
+
 def mirror(*targets: str) -> dict[str, Any]:
     return {
         "apiVersion": "kubemoon.dev/v1alpha1",
@@ -71,7 +82,7 @@ def test_the_app_serves_three_webhooks() -> None:
 
 async def test_an_invalid_mirror_is_denied_before_any_access_review() -> None:
     async with Client(UNREACHABLE) as client:
-        verdict = await ConfigMirrorWebhooks(client).validate(request(mirror("home")))
+        verdict = await ConfigMirrorWebhooks(client).validate(mutated(mirror("home")))
     assert not verdict.allowed
     assert verdict.code == 422
     assert "invalid ConfigMirror m: target namespace 'home'" in verdict.message
@@ -79,7 +90,7 @@ async def test_an_invalid_mirror_is_denied_before_any_access_review() -> None:
 
 async def test_an_access_review_that_cannot_be_made_denies() -> None:
     async with Client(UNREACHABLE) as client:
-        verdict = await ConfigMirrorWebhooks(client).validate(request(mirror("a", "b")))
+        verdict = await ConfigMirrorWebhooks(client).validate(mutated(mirror("a", "b")))
     assert not verdict.allowed
     assert verdict.message.startswith(
         "cannot check whether the user may get ConfigMap home/settings"
@@ -96,9 +107,9 @@ async def test_what_needs_no_review_is_allowed() -> None:
     async with Client(UNREACHABLE) as client:
         hooks = ConfigMirrorWebhooks(client)
         # Only metadata changed: nobody's access is in question, nothing is sent.
-        same = await hooks.validate(request(mirror("a"), Operation.UPDATE, mirror("a")))
+        same = await hooks.validate(mutated(mirror("a"), Operation.UPDATE, mirror("a")))
         assert same.allowed
-        deleted = await hooks.validate(request(None, Operation.DELETE, mirror("a")))
+        deleted = await hooks.validate(mutated(None, Operation.DELETE, mirror("a")))
         assert deleted.allowed
 
 
@@ -150,12 +161,12 @@ ALICE_READS = ("alice", "get", "home")
 
 async def test_the_source_must_be_readable_by_the_author() -> None:
     authorizer = Authorizer({("alice", "create", "a")})
-    verdict = await hooks(authorizer).validate(request(mirror("a")))
+    verdict = await hooks(authorizer).validate(mutated(mirror("a")))
     assert not verdict.allowed
     assert verdict.message.startswith("user 'alice' may not get ConfigMap home/settings")
     assert ("alice", "get", "home", "settings") in authorizer.asked
     authorizer.allowed.add(ALICE_READS)
-    assert (await hooks(authorizer).validate(request(mirror("a")))).allowed
+    assert (await hooks(authorizer).validate(mutated(mirror("a")))).allowed
 
 
 async def test_a_v1alpha1_annotation_is_reviewed_as_the_selector_it_becomes() -> None:
@@ -163,12 +174,12 @@ async def test_a_v1alpha1_annotation_is_reviewed_as_the_selector_it_becomes() ->
     plain = mirror("a")
     selecting = mirror("a")
     selecting["metadata"]["annotations"] = {SELECTOR_ANNOTATION: '{"matchLabels":{"t":"b"}}'}
-    verdict = await hooks(authorizer).validate(request(selecting, Operation.UPDATE, plain))
+    verdict = await hooks(authorizer).validate(mutated(selecting, Operation.UPDATE, plain))
     assert not verdict.allowed
     assert "may not create ConfigMaps in all namespaces" in verdict.message
     empty = mirror("a")
     empty["metadata"]["annotations"] = {SELECTOR_ANNOTATION: "{}"}
-    refused = await hooks(authorizer).validate(request(empty, Operation.UPDATE, plain))
+    refused = await hooks(authorizer).validate(mutated(empty, Operation.UPDATE, plain))
     assert refused.code == 422 and "must name at least one label" in refused.message
 
 
@@ -178,20 +189,20 @@ async def test_an_update_of_a_mirror_being_deleted_passes_whatever_its_spec() ->
     stale["metadata"]["finalizers"] = ["kubemoon.dev/cleanup"]
     stale["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     done = {**stale, "metadata": {**stale["metadata"], "finalizers": []}}
-    verdict = await hooks(authorizer).validate(request(done, Operation.UPDATE, stale))
+    verdict = await hooks(authorizer).validate(mutated(done, Operation.UPDATE, stale))
     assert verdict.allowed
     assert authorizer.asked == []
     # The same update on a mirror not being deleted is judged on its spec.
     del stale["metadata"]["deletionTimestamp"]
     alive = {**stale, "metadata": {**stale["metadata"], "finalizers": []}}
-    assert not (await hooks(authorizer).validate(request(alive, Operation.UPDATE, stale))).allowed
+    assert not (await hooks(authorizer).validate(mutated(alive, Operation.UPDATE, stale))).allowed
 
 
 async def test_reviews_per_request_are_capped_with_a_clear_denial() -> None:
     targets = [f"t{i:02d}" for i in range(30)]
     authorizer = Authorizer({ALICE_READS, *(("alice", "create", t) for t in targets)})
     hook = hooks(authorizer, max_access_reviews=20)
-    verdict = await hook.validate(request(mirror(*targets)))
+    verdict = await hook.validate(mutated(mirror(*targets)))
     assert not verdict.allowed
     assert "needs 31 access reviews, more than the 20 one admission request may cause" in (
         verdict.message
@@ -200,12 +211,12 @@ async def test_reviews_per_request_are_capped_with_a_clear_denial() -> None:
     assert sorted(a[1:3] for a in authorizer.asked) == [("create", ""), ("get", "home")]
     # Within the cap: one review each (the source's answer is reused from the cache).
     authorizer.asked.clear()
-    assert (await hook.validate(request(mirror(*targets[:19])))).allowed
+    assert (await hook.validate(mutated(mirror(*targets[:19])))).allowed
     assert sorted(a[2] for a in authorizer.asked) == targets[:19]
     # Someone who may create ConfigMaps everywhere is not limited by the cap.
     admin = Authorizer({("admin", "get", "home"), ("admin", "create", "")})
     assert (
-        await hooks(admin, max_access_reviews=20).validate(request(mirror(*targets), user="admin"))
+        await hooks(admin, max_access_reviews=20).validate(mutated(mirror(*targets), user="admin"))
     ).allowed
     assert len(admin.asked) == 2
     with pytest.raises(LocalProtocolError, match="at least 2"):
@@ -221,7 +232,7 @@ async def test_decisions_are_cached_and_identical_reviews_in_flight_sent_once() 
     verdicts = []
 
     async def validate() -> None:
-        verdicts.append(await hook.validate(request(mirror("a"))))
+        verdicts.append(await hook.validate(mutated(mirror("a"))))
 
     async with trio.open_nursery() as nursery:
         for _ in range(10):
@@ -230,10 +241,10 @@ async def test_decisions_are_cached_and_identical_reviews_in_flight_sent_once() 
         authorizer.gate.set()
     assert [v.allowed for v in verdicts] == [True] * 10
     assert len(authorizer.asked) == 2  # the source and the target, once for ten requests
-    assert (await hook.validate(request(mirror("a")))).allowed
+    assert (await hook.validate(mutated(mirror("a")))).allowed
     assert len(authorizer.asked) == 2  # from the cache
     # Another user asks again.
-    assert not (await hook.validate(request(mirror("a"), user="bob"))).allowed
+    assert not (await hook.validate(mutated(mirror("a"), user="bob"))).allowed
     assert len(authorizer.asked) == 4
     assert hook.reviews_sent == 4
 
@@ -242,7 +253,7 @@ async def test_without_a_cache_every_request_asks() -> None:
     authorizer = Authorizer({ALICE_READS, ("alice", "create", "a")})
     hook = hooks(authorizer, decision_ttl=0)
     for _ in range(3):
-        assert (await hook.validate(request(mirror("a")))).allowed
+        assert (await hook.validate(mutated(mirror("a")))).allowed
     assert len(authorizer.asked) == 6
 
 
@@ -262,10 +273,10 @@ async def test_a_review_cancelled_in_flight_denies_whoever_waited_for_it() -> No
 
     async def first() -> None:
         with scope:
-            await hook.validate(request(mirror("a")))
+            await hook.validate(mutated(mirror("a")))
 
     async def second() -> None:
-        verdicts.append(await hook.validate(request(mirror("a"))))
+        verdicts.append(await hook.validate(mutated(mirror("a"))))
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(first)
@@ -285,6 +296,6 @@ async def test_at_most_review_connections_reviews_are_in_flight() -> None:
     targets = [f"t{i}" for i in range(12)]
     authorizer = Authorizer({ALICE_READS, *(("alice", "create", t) for t in targets)})
     hook = hooks(authorizer, review_connections=3)
-    assert (await hook.validate(request(mirror(*targets)))).allowed
+    assert (await hook.validate(mutated(mirror(*targets)))).allowed
     assert len(authorizer.asked) == 13
     assert authorizer.most_in_flight == 3
