@@ -6,8 +6,8 @@ has the source's name, the managed-by label and this ConfigMirror's UID in
 alone widens nobody's rights: a look-alike is reported in :attr:`Plan.ignored`, never
 written); a copy already being deleted counts as deleted (it is not deleted again, and
 does not hold the finalizer); a copy made ``immutable`` that needs a change is deleted and
-created again on a later reconcile; a namespace receives a copy only if it allows it (the caller
-passes the namespaces that match the target selector, by default those labelled
+created again on a later reconcile; a namespace receives a copy only if it allows it (the
+caller passes the namespaces that match the target selector, by default those labelled
 ``kubemoon.dev/accept-mirrors=true``), and a managed copy in a namespace that no longer
 allows it is deleted; every update and delete is conditional on the resourceVersion
 (and UID) the plan was made from, so a concurrent change makes the write fail with 409 and
