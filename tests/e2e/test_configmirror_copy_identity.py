@@ -55,7 +55,7 @@ async def test_annotating_a_configmap_does_not_get_it_deleted(
         "spec": {"source": "settings", "targetNamespaces": [target]},
     }
     await client.create(CONFIGMIRRORS, mirror, namespace=tenant.home)
-    await start_operator(namespaces=(tenant.home,))
+    running = await start_operator(namespaces=(tenant.home,))
 
     async def copy_uid() -> str | None:
         try:
@@ -85,3 +85,12 @@ async def test_annotating_a_configmap_does_not_get_it_deleted(
         "the operator deleted a ConfigMap that a user who may not delete it had only "
         "annotated with a mirror's UID"
     )
+
+    # Left alone, and reported: logged once and counted once, however often it is seen.
+    async def reported() -> bool:
+        return running.operator.ignored_lookalikes == 1
+
+    await eventually(reported, what="the look-alike counted")
+    registry = running.operator.manager.registry
+    metric = "kubemoon_configmirror_ignored_lookalikes_total"
+    assert registry.get_sample_value(metric) == 1.0
