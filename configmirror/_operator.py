@@ -25,6 +25,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+from prometheus_client import Counter
+
 from kubemoon_core import (
     AlreadyExists,
     ApiError,
@@ -85,6 +87,8 @@ from ._webhooks import (
 __all__ = ["ConfigMirrorOperator"]
 
 COPIES_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
+# How many look-alikes (mirror UID, namespace/name) are remembered to be logged only once.
+_IGNORED_REMEMBERED = 10_000
 # Also matches ConfigMaps without the label at all: the sources (and anything else).
 NOT_COPIES_SELECTOR = f"{MANAGED_BY_LABEL}!={MANAGED_BY_VALUE}"
 
@@ -131,6 +135,15 @@ class ConfigMirrorOperator:
         # The author's rights, re-checked before a copy is written (see _authority).
         self.author_reviews = AccessReviews(
             client, decision_ttl=DECISION_TTL, concurrency=REVIEW_CONNECTIONS, cache_allowed=False
+        )
+        # ConfigMaps carrying a mirror's UID that are not its copies (see is_copy): never
+        # written, each logged once (up to _IGNORED_REMEMBERED of them) and counted.
+        self.ignored_lookalikes = 0
+        self._ignored_seen: set[tuple[str, str]] = set()
+        self._ignored_counter = Counter(
+            "kubemoon_configmirror_ignored_lookalikes",
+            "ConfigMaps carrying a ConfigMirror's owner UID that are not its copies, left alone",
+            registry=self.manager.registry,
         )
         self.webhook_server: WebhookServer | None = None
         self.webhooks: WebhookManager | None = None
@@ -288,6 +301,7 @@ class ConfigMirrorOperator:
             if refusals:
                 unauthorized.update(refusals)
                 plan = plan_now()
+            self._report_ignored(ctx, uid, plan)
             try:
                 outcome, unseen = await self._write(ctx, plan, read_unseen=sharded and not fetched)
             finally:
@@ -313,11 +327,27 @@ class ConfigMirrorOperator:
             ctx.events.record(mirror, event.type, event.reason, event.note)
         return RequeueAfter(1.0) if plan.wait_for_deletions else Reconciled()
 
+    def _report_ignored(self, ctx: ReconcileContext, uid: str, plan: Plan) -> None:
+        """Log at WARNING, once each, the look-alikes the plan left alone, and count them."""
+        for where in plan.ignored:
+            key = (uid, where)
+            if key in self._ignored_seen:
+                continue
+            if len(self._ignored_seen) < _IGNORED_REMEMBERED:
+                self._ignored_seen.add(key)
+            self.ignored_lookalikes += 1
+            self._ignored_counter.inc()
+            ctx.log.warning(
+                "ConfigMap %s carries this mirror's owner UID but is not its copy (name or "
+                "managed-by label differs): never written or deleted",
+                where,
+            )
+
     async def _list_copies(self, ctx: ReconcileContext, uid: str) -> list[Mapping[str, Any]]:
         """The ConfigMaps annotated with owner ``uid`` that the API server holds with the
         managed-by label, across namespaces and whatever their other labels: a copy whose
         owner-bucket label was changed is in no cache of its mirror's replica. (One without
-        the managed-by label is in the cache of every other ConfigMap.)"""
+        the managed-by label is no copy: the planner leaves it alone, see ``is_copy``.)"""
         options = ListOptions(label_selector=COPIES_SELECTOR)
         return [
             c async for c in ctx.client.list(CONFIGMAPS, options=options) if _owner_uid(c) == uid

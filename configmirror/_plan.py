@@ -1,8 +1,13 @@
 """What one reconcile of a ConfigMirror must write, decided without I/O.
 
-Rules: a ConfigMap is modified or deleted only if it carries this ConfigMirror's UID in
-``kubemoon.dev/owner-uid``; a namespace receives a copy only if it allows it (the caller
-passes the namespaces that match the target selector, by default those labelled
+Rules: a ConfigMap is modified or deleted only if it is a copy this ConfigMirror made: it
+has the source's name, the managed-by label and this ConfigMirror's UID in
+``kubemoon.dev/owner-uid`` (anyone who may update a ConfigMap can add the annotation, so it
+alone widens nobody's rights: a look-alike is reported in :attr:`Plan.ignored`, never
+written); a copy already being deleted counts as deleted (it is not deleted again, and
+does not hold the finalizer); a copy made ``immutable`` that needs a change is deleted and
+created again on a later reconcile; a namespace receives a copy only if it allows it (the
+caller passes the namespaces that match the target selector, by default those labelled
 ``kubemoon.dev/accept-mirrors=true``), and a managed copy in a namespace that no longer
 allows it is deleted; every update and delete is conditional on the resourceVersion
 (and UID) the plan was made from, so a concurrent change makes the write fail with 409 and
@@ -44,6 +49,7 @@ __all__ = [
     "Plan",
     "PlannedEvent",
     "copy_settled",
+    "is_copy",
     "mirror_targets",
     "plan_reconcile",
 ]
@@ -83,11 +89,14 @@ class Plan:
     are the writes to the ConfigMirror itself (its finalizer or its status), sent in order
     once every copy write succeeded, so a status never reports a copy that was not
     written. ``wait_for_deletions`` is true while the finalizer waits for deleted targets
-    to be seen gone; the caller requeues the key rather than wait for an event.
+    to be seen deleting or gone, or when an immutable copy was deleted to be created again;
+    the caller requeues the key rather than wait for an event.
     ``list_copies`` is true when the finalizer could go but the managed copies were not
     read from the API server (only from caches, which may miss a copy whose labels were
     changed): the plan writes nothing, and the caller lists the copies and plans again
-    with ``copies_listed=True``.
+    with ``copies_listed=True``. ``ignored`` names (``namespace/name``) the ConfigMaps that
+    carry the mirror's UID but are not its copies (another name, or no managed-by label):
+    never written, for the caller to report.
     """
 
     copies: tuple[Request, ...] = ()
@@ -95,6 +104,7 @@ class Plan:
     wait_for_deletions: bool = False
     events: tuple[PlannedEvent, ...] = ()
     list_copies: bool = False
+    ignored: tuple[str, ...] = ()
 
     @property
     def writes(self) -> tuple[Request, ...]:
@@ -166,6 +176,34 @@ def _owner_uid(configmap: Obj) -> str | None:
     annotations = _meta(configmap).get("annotations") or {}
     value = annotations.get(OWNER_UID_ANNOTATION)
     return value if isinstance(value, str) else None
+
+
+def is_copy(configmap: Obj, uid: str, source_name: object) -> bool:
+    """Whether ``configmap`` is a copy the mirror of ``uid`` made: the name it gives its
+    copies (its source's), the managed-by label and its UID in the owner annotation."""
+    meta = _meta(configmap)
+    labels = meta.get("labels") or {}
+    return (
+        meta.get("name") == source_name
+        and isinstance(labels, Mapping)
+        and labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
+        and _owner_uid(configmap) == uid
+    )
+
+
+def _deleting(configmap: Obj) -> bool:
+    return bool(_meta(configmap).get("deletionTimestamp"))
+
+
+def _where(configmap: Obj) -> str:
+    meta = _meta(configmap)
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def _named(items: list[str], limit: int = 10) -> str:
+    """``items`` joined, at most ``limit`` of them, so a message stays bounded."""
+    more = len(items) - limit
+    return ", ".join(items[:limit]) + (f" (and {more} more)" if more > 0 else "")
 
 
 def _delete_exactly(configmap: Obj) -> Request:
@@ -311,11 +349,15 @@ def plan_reconcile(
     mirror's bucket (the sharded operator watches its copies by it), and a copy whose
     label is missing or wrong is rewritten; without it, the label is left as found.
 
-    A mirror being deleted keeps its finalizer until no managed copy is left; the owner
-    annotation decides what is managed, whatever a copy's labels say. Caches are selected
-    by labels, so an empty ``managed_copies`` is trusted only with ``copies_listed`` (it
-    includes every ConfigMap the API server holds with this mirror's UID); otherwise the
-    plan is a :attr:`Plan.list_copies` request.
+    Only copies are written: see :func:`is_copy` (the owner annotation alone, which
+    whoever may update a ConfigMap can add, is not enough); the others of
+    ``managed_copies`` are named in :attr:`Plan.ignored`. A mirror being deleted keeps its
+    finalizer until every copy is deleted or being deleted (a DELETE accepted is the
+    operator's work done, whatever finalizers the receiving tenant added), whatever its
+    owner-bucket label says. Caches are selected by labels, so an empty
+    ``managed_copies`` is trusted only with ``copies_listed`` (it includes every
+    ConfigMap the API server holds with the managed-by label and this mirror's UID);
+    otherwise the plan is a :attr:`Plan.list_copies` request.
 
     ``unauthorized`` maps the targets the mirror's author may no longer write to why:
     nothing is written there (a copy already there is left as it is) and Ready is False.
@@ -323,29 +365,40 @@ def plan_reconcile(
     meta = _meta(mirror)
     uid, namespace = meta["uid"], meta["namespace"]
     finalizers = list(meta.get("finalizers") or [])
-    managed = list(managed_copies)
+    spec = mirror.get("spec") or {}
+    source_name = spec.get("source", "")
+    managed: list[Obj] = []
+    ignored: list[str] = []
+    for c in managed_copies:
+        if is_copy(c, uid, source_name):
+            managed.append(c)
+        else:
+            ignored.append(_where(c))
+    # Already being deleted: its DELETE was accepted, it is not sent again.
+    live = [c for c in managed if not _deleting(c)]
 
     if meta.get("deletionTimestamp"):
         if FINALIZER not in finalizers:
-            return Plan()
-        if managed:
-            return Plan(tuple(_delete_exactly(c) for c in managed), wait_for_deletions=True)
+            return Plan(ignored=tuple(ignored))
+        if live:
+            deletes = tuple(_delete_exactly(c) for c in live)
+            return Plan(deletes, wait_for_deletions=True, ignored=tuple(ignored))
         if not copies_listed:
-            return Plan(list_copies=True)
+            return Plan(list_copies=True, ignored=tuple(ignored))
         finalizers.remove(FINALIZER)
-        return Plan(mirror=(_finalizers_patch(mirror, finalizers),))
+        return Plan(mirror=(_finalizers_patch(mirror, finalizers),), ignored=tuple(ignored))
     if FINALIZER not in finalizers:
         # Nothing is created before the finalizer is in place, so nothing can leak.
         return Plan(mirror=(_finalizers_patch(mirror, [*finalizers, FINALIZER]),))
 
-    spec = mirror.get("spec") or {}
-    source_name = spec.get("source", "")
     targets = mirror_targets(mirror, namespace_labels)
     writes: list[Request] = []
     target_states: list[dict[str, str]] = []
     conflicts: list[str] = []
     refused: list[str] = []
     denied: list[str] = []
+    replacing: list[str] = []
+    requeue = False
     for target in targets:
         existing = copies_by_namespace.get(target)
         where = f"{target}/{source_name}"
@@ -368,7 +421,7 @@ def plan_reconcile(
                 {"namespace": target, "state": "NotAllowed", "message": unauthorized[target]}
             )
             continue
-        if existing is not None and _owner_uid(existing) != uid:
+        if existing is not None and not is_copy(existing, uid, source_name):
             conflicts.append(where)
             target_states.append(
                 {
@@ -387,13 +440,28 @@ def plan_reconcile(
         if existing is None:
             writes.append(create_request(CONFIGMAPS, desired, namespace=target))
         elif not _in_sync(existing, desired):
+            if _deleting(existing) or existing.get("immutable") is True:
+                # An immutable copy refuses every update (422): the operator's own object,
+                # it is deleted and created again once gone. One being deleted is waited for.
+                if not _deleting(existing):
+                    writes.append(_delete_exactly(existing))
+                    requeue = True
+                replacing.append(target)
+                target_states.append(
+                    {
+                        "namespace": target,
+                        "state": "Pending",
+                        "message": f"replacing ConfigMap {where}, which cannot be updated "
+                        "(immutable or being deleted)",
+                    }
+                )
+                continue
             writes.append(replace_request(CONFIGMAPS, desired, namespace=target))
         target_states.append({"namespace": target, "state": "Synced", "message": ""})
 
     wanted = set(targets) - set(refused)
-    for copy in managed:
-        copy_meta = _meta(copy)
-        if copy_meta.get("namespace") not in wanted or copy_meta.get("name") != source_name:
+    for copy in live:
+        if _meta(copy).get("namespace") not in wanted:
             writes.append(_delete_exactly(copy))
 
     generation = meta.get("generation", 0)
@@ -424,6 +492,13 @@ def plan_reconcile(
             f"not managed by this ConfigMirror, left untouched: {', '.join(conflicts)}",
             generation,
         )
+    elif replacing:
+        ready = _condition(
+            False,
+            "ReplacingCopy",
+            f"copies that cannot be updated are being replaced in: {_named(replacing)}",
+            generation,
+        )
     else:
         ready = _condition(True, "Synced", f"mirrored to {len(targets)} namespace(s)", generation)
 
@@ -442,4 +517,10 @@ def plan_reconcile(
             ),
         )
     event = _event_for(ready, old_status)
-    return Plan(tuple(writes), own, events=(event,) if event is not None else ())
+    return Plan(
+        tuple(writes),
+        own,
+        wait_for_deletions=requeue,
+        events=(event,) if event is not None else (),
+        ignored=tuple(ignored),
+    )

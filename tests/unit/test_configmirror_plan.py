@@ -174,7 +174,7 @@ def test_an_unmanaged_copy_is_never_touched_and_named_in_status() -> None:
     assert all(r.path != "/api/v1/namespaces/b/configmaps/settings" for r in plan.writes)
 
 
-def test_removed_namespaces_and_renamed_sources_lose_their_copies() -> None:
+def test_removed_namespaces_lose_their_copies() -> None:
     leftover = copy("c")
     plan = plan_reconcile(
         mirror(status=SYNCED_STATUS),
@@ -221,7 +221,9 @@ def test_the_finalizer_goes_only_once_the_copies_were_listed_from_the_api_server
     """Issue 31, defect 7: caches are selected by labels, so a copy whose owner-bucket label
     a tenant changed is in none of them. Before the finalizer goes the planner asks for the
     copies as the API server holds them, and whatever their labels, the owner annotation
-    decides: the relabelled copy is deleted, then the finalizer goes."""
+    decides: the relabelled copy is deleted, then the finalizer goes. (Attack defect 3: a
+    ConfigMap without the managed-by label is not a copy, whatever its annotation: it is
+    left alone and reported, not deleted.)"""
     deleting = mirror(metadata={"deletionTimestamp": NOW, "finalizers": ["other", FINALIZER]})
     cached_none = plan_with_allowed(
         deleting, SOURCE, {}, [], NOW, allowed_namespaces=EVERY_TARGET, sharded=True
@@ -242,10 +244,8 @@ def test_the_finalizer_goes_only_once_the_copies_were_listed_from_the_api_server
         sharded=True,
         copies_listed=True,
     )
-    assert summary(listed) == [
-        ("DELETE", "/api/v1/namespaces/c/configmaps/settings"),
-        ("DELETE", "/api/v1/namespaces/a/configmaps/settings"),
-    ]
+    assert summary(listed) == [("DELETE", "/api/v1/namespaces/c/configmaps/settings")]
+    assert listed.ignored == ("a/settings",)
     assert listed.wait_for_deletions and not listed.list_copies
     # Not being deleted, nothing is listed: the caches and the AlreadyExists reads suffice.
     assert not plan_reconcile(mirror(), SOURCE, {}, [], NOW).list_copies
@@ -530,3 +530,160 @@ def test_unsharded_leaves_the_bucket_label_as_found() -> None:
             == ()
         )
         assert copy_settled(a, mirror(), SOURCE)
+
+
+def _lookalike(namespace: str, name: str, *, labelled: bool) -> dict[str, Any]:
+    found = copy(namespace)
+    found["metadata"]["name"] = name
+    if not labelled:
+        del found["metadata"]["labels"]
+    return found
+
+
+def test_only_copies_the_operator_made_are_ever_written() -> None:
+    """Attack defect 3: anyone who may update a ConfigMap may add the owner annotation.
+    Unless it also has the copy's name and the managed-by label, it is not a copy: never
+    updated nor deleted (reported in ``ignored``), in a target namespace or elsewhere."""
+    others = [
+        _lookalike("a", "precious", labelled=False),
+        _lookalike("a", "precious", labelled=True),
+        _lookalike("c", "settings", labelled=False),
+        _lookalike("b", "old-name", labelled=True),  # e.g. a source renamed: left alone
+    ]
+    plan = plan_reconcile(
+        mirror(status=SYNCED_STATUS),
+        SOURCE,
+        {"a": copy("a"), "b": copy("b")},
+        [copy("a"), copy("b"), *others],
+        NOW,
+    )
+    assert plan.writes == ()
+    assert plan.ignored == ("a/precious", "a/precious", "c/settings", "b/old-name")
+    # In a target namespace, the source's name with the annotation but no label is a
+    # conflict, not a copy to overwrite.
+    unlabelled = _lookalike("b", "settings", labelled=False)
+    plan = plan_reconcile(mirror(), SOURCE, {"a": copy("a"), "b": unlabelled}, [], NOW)
+    assert all(r.method != "PUT" or "/configmaps/" not in r.path for r in plan.writes)
+    status = json.loads(plan.writes[0].body)["status"]
+    assert status["conditions"][0]["reason"] == "TargetConflict"
+    # Deleting the mirror deletes its copies only.
+    deleting = mirror(metadata={"deletionTimestamp": NOW, "finalizers": [FINALIZER]})
+    plan = plan_with_allowed(
+        deleting,
+        SOURCE,
+        {},
+        [copy("a"), *others],
+        NOW,
+        allowed_namespaces=EVERY_TARGET,
+        copies_listed=True,
+    )
+    assert summary(plan) == [("DELETE", "/api/v1/namespaces/a/configmaps/settings")]
+    listed = plan_with_allowed(
+        deleting, SOURCE, {}, others, NOW, allowed_namespaces=EVERY_TARGET, copies_listed=True
+    )
+    assert json.loads(listed.writes[0].body)["metadata"]["finalizers"] == []
+    assert len(listed.ignored) == 4
+
+
+def _being_deleted(namespace: str) -> dict[str, Any]:
+    found = copy(namespace)
+    found["metadata"]["deletionTimestamp"] = NOW
+    found["metadata"]["finalizers"] = ["tenant.example/hold"]
+    return found
+
+
+def test_a_copy_being_deleted_counts_as_deleted() -> None:
+    """Attack defect 5: a receiving tenant's finalizer on a copy does not hold the mirror's
+    deletion, and no DELETE is sent again for an object that already has a
+    deletionTimestamp."""
+    deleting = mirror(metadata={"deletionTimestamp": NOW, "finalizers": ["other", FINALIZER]})
+    held = [_being_deleted("a"), _being_deleted("b")]
+    cached = plan_reconcile(deleting, SOURCE, {}, held, NOW)
+    assert cached.writes == () and cached.list_copies and not cached.wait_for_deletions
+    listed = plan_with_allowed(
+        deleting, SOURCE, {}, held, NOW, allowed_namespaces=EVERY_TARGET, copies_listed=True
+    )
+    assert summary(listed) == [
+        ("PATCH", "/apis/kubemoon.dev/v1alpha1/namespaces/src/configmirrors/m")
+    ]
+    assert json.loads(listed.writes[0].body)["metadata"]["finalizers"] == ["other"]
+    # Only the copy not yet being deleted is deleted.
+    mixed = plan_reconcile(deleting, SOURCE, {}, [_being_deleted("a"), copy("b")], NOW)
+    assert summary(mixed) == [("DELETE", "/api/v1/namespaces/b/configmaps/settings")]
+    # Not being deleted: a leftover copy already being deleted is not deleted again.
+    plan = plan_reconcile(
+        mirror(status=SYNCED_STATUS),
+        SOURCE,
+        {"a": copy("a"), "b": copy("b")},
+        [copy("a"), copy("b"), _being_deleted("c")],
+        NOW,
+    )
+    assert plan.writes == ()
+
+
+def test_an_immutable_stale_copy_is_replaced_and_not_reported_synced() -> None:
+    """Attack defect 7: every update of an immutable ConfigMap is refused (422). The
+    operator deletes its copy (exactly that object) to create it again, and the status says
+    the target is not in sync meanwhile."""
+    frozen = copy("b", data={"k": "old"})
+    frozen["immutable"] = True
+    plan = plan_reconcile(
+        mirror(status=SYNCED_STATUS),
+        SOURCE,
+        {"a": copy("a"), "b": frozen},
+        [copy("a"), frozen],
+        NOW,
+    )
+    assert summary(plan) == [
+        ("DELETE", "/api/v1/namespaces/b/configmaps/settings"),
+        ("PUT", "/apis/kubemoon.dev/v1alpha1/namespaces/src/configmirrors/m/status"),
+    ]
+    assert json.loads(plan.writes[0].body)["preconditions"] == {
+        "uid": "cm-b",
+        "resourceVersion": "7",
+    }
+    assert plan.wait_for_deletions
+    status = json.loads(plan.writes[1].body)["status"]
+    ready = status["conditions"][0]
+    assert (ready["status"], ready["reason"]) == ("False", "ReplacingCopy")
+    assert "b" in ready["message"]
+    assert [t["state"] for t in status["targets"]] == ["Synced", "Pending"]
+    # Once gone, it is created again and the mirror is Synced.
+    again = plan_reconcile(mirror(status=status), SOURCE, {"a": copy("a")}, [copy("a")], NOW)
+    assert summary(again)[0] == ("POST", "/api/v1/namespaces/b/configmaps")
+    ready = json.loads(again.writes[1].body)["status"]["conditions"][0]
+    assert (ready["status"], ready["reason"]) == ("True", "Synced")
+    # Still being deleted (a tenant's finalizer): waited for, nothing written to it.
+    held = _being_deleted("b")
+    held["data"] = {"k": "old"}
+    waiting = plan_reconcile(
+        mirror(status=status), SOURCE, {"a": copy("a"), "b": held}, [copy("a"), held], NOW
+    )
+    assert waiting.copies == () and not waiting.wait_for_deletions
+    # An immutable copy already in sync needs nothing.
+    in_sync = copy("b")
+    in_sync["immutable"] = True
+    plan = plan_reconcile(
+        mirror(status=SYNCED_STATUS), SOURCE, {"a": copy("a"), "b": in_sync}, [], NOW
+    )
+    assert plan.writes == ()
+
+
+def test_a_long_list_of_replaced_copies_is_bounded_in_the_message() -> None:
+    targets = [f"t{i:02d}" for i in range(30)]
+    frozen = {}
+    for t in targets:
+        frozen[t] = copy(t, data={"k": "old"})
+        frozen[t]["immutable"] = True
+    plan = plan_with_allowed(
+        mirror(spec={"targetNamespaces": targets}),
+        SOURCE,
+        frozen,
+        list(frozen.values()),
+        NOW,
+        allowed_namespaces=targets,
+    )
+    ready = json.loads(plan.mirror[0].body)["status"]["conditions"][0]
+    assert ready["reason"] == "ReplacingCopy"
+    assert "t09" in ready["message"] and "t10" not in ready["message"]
+    assert "(and 20 more)" in ready["message"]
