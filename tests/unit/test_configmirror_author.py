@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from configmirror import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_UID_ANNOTATION
 from configmirror._admission import (
     AUTHOR_ANNOTATION,
     MAX_AUTHOR_LENGTH,
@@ -190,7 +191,16 @@ def test_copy_writes_ignore_deletes_and_other_paths() -> None:
         mirror("a", finalizers=[FINALIZER]),
         None,
         {},
-        [{"metadata": {"name": "settings", "namespace": "x", "annotations": {}}}],
+        [
+            {
+                "metadata": {
+                    "name": "settings",
+                    "namespace": "x",
+                    "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE},
+                    "annotations": {OWNER_UID_ANNOTATION: "m-uid"},
+                }
+            }
+        ],
         "2026-01-01T00:00:00Z",
         allowed_namespaces={"a"},
     )
