@@ -1,6 +1,6 @@
 module kubemoon.dev/bench/configmirror-cr
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/go-logr/logr v1.4.3

@@ -46,8 +46,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 )
 
 const (
@@ -413,9 +413,10 @@ func mirrorsOf(ctx context.Context, c client.Reader, field, value string) []Conf
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
 // configMapHandler enqueues the mirrors a ConfigMap change concerns: those using its
-// name as source or as copy, and its owner unless the change leaves the copy settled.
+// name as source or as copy, and its owner unless the change (a create or an update)
+// leaves the copy settled.
 func configMapHandler(c client.Reader) handler.TypedEventHandler[client.Object, reconcile.Request] {
-	enqueue := func(ctx context.Context, q queue, old, cm client.Object) {
+	enqueue := func(ctx context.Context, q queue, old, cm client.Object, deleted bool) {
 		keys := map[types.NamespacedName]bool{}
 		where := cm.GetNamespace() + "/" + cm.GetName()
 		for _, field := range []string{bySource, byTarget} {
@@ -431,7 +432,7 @@ func configMapHandler(c client.Reader) handler.TypedEventHandler[client.Object, 
 				keys[client.ObjectKeyFromObject(&m)] = true
 			}
 		}
-		if copy, ok := cm.(*corev1.ConfigMap); ok && ownerUID(cm) != "" && len(keys) > 0 {
+		if copy, ok := cm.(*corev1.ConfigMap); ok && !deleted && ownerUID(cm) != "" && len(keys) > 0 {
 			for _, m := range mirrorsOf(ctx, c, byUID, ownerUID(cm)) {
 				if settled(ctx, c, copy, &m) {
 					delete(keys, client.ObjectKeyFromObject(&m))
@@ -444,13 +445,13 @@ func configMapHandler(c client.Reader) handler.TypedEventHandler[client.Object, 
 	}
 	return handler.TypedFuncs[client.Object, reconcile.Request]{
 		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[client.Object], q queue) {
-			enqueue(ctx, q, nil, e.Object)
+			enqueue(ctx, q, nil, e.Object, false)
 		},
 		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
-			enqueue(ctx, q, e.ObjectOld, e.ObjectNew)
+			enqueue(ctx, q, e.ObjectOld, e.ObjectNew, false)
 		},
 		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
-			enqueue(ctx, q, nil, e.Object)
+			enqueue(ctx, q, nil, e.Object, true)
 		},
 	}
 }
