@@ -1,4 +1,6 @@
-"""The ConfigMirror operator against the same operator written with kopf, on a real apiserver.
+"""The ConfigMirror operator against the same operator written with kopf and with
+controller-runtime in Go (``bench/controller_runtime``, built here with the machine's Go),
+on a real apiserver.
 
 One kube-apiserver (``kubemoon_testing.ApiServer``) with an audit log (``Metadata`` level,
 batch mode so that writing it stays off the requests' path). Each operator runs as its own
@@ -28,10 +30,11 @@ with ``compileall`` before the runs, as installing them from a wheel would. Othe
 with ``PYTHONDONTWRITEBYTECODE`` set, every KubeMoon start would compile its ~100 modules
 again (about 0.2 s of CPU counted against its convergence).
 
-KubeMoon runs first, so that its cluster-wide ConfigMap informer sees only its own
-ConfigMaps; kopf is restricted to its own four namespaces (``-n`` for each). Each operator
-is stopped with SIGTERM before the next one starts. Every wait is bounded: an operator
-that does not converge in ``CONVERGE_TIMEOUT`` seconds fails its rows.
+KubeMoon runs first, then kopf, then controller-runtime; kopf is restricted to its own
+four namespaces (``-n`` for each), the other two watch ConfigMaps cluster-wide, and the
+ConfigMaps of each finished run are deleted so that every cluster-wide informer sees only
+its own. Each operator is stopped with SIGTERM before the next one starts. Every wait is
+bounded: an operator that does not converge in ``CONVERGE_TIMEOUT`` seconds fails its rows.
 """
 
 from __future__ import annotations
