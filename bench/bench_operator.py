@@ -1,4 +1,6 @@
-"""The ConfigMirror operator against the same operator written with kopf, on a real apiserver.
+"""The ConfigMirror operator against the same operator written with kopf and with
+controller-runtime in Go (``bench/controller_runtime``, built here with the machine's Go),
+on a real apiserver.
 
 One kube-apiserver (``kubemoon_testing.ApiServer``) with an audit log (``Metadata`` level,
 batch mode so that writing it stays off the requests' path). Each operator runs as its own
@@ -28,10 +30,11 @@ with ``compileall`` before the runs, as installing them from a wheel would. Othe
 with ``PYTHONDONTWRITEBYTECODE`` set, every KubeMoon start would compile its ~100 modules
 again (about 0.2 s of CPU counted against its convergence).
 
-KubeMoon runs first, so that its cluster-wide ConfigMap informer sees only its own
-ConfigMaps; kopf is restricted to its own four namespaces (``-n`` for each). Each operator
-is stopped with SIGTERM before the next one starts. Every wait is bounded: an operator
-that does not converge in ``CONVERGE_TIMEOUT`` seconds fails its rows.
+KubeMoon runs first, then kopf, then controller-runtime; kopf is restricted to its own
+four namespaces (``-n`` for each), the other two watch ConfigMaps cluster-wide, and the
+ConfigMaps of each finished run are deleted so that every cluster-wide informer sees only
+its own. Each operator is stopped with SIGTERM before the next one starts. Every wait is
+bounded: an operator that does not converge in ``CONVERGE_TIMEOUT`` seconds fails its rows.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ import http.client
 import importlib.util
 import json
 import os
+import re
+import shutil
 import signal
 import ssl
 import subprocess
@@ -78,12 +83,15 @@ STOP_TIMEOUT = 20.0
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 SYSTEM_NAMESPACE = "bench-operators"
 KOPF_FILE = Path(__file__).resolve().with_name("kopf_configmirror.py")
+# The same operator on controller-runtime in Go, built here with the machine's Go.
+CR_MODULE = Path(__file__).resolve().with_name("controller_runtime")
+CR_BUILD_TIMEOUT = 900.0
 # The storage version: no conversion webhook is needed to create and read it.
 MIRRORS_API = "/apis/kubemoon.dev/v1beta1"
 
 # ServiceAccount names in SYSTEM_NAMESPACE: one identity per run, so the audit log tells
 # the runs apart.
-OPERATORS = ("kubemoon", "kopf", "kubemoon-scale", "kopf-scale")
+OPERATORS = ("kubemoon", "kopf", "cr", "kubemoon-scale", "kopf-scale", "cr-scale")
 # Only the operators' requests are logged: the orchestration's are not counted anyway.
 AUDIT_POLICY = f"""\
 apiVersion: audit.k8s.io/v1
@@ -440,6 +448,58 @@ def run_operator(
         run.exit_code = proc.returncode
 
 
+def clear_configmaps(admin: Admin, work: Workload) -> None:
+    """Delete the ConfigMaps of a finished run (its operator is stopped), so that the next
+    operator's cluster-wide ConfigMap informer holds only its own."""
+    for namespace in [work.source, *work.targets]:
+        admin.request("DELETE", f"/api/v1/namespaces/{namespace}/configmaps", ok=(200,))
+
+
+# -- the controller-runtime operator ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GoBuild:
+    """The controller-runtime operator's binary and what it was built from, or why not."""
+
+    binary: Path | None
+    label: str  # "controller-runtime v0.25.3, go1.26.8" or the reason it is missing
+
+
+def build_controller_runtime(out_dir: Path) -> GoBuild:
+    """``go build`` bench/controller_runtime into ``out_dir`` (modules from the module
+    proxy into Go's module cache, objects into Go's build cache: both outside the clone)."""
+    go = shutil.which("go")
+    if go is None:
+        return GoBuild(None, "go is not installed")
+    found = re.search(
+        r"sigs\.k8s\.io/controller-runtime (v\S+)", (CR_MODULE / "go.mod").read_text("utf-8")
+    )
+    version = found.group(1) if found else "(unknown version)"
+    binary = out_dir / "configmirror-cr"
+    try:
+        built = subprocess.run(
+            [go, "build", "-buildvcs=false", "-o", str(binary), "."],
+            cwd=CR_MODULE, capture_output=True, text=True, timeout=CR_BUILD_TIMEOUT, check=False,
+        )  # fmt: skip
+        goversion = subprocess.run(
+            [go, "env", "GOVERSION"], capture_output=True, text=True, timeout=60, check=False
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return GoBuild(None, f"go build failed: {type(exc).__name__}: {exc}")
+    if built.returncode != 0:
+        tail = " / ".join(built.stderr.strip().splitlines()[-3:])[:300]
+        return GoBuild(None, f"go build failed ({built.returncode}): {tail}")
+    return GoBuild(binary, f"controller-runtime {version}, {goversion}")
+
+
+def _cr_argv(binary: Path, config: Path, work: Workload) -> list[str]:
+    return [
+        str(binary), "--kubeconfig", str(config), "--namespace", work.source,
+        "--workers", str(WORKERS), "--probe-address", "127.0.0.1:0",
+    ]  # fmt: skip
+
+
 # -- the audit log -----------------------------------------------------------------------------
 
 
@@ -653,14 +713,15 @@ def cost_rows(kubemoon: Run, floor: Floor | None) -> list[Row]:
     return rows
 
 
-def reaction_rows(kubemoon: Run, kopf: Run) -> list[Row]:
-    """Reaction latency of each operator, and KubeMoon's p99 against kopf's."""
+def reaction_rows(kubemoon: Run, kopf: Run, cr: Run | None = None) -> list[Row]:
+    """Reaction latency of each operator, and KubeMoon's p99 against kopf's and
+    controller-runtime's."""
     inputs = (
         f"source of 1 mirror x {TARGETS} targets patched {UPDATES} times, every 0.1 s, "
         "converged and idle operator"
     )
     rows: list[Row] = []
-    for run in (kubemoon, kopf):
+    for run in (kubemoon, kopf, *((cr,) if cr is not None else ())):
         r = run.reaction
         if r is None or r.error:
             why = (r.error if r else None) or run.error or "not measured"
@@ -690,14 +751,33 @@ def reaction_rows(kubemoon: Run, kopf: Run) -> list[Row]:
                 share <= 1 / 3 and not ours.missing,
             )
         )
+    anchor = cr.reaction if cr is not None else None
+    if cr is not None and (anchor is None or not anchor.latencies):
+        why = (anchor.error if anchor else None) or cr.error or "not measured"
+        name = "operator: reaction latency p99, KubeMoon / controller-runtime"
+        rows.append(Row(name, "same run, same apiserver", f"not measured: {why}", "≤ 1.5x", False))
+    elif anchor is not None and ours and ours.latencies:
+        share = ours.p99 / anchor.p99
+        rows.append(
+            Row(
+                "operator: reaction latency p99, KubeMoon / controller-runtime",
+                "same run, same apiserver",
+                f"{share:.2f}x ({ours.p99 * 1e3:.1f} ms vs {anchor.p99 * 1e3:.1f} ms; p50 "
+                f"{ours.p50 * 1e3:.1f} vs {anchor.p50 * 1e3:.1f} ms)",
+                "≤ 1.5x",
+                share <= 1.5 and not ours.missing,
+            )
+        )
     return rows
 
 
-def scale_rows(small: Run, kubemoon: Run | None, kopf: Run | None) -> list[Row]:
+def scale_rows(
+    small: Run, kubemoon: Run | None, kopf: Run | None, cr: Run | None = None
+) -> list[Row]:
     """The 3,000-mirror runs: convergence, CPU per write against the 300-mirror run, RSS."""
     inputs = f"{SCALE_MIRRORS} ConfigMirrors x {TARGETS} targets = {SCALE_MIRRORS * TARGETS} copies"
     rows: list[Row] = []
-    for run in (kubemoon, kopf):
+    for run in (kubemoon, kopf, cr):
         if run is None:
             continue
         if run.converge_s is None:
@@ -710,13 +790,15 @@ def scale_rows(small: Run, kubemoon: Run | None, kopf: Run | None) -> list[Row]:
         cost = f"{per[0] * 1e3:.2f} ms CPU per write ({per[1]} writes)" if per else "n/a"
         rss = f"{run.rss_mib:.0f} MiB" if run.rss_mib is not None else "n/a"
         ok = run.copies_ok == SCALE_MIRRORS * TARGETS
+        c = run.counts.get("converge", Counter())
         rows.append(
             Row(
                 f"operator at scale: {run.name}",
                 inputs,
                 f"converged in {run.converge_s:.1f} s, {run.copies_ok}/{SCALE_MIRRORS * TARGETS} "
                 f"copies verified; {_seconds(run.cpu_converge)} CPU, {cost}; peak RSS {rss}; "
-                f"kube-apiserver + etcd: {_seconds(run.server_cpu_converge)} CPU"
+                f"{c.total()} requests ({_breakdown(c)}), {run.conflicts.get('converge', 0)} "
+                f"answered 409; kube-apiserver + etcd: {_seconds(run.server_cpu_converge)} CPU"
                 f"{_disturbed(run)}",
                 "converges",
                 ok,
@@ -745,6 +827,65 @@ def scale_rows(small: Run, kubemoon: Run | None, kopf: Run | None) -> list[Row]:
                 f"{kopf.rss_mib:.0f} MiB{unfinished})",
             )
         )
+    return rows
+
+
+def anchor_rows(
+    kubemoon: Run, cr: Run, kubemoon_scale: Run | None, cr_scale: Run | None
+) -> list[Row]:
+    """KubeMoon against the controller-runtime operator, same run, same apiserver: CPU per
+    converged write (target ≤ 2x) at both sizes, peak RSS at 3,000 mirrors (≤ 1.0x), and
+    for context convergence and CPU to converge."""
+    rows: list[Row] = []
+    sizes = [(MIRRORS, kubemoon, cr)]
+    if kubemoon_scale is not None or cr_scale is not None:
+        sizes.append((SCALE_MIRRORS, kubemoon_scale or Run("KubeMoon configmirror"),
+                      cr_scale or Run("controller-runtime")))  # fmt: skip
+    for mirrors, ours, theirs in sizes:
+        where = "operator" if mirrors == MIRRORS else "operator at scale"
+        inputs = f"{mirrors} mirrors x {TARGETS} targets, cold start, same run"
+        name = f"{where}: CPU per converged write, KubeMoon / controller-runtime"
+        a, b = _cpu_per_write(ours), _cpu_per_write(theirs)
+        failed = next((r for r in (ours, theirs) if r.converge_s is None), None)
+        if failed is not None or a is None or b is None:
+            why = failed.error if failed is not None else "no CPU or write count"
+            rows.append(Row(name, inputs, f"not measured: {why}", "≤ 2x", False))
+            continue
+        ratio = a[0] / b[0]
+        rows.append(
+            Row(
+                name,
+                inputs,
+                f"{ratio:.2f}x ({a[0] * 1e3:.2f} ms vs {b[0] * 1e3:.2f} ms; {a[1]} vs {b[1]} "
+                f"writes in {ours.cpu_converge:.2f} s vs {theirs.cpu_converge:.2f} s CPU)"
+                f"{_disturbed(ours, theirs)}",
+                "≤ 2x",
+                ratio <= 2.0,
+            )
+        )
+        assert ours.converge_s is not None
+        assert theirs.converge_s is not None
+        rows.append(
+            Row(
+                f"{where}: convergence and CPU to converge, KubeMoon / controller-runtime",
+                inputs,
+                f"convergence {ours.converge_s / theirs.converge_s:.2f}x ({ours.converge_s:.1f} s "
+                f"vs {theirs.converge_s:.1f} s); CPU "
+                f"{(ours.cpu_converge or 0.0) / (theirs.cpu_converge or 1.0):.2f}x",
+            )
+        )
+        if ours.rss_mib and theirs.rss_mib:
+            share = ours.rss_mib / theirs.rss_mib
+            big = mirrors == SCALE_MIRRORS
+            rows.append(
+                Row(
+                    f"{where}: peak RSS, KubeMoon / controller-runtime at {mirrors} mirrors",
+                    "same run",
+                    f"{share:.2f}x ({ours.rss_mib:.0f} MiB vs {theirs.rss_mib:.0f} MiB)",
+                    "≤ 1.0x" if big else "",
+                    share <= 1.0 if big else None,
+                )
+            )
     return rows
 
 
@@ -797,9 +938,12 @@ class Measured:
 
     kubemoon: Run
     kopf: Run
+    cr: Run = field(default_factory=lambda: Run("controller-runtime"))
     kubemoon_scale: Run | None = None
     kopf_scale: Run | None = None
+    cr_scale: Run | None = None
     floor: Floor | None = None
+    cr_label: str = ""  # what the Go operator was built from
 
 
 def _kubemoon_argv(config: Path, work: Workload) -> list[str]:
@@ -828,6 +972,13 @@ def measure(tmp: Path, *, scale: bool = True, cpu_only: bool = False) -> Measure
         "--audit-log-mode=batch",
     ]
     compile_bytecode()
+    # Built before the apiserver starts: the build's CPU is no operator's.
+    build = build_controller_runtime(tmp)
+    result.cr_label = build.label
+    if build.binary is None:
+        result.cr.error = build.label
+    elif cpu_only:
+        result.cr.error = "left out (BENCH_OPERATOR_ONLY=cpu)"
     # No controller manager: its garbage collector would watch and add load to the run.
     with ApiServer(extra_args=extra, controller_manager=False) as server:
         admin = Admin(server)
@@ -853,6 +1004,16 @@ def measure(tmp: Path, *, scale: bool = True, cpu_only: bool = False) -> Measure
                 argv = _kubemoon_argv(config, work)
                 log = tmp / f"{identity}.log"
                 run_operator(admin, work, run, argv=argv, env=env, log=log, **how)
+                clear_configmaps(admin, work)
+
+            def controller_runtime(run: Run, identity: str, work: Workload, **how: Any) -> None:
+                assert build.binary is not None
+                config = tmp / f"{identity}.kubeconfig"
+                run.username = service_account_kubeconfig(server, admin, identity, config)
+                argv = _cr_argv(build.binary, config, work)
+                log = tmp / f"{identity}.log"
+                run_operator(admin, work, run, argv=argv, env=env, log=log, **how)
+                clear_configmaps(admin, work)
 
             def kopf(run: Run, identity: str, work: Workload, **how: Any) -> None:
                 config = tmp / f"{identity}.kubeconfig"
@@ -860,6 +1021,7 @@ def measure(tmp: Path, *, scale: bool = True, cpu_only: bool = False) -> Measure
                 run_env = {**env, "KUBECONFIG": str(config)}
                 log = tmp / f"{identity}.log"
                 run_operator(admin, work, run, argv=_kopf_argv(work), env=run_env, log=log, **how)
+                clear_configmaps(admin, work)
 
             work = Workload("bench-kubemoon", MIRRORS)
             kubemoon(result.kubemoon, "kubemoon", work, steady=not cpu_only)
@@ -867,6 +1029,8 @@ def measure(tmp: Path, *, scale: bool = True, cpu_only: bool = False) -> Measure
             result.floor = median_floor(floors)
             if missing is None:
                 kopf(result.kopf, "kopf", Workload("bench-kopf", MIRRORS))
+            if result.cr.error is None:
+                controller_runtime(result.cr, "cr", Workload("bench-cr", MIRRORS))
             if scale:
                 how = {"steady": False, "timeout": SCALE_CONVERGE_TIMEOUT}
                 result.kubemoon_scale = Run("KubeMoon configmirror")
@@ -880,7 +1044,14 @@ def measure(tmp: Path, *, scale: bool = True, cpu_only: bool = False) -> Measure
                         Workload("scale-kopf", SCALE_MIRRORS),
                         **how,
                     )
-            runs = [result.kubemoon, result.kopf, result.kubemoon_scale, result.kopf_scale]
+                if build.binary is not None:
+                    result.cr_scale = Run("controller-runtime")
+                    work = Workload("scale-cr", SCALE_MIRRORS)
+                    controller_runtime(result.cr_scale, "cr-scale", work, **how)
+            runs = [
+                result.kubemoon, result.kopf, result.cr,
+                result.kubemoon_scale, result.kopf_scale, result.cr_scale,
+            ]  # fmt: skip
             count_requests(audit_log, [run for run in runs if run is not None])
         finally:
             admin.close()
@@ -922,11 +1093,18 @@ def rows() -> list[Row]:
         out.append(Row("operator: kopf", inputs, f"not run: {kopf.error}", "", None))
     else:
         out += operator_rows(kopf, f"{inputs}, kopf {_kopf_version()}")
+    cr = measured.cr
+    cr_inputs = f"{inputs}, {measured.cr_label}, MaxConcurrentReconciles {WORKERS}"
+    if cr.converge_s is None and cr.username == "":
+        out.append(Row("operator: controller-runtime", inputs, f"not run: {cr.error}", "", False))
+    else:
+        out += operator_rows(cr, cr_inputs)
     out += comparison_rows(kubemoon, kopf)
     out += cost_rows(kubemoon, measured.floor)
-    out += reaction_rows(kubemoon, kopf)
+    out += reaction_rows(kubemoon, kopf, cr)
     if scale:
-        out += scale_rows(kubemoon, measured.kubemoon_scale, measured.kopf_scale)
+        out += scale_rows(kubemoon, measured.kubemoon_scale, measured.kopf_scale, measured.cr_scale)
+    out += anchor_rows(kubemoon, cr, measured.kubemoon_scale, measured.cr_scale)
     return out
 
 
