@@ -8,7 +8,7 @@ namespaces by label (indexed under ``*``: no namespace name contains one).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from kubemoon_core import Change, ObjectKey
 from kubemoon_trio import CacheReader
@@ -56,19 +56,26 @@ MIRROR_INDEXERS: dict[str, Callable[[Mapping[str, Any]], tuple[str, ...]]] = {
 }
 
 
+class SourceLookup(Protocol):
+    """Where :func:`mirrors_of_configmap` finds a source in full (or None if unknown)."""
+
+    def get(self, name: str, namespace: str = "") -> Mapping[str, Any] | None: ...
+
+
 def owner_uid_index(obj: Mapping[str, Any]) -> tuple[str, ...]:
     return _one(owner_uid(obj))
 
 
 def mirrors_of_configmap(
-    mirrors: CacheReader, configmaps: CacheReader, change: Change, *, sharded: bool = False
+    mirrors: CacheReader, configmaps: SourceLookup, change: Change, *, sharded: bool = False
 ) -> Iterable[ObjectKey]:
     """The mirrors a ConfigMap change concerns: its owner, and those using its name.
 
     The owner is left out when the change leaves its copy settled (see
     :func:`~configmirror.copy_settled`): the echo of a mirror's own write costs no
     reconcile, and cannot start one from a cache that has seen only some of its writes.
-    ``configmaps`` is where sources are found; ``sharded`` as for
+    ``configmaps`` is where sources are found in full (data included: a source it does
+    not know in full leaves the copy unsettled); ``sharded`` as for
     :func:`~configmirror.plan_reconcile`.
     """
     where = f"{change.key.namespace}/{change.key.name}"

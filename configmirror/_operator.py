@@ -8,13 +8,22 @@ probes, metrics and graceful shutdown. Namespaces are watched through the target
 selector, so the namespace cache holds exactly the namespaces that accept copies and a
 label change re-reconciles the mirrors that target that namespace.
 
-Sharded, the ConfigMaps are watched in two parts: the copies (labelled
-``app.kubernetes.io/managed-by=kubemoon-configmirror``) of this replica's owner buckets
-only -- every copy carries its mirror's :data:`~kubemoon_core.OWNER_BUCKET_LABEL` -- and
-every other ConfigMap (the sources). A copy this replica cannot see (another replica's
-bucket, a label changed by hand) makes its create fail with AlreadyExists: the reconcile
-then reads it from the API server and plans again, so conflicts are still reported and a
-mislabelled copy of its own is repaired.
+Only the copies (labelled ``app.kubernetes.io/managed-by=kubemoon-configmirror``) are
+cached with their data; every other ConfigMap is cached as metadata only (a tenant's
+ConfigMaps that no mirror uses cost the operator a few hundred bytes each, whatever
+their size). A change of a source still reaches its mirrors (by its resourceVersion);
+the reconcile reads the source's data with one GET, kept in a small memory bounded in
+bytes and valid only at the resourceVersion it was read at. Unsharded, every ConfigMap's
+metadata is cached (so a lookup sees this runtime's own creates at once) besides the
+copies in full; a copy of the mirror's own that the full cache has not caught up with is
+read with a GET.
+
+Sharded, the ConfigMaps are watched in two parts: the copies of this replica's owner
+buckets only -- every copy carries its mirror's :data:`~kubemoon_core.OWNER_BUCKET_LABEL`
+-- in full, and every other ConfigMap (the sources) as metadata. A copy this replica
+cannot see (another replica's bucket, a label changed by hand) makes its create fail with
+AlreadyExists: the reconcile then reads it from the API server and plans again, so
+conflicts are still reported and a mislabelled copy of its own is repaired.
 """
 
 from __future__ import annotations
@@ -22,7 +31,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from prometheus_client import Counter
@@ -30,6 +40,7 @@ from prometheus_client import Counter
 from kubemoon_core import (
     AlreadyExists,
     ApiError,
+    Change,
     ClientConfig,
     Conflict,
     ListOptions,
@@ -93,21 +104,111 @@ _IGNORED_REMEMBERED = 10_000
 NOT_COPIES_SELECTOR = f"{MANAGED_BY_LABEL}!={MANAGED_BY_VALUE}"
 
 
-def _first(caches: tuple[CacheReader, ...], name: str, namespace: str) -> Mapping[str, Any] | None:
-    """``namespace/name`` from the first of ``caches`` that holds it."""
-    for cache in caches:
+# (cache, whether it holds data): the copies are cached in full, other ConfigMaps as metadata.
+Caches = tuple[tuple[CacheReader, bool], ...]
+
+# What the source memory may hold, in characters of data plus a fixed cost per entry.
+SOURCE_MEMORY_BYTES = 16 * 1024 * 1024
+_ENTRY_COST = 1024
+
+
+def _lookup(caches: Caches, name: str, namespace: str) -> tuple[Mapping[str, Any] | None, bool]:
+    """``namespace/name`` from the first of ``caches`` that holds it, and whether that
+    cache holds data (else it is metadata only)."""
+    for cache, full in caches:
         found = cache.get(name, namespace)
         if found is not None:
+            return found, full
+    return None, False
+
+
+def _data_size(configmap: Mapping[str, Any]) -> int:
+    size = _ENTRY_COST
+    for field in ("data", "binaryData"):
+        values = configmap.get(field)
+        if isinstance(values, Mapping):
+            size += sum(len(str(k)) + len(str(v)) for k, v in values.items())
+    return size
+
+
+def _is_copy(configmap: Mapping[str, Any]) -> bool:
+    labels = _meta(configmap).get("labels") or {}
+    return isinstance(labels, Mapping) and labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
+
+
+class SourceMemory:
+    """ConfigMaps read in full (the sources), least recently used first, at most
+    ``max_bytes`` of data; an entry answers only for the resourceVersion it was read at."""
+
+    def __init__(self, max_bytes: int = SOURCE_MEMORY_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._entries: OrderedDict[tuple[str, str], tuple[Mapping[str, Any], int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, metadata: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The ConfigMap ``metadata`` describes, in full, if it was read at its version."""
+        meta = _meta(metadata)
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        entry = self._entries.get(key)
+        if entry is None or _meta(entry[0]).get("resourceVersion") != meta.get("resourceVersion"):
+            return None
+        self._entries.move_to_end(key)
+        return entry[0]
+
+    def put(self, configmap: Mapping[str, Any]) -> None:
+        """Keep ``configmap`` (replacing what was kept of it), evicting the oldest."""
+        meta = _meta(configmap)
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self.bytes -= old[1]
+        size = _data_size(configmap)
+        if size > self.max_bytes:
+            return  # read again by every reconcile that needs it
+        self._entries[key] = (configmap, size)
+        self.bytes += size
+        while self.bytes > self.max_bytes:
+            _, (_, evicted) = self._entries.popitem(last=False)
+            self.bytes -= evicted
+
+
+class _FullSources:
+    """The sources in full, for the change mappers: from a cache holding data, or from
+    the memory at the cached resourceVersion; None when neither knows the data."""
+
+    def __init__(self, caches: Caches, memory: SourceMemory) -> None:
+        self._caches = caches
+        self._memory = memory
+
+    def get(self, name: str, namespace: str = "") -> Mapping[str, Any] | None:
+        found, full = _lookup(self._caches, name, namespace)
+        if found is None or full:
             return found
-    return None
+        return self._memory.get(found)
+
+
+def _unless_copies(
+    mapper: functools.partial[Iterable[ObjectKey]], change: Change
+) -> Iterable[ObjectKey]:
+    """``mapper``, for the metadata cache of every ConfigMap: a change of a copy (before
+    and after) is mapped from the full cache of the copies, which can tell it settled."""
+    seen = [obj for obj in (change.old, change.new) if obj is not None]
+    if seen and all(_is_copy(obj) for obj in seen):
+        return ()
+    return mapper(change)
 
 
 # What the declarations cannot show: the planner writes the ConfigMaps it only watches (POST
-# a copy, PUT it conditionally, DELETE it with preconditions), and the validating webhook
-# asks a SubjectAccessReview per target namespace; so does the operator before it writes
-# a copy for a mirror's recorded author.
+# a copy, PUT it conditionally, DELETE it with preconditions), the reconcile reads a
+# source's data (and, unsharded, a copy its full cache has not caught up with) with a GET
+# because other ConfigMaps are cached as metadata only, and the validating webhook asks a
+# SubjectAccessReview per target namespace; so does the operator before it writes a copy
+# for a mirror's recorded author.
 RBAC_EXTRA = (
-    PolicyRule("", "configmaps", frozenset({"create", "update", "delete"})),
+    PolicyRule("", "configmaps", frozenset({"get", "create", "update", "delete"})),
     PolicyRule("authorization.k8s.io", "subjectaccessreviews", frozenset({"create"})),
 )
 
@@ -178,17 +279,34 @@ class ConfigMirrorOperator:
         informers = self.manager.informers
         indexers = {BY_OWNER_UID: owner_uid_index}
         sharded = opts.sharding is not None
+        # Metadata only: what is kept of a ConfigMap nobody copies does not grow with it.
         if sharded:
             # Sources (and any ConfigMap that is no copy) cluster-wide; copies per shard.
             self.configmaps: Informer = informers.get(
-                CONFIGMAPS, label_selector=NOT_COPIES_SELECTOR, indexers=indexers
+                CONFIGMAPS,
+                label_selector=NOT_COPIES_SELECTOR,
+                indexers=indexers,
+                metadata_only=True,
             )
         else:
-            self.configmaps = informers.get(CONFIGMAPS, indexers=indexers)
+            self.configmaps = informers.get(CONFIGMAPS, indexers=indexers, metadata_only=True)
         configmap_cache = self.manager.informers.reader(self.configmaps)
         # Sharded: controller name -> the cache of its replica's copies.
         self._copies: dict[str, CacheReader] = {}
         self._sources = configmap_cache
+        self.source_memory = SourceMemory()
+        # Unsharded: every copy in full (the metadata of every ConfigMap is in _sources).
+        self._all_copies = (
+            self.manager.informers.reader(informers.get(CONFIGMAPS, label_selector=COPIES_SELECTOR))
+            if not sharded
+            else configmap_cache
+        )
+        source_lookup = (
+            ((configmap_cache, False),)
+            if sharded
+            else ((self._all_copies, True), (configmap_cache, False))
+        )
+        full_sources = _FullSources(source_lookup, self.source_memory)
         selector = opts.target_namespace_selector
         self.namespaces: Informer = informers.get(NAMESPACES, label_selector=selector)
         for namespace in opts.namespaces or (None,):
@@ -203,9 +321,7 @@ class ConfigMirrorOperator:
             else:
                 informers.get(CONFIGMIRRORS_V1BETA1, namespace=namespace, indexers=MIRROR_INDEXERS)
             mirrors = builder.primary_cache()
-            mapper = functools.partial(
-                mirrors_of_configmap, mirrors, configmap_cache, sharded=sharded
-            )
+            mapper = functools.partial(mirrors_of_configmap, mirrors, full_sources, sharded=sharded)
             if sharded:
                 builder.watches(
                     CONFIGMAPS,
@@ -217,9 +333,14 @@ class ConfigMirrorOperator:
                 self._copies[name] = builder.watched_cache(
                     CONFIGMAPS, label_selector=COPIES_SELECTOR, sharded_by_owner_bucket=True
                 )
-                builder.watches(CONFIGMAPS, mapper, label_selector=NOT_COPIES_SELECTOR)
+                builder.watches(
+                    CONFIGMAPS, mapper, label_selector=NOT_COPIES_SELECTOR, metadata_only=True
+                )
             else:
-                builder.watches(CONFIGMAPS, mapper)
+                builder.watches(
+                    CONFIGMAPS, functools.partial(_unless_copies, mapper), metadata_only=True
+                )
+                builder.watches(CONFIGMAPS, mapper, label_selector=COPIES_SELECTOR)
             builder.watches(
                 NAMESPACES,
                 functools.partial(mirrors_targeting, mirrors),
@@ -229,9 +350,9 @@ class ConfigMirrorOperator:
             controller.status_verbs = ("update",)  # its planner PUTs the status
 
     def copies_cache(self, controller: str = "configmirror") -> CacheReader:
-        """The cache of the copies a controller of this replica watches: sharded, only
-        the copies of the mirrors in its owner buckets; unsharded, every ConfigMap."""
-        return self._copies.get(controller, self._sources)
+        """The cache of the copies a controller of this replica watches, in full: sharded,
+        only the copies of the mirrors in its owner buckets; unsharded, every copy."""
+        return self._copies.get(controller, self._all_copies)
 
     async def aclose(self) -> None:
         """Close what the operator opened besides the client (the access reviews' pool)."""
@@ -251,26 +372,48 @@ class ConfigMirrorOperator:
             return Reconciled()  # gone: the finalizer already cleaned up
         copies_cache = self._copies.get(ctx.controller)
         sharded = copies_cache is not None
-        sources = self._sources if sharded else ctx.cache(CONFIGMAPS)
-        caches = (sources,) if copies_cache is None else (copies_cache, sources)
+        sources = self._sources
+        caches: Caches
+        if copies_cache is not None:
+            caches = ((copies_cache, True), (sources, False))
+            source_caches: Caches = ((sources, False), *caches)
+            managed_caches: tuple[CacheReader, ...] = (copies_cache, sources)
+        else:
+            # The metadata of every ConfigMap (it sees this runtime's creates at once) is
+            # where copies are found, and their deletion; their data is in the copies' cache.
+            caches = ((self._all_copies, True), (sources, False))
+            source_caches = caches
+            managed_caches = (sources,)
         source_name = "".join(source_of(mirror))
         labels = namespace_labels(ctx.cache(NAMESPACES).objects())
         targets = mirror_targets(mirror, labels)
         uid = _meta(mirror)["uid"]
-        # Read from the API server: ConfigMaps a sharded replica's caches cannot hold.
+        # Read from the API server: ConfigMaps a sharded replica's caches cannot hold, and
+        # (unsharded) copies of this mirror's own the full cache has not caught up with.
         fetched: dict[str, Mapping[str, Any]] = {}
         # Every copy of this mirror the API server holds, once a cleanup asked for them.
         listed: list[Mapping[str, Any]] | None = None
         # Targets the mirror's author may not write now: nothing is written there.
         unauthorized: dict[str, str] = {}
+        source = await self._read_source(ctx, source_caches, source_name)
+        if not sharded:
+            for target in targets:
+                found, full = _lookup(caches, source_name, target)
+                if found is not None and not full and _is_copy(found) and _owner_uid(found) == uid:
+                    try:
+                        fetched[target] = await ctx.client.get(
+                            CONFIGMAPS, source_name, namespace=target
+                        )
+                    except NotFound:
+                        return Requeue()  # deleted meanwhile: plan again from the caches
 
         def plan_now() -> Plan:
             copies = {
-                t: c for t in targets if (c := fetched.get(t) or _first(caches, source_name, t))
+                t: c for t in targets if (c := fetched.get(t) or _lookup(caches, source_name, t)[0])
             }
             managed = {
                 ObjectKey(_meta(c).get("namespace", ""), _meta(c).get("name", "")): c
-                for cache in caches
+                for cache in managed_caches
                 for c in cache.by_index(BY_OWNER_UID, uid)
             }
             for c in (*fetched.values(), *(listed or ())):
@@ -278,7 +421,7 @@ class ConfigMirrorOperator:
                     managed[ObjectKey(_meta(c)["namespace"], _meta(c)["name"])] = c
             return plan_reconcile(
                 mirror,
-                _first((sources, *caches), source_name, ctx.namespace),
+                source,
                 copies,
                 managed.values(),
                 datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -342,6 +485,24 @@ class ConfigMirrorOperator:
                 "managed-by label differs): never written or deleted",
                 where,
             )
+
+    async def _read_source(
+        self, ctx: ReconcileContext, caches: Caches, name: str
+    ) -> Mapping[str, Any] | None:
+        """The mirror's source in full: from a cache holding data, from the source memory
+        at the cached resourceVersion, else read with one GET (and remembered)."""
+        found, full = _lookup(caches, name, ctx.namespace)
+        if found is None or full:
+            return found
+        known = self.source_memory.get(found)
+        if known is not None:
+            return known
+        try:
+            read = await ctx.client.get(CONFIGMAPS, name, namespace=ctx.namespace)
+        except NotFound:
+            return None  # deleted since the cache saw it: its deletion maps here again
+        self.source_memory.put(read)
+        return read
 
     async def _list_copies(self, ctx: ReconcileContext, uid: str) -> list[Mapping[str, Any]]:
         """The ConfigMaps annotated with owner ``uid`` that the API server holds with the

@@ -11,6 +11,8 @@ from configmirror import (
     CONFIGMAPS,
     CONFIGMIRRORS_V1BETA1,
     CONVERT_PATH,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
     MUTATE_PATH,
     NAMESPACES,
     VALIDATE_PATH,
@@ -67,10 +69,13 @@ def test_one_controller_per_namespace_on_shared_caches() -> None:
     )
     manager = operator.manager
     assert [c.name for c in manager.controllers] == ["configmirror-a", "configmirror-b"]
-    # One ConfigMap cache and one Namespace cache (the selector's), shared by both.
+    # Two ConfigMap caches (every ConfigMap's metadata, the copies in full) and one
+    # Namespace cache (the selector's), shared by both.
     informers = manager.informers
-    assert len(informers) == 4
-    assert informers.get(CONFIGMAPS) is operator.configmaps
+    assert len(informers) == 5
+    assert informers.get(CONFIGMAPS, metadata_only=True) is operator.configmaps
+    copies = informers.get(CONFIGMAPS, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}")
+    assert copies is not operator.configmaps and len(informers) == 5
     assert informers.get(NAMESPACES, label_selector=selector) is operator.namespaces
     assert {i.namespace for i in informers if i.resource == CONFIGMIRRORS_V1BETA1} == {"a", "b"}
     single = ConfigMirrorOperator(client, OperatorOptions(namespaces=("a",)))
