@@ -35,6 +35,8 @@ CONFIGMIRROR = Declared(
     lease_namespace="kubemoon-system",
     sharded=True,
     access_reviews=True,
+    # Other ConfigMaps are cached as metadata only: a source's data is read with a GET.
+    extra=[PolicyRule("", "configmaps", frozenset({"get"}))],
 )
 
 
