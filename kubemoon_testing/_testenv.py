@@ -409,10 +409,10 @@ def _build(directory: Path, programs: Sequence[_Program], go: str, version: str)
             shutil.copyfile(_MODULE_DIR / _TOOLS, module / _TOOLS)
         else:
             _render_module(release_for(version), module, go)
-        version = subprocess.run(
+        go_version = subprocess.run(
             [go, "version"], capture_output=True, text=True, check=False, env=env
         ).stdout.strip()
-        _say(f"using {version or go}")
+        _say(f"using {go_version or go}")
         _say("downloading Go modules (a cold download is about 100 MB) ...")
         took = _GoRun("downloading Go modules", [go, "mod", "download"], module, env).wait()
         _say(f"modules ready in {_elapsed(took)}")
