@@ -87,22 +87,24 @@ def main() -> int:
         what = "integration and e2e" if args.all else SUBSET
         print(f"== {release.version}: {what}", flush=True)
         start = time.monotonic()
-        done = subprocess.run(
-            argv,
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            check=False,
-        )
+        # Streamed as it comes (a run takes minutes) and kept for the summary line.
+        with subprocess.Popen(
+            argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        ) as proc:
+            assert proc.stdout is not None
+            output = []
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+                output.append(line)
+            code = proc.wait()
         took = time.monotonic() - start
-        sys.stdout.write(done.stdout)
-        counts = _counts(done.stdout)
+        counts = _counts("".join(output))
         shown = ", ".join(f"{n} {kind}" for kind, n in counts.items()) or "no summary"
         line = f"{release.version}: {shown} in {took / 60:.1f} min"
         print(f"== {line}", flush=True)
         results.append(line)
-        failed = failed or done.returncode != 0
+        failed = failed or code != 0
     print("== version tier: " + ("; ".join(results) or "no older release supported"))
     return 1 if failed else 0
 
