@@ -120,6 +120,10 @@ def tracing_enabled() -> bool:
 # -- propagation ---------------------------------------------------------------------------
 
 
+_SAMPLED: Final = 0x01
+"""The W3C ``sampled`` trace flag, the only flag :func:`trace_headers` sends."""
+
+
 def trace_headers() -> Sequence[tuple[bytes, bytes]]:
     """The W3C ``traceparent`` (and ``tracestate``) of the current span, encoded.
 
@@ -131,7 +135,11 @@ def trace_headers() -> Sequence[tuple[bytes, bytes]]:
     context = _otel_trace.get_current_span().get_span_context()
     if not context.is_valid:
         return _NO_HEADERS
-    parent = f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
+    # Only the sampled bit: kube-apiserver 1.35 and 1.36 vendor a propagator that discards a
+    # version-00 traceparent whose flags are above 02, and SDKs now set the W3C random bit
+    # (flags 03), so copying the flags would lose the trace on those servers.
+    sampled = "01" if context.trace_flags & _SAMPLED else "00"
+    parent = f"00-{context.trace_id:032x}-{context.span_id:016x}-{sampled}"
     headers = [(b"traceparent", parent.encode("ascii"))]
     state = propagated_tracestate(context.trace_state.to_header())
     if state:

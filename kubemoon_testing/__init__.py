@@ -36,15 +36,18 @@ from ._envtest import (
 from ._fake import Exchange, FakeTransport, FakeTransportError, json_response
 from ._running import ManagerStopTimeout, running_manager, running_manager_in_thread
 from ._scripted import RecordedRequest, Reply, ScriptedServer, watch_lines
+from ._versions import FEATURE_GATES, SUPPORTED_RELEASES, KubernetesRelease, UnsupportedVersionError
 
 __all__ = [
     "ADMIN_USER",
     "CONTROLLER_MANAGER_USER",
     "ENVTEST_INDEX_URL",
+    "FEATURE_GATES",
     "KUBERNETES_VERSION",
     "LIMITED_USER",
     "MONITORING_USER",
     "NOBODY_USER",
+    "SUPPORTED_RELEASES",
     "ApiServer",
     "ApiServerError",
     "ArchiveHashError",
@@ -57,12 +60,14 @@ __all__ = [
     "Exchange",
     "FakeTransport",
     "FakeTransportError",
+    "KubernetesRelease",
     "ManagerStopTimeout",
     "MissingBinariesError",
     "RawResponse",
     "RecordedRequest",
     "Reply",
     "ScriptedServer",
+    "UnsupportedVersionError",
     "WebhookCertificates",
     "controller_manager_wanted",
     "default_binary_dir",

@@ -43,6 +43,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ._versions import DEFAULT_RELEASE, gates_for, selected_version
+
 __all__ = [
     "ADMIN_USER",
     "CONTROLLER_MANAGER_USER",
@@ -60,8 +62,10 @@ __all__ = [
     "default_binary_dir",
 ]
 
-#: The Kubernetes release that ``kubemoon-testenv build`` builds.
-KUBERNETES_VERSION = "v1.37.2"
+#: The newest supported Kubernetes release: what ``kubemoon-testenv build`` builds and
+#: ``ApiServer`` runs unless a version is chosen (``$KUBEMOON_KUBERNETES_VERSION``, the
+#: ``version`` argument, the pytest option ``--kubernetes-version``).
+KUBERNETES_VERSION = DEFAULT_RELEASE.version
 #: Client certificate CN of the test kube-controller-manager (also in ``system:masters``).
 CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 #: Token user (and client certificate CN) in group ``system:masters``: bypasses RBAC.
@@ -84,8 +88,9 @@ _CONTROLLER_MANAGER_ENV = "KUBEMOON_TESTENV_CONTROLLER_MANAGER"
 #: deletion. Everything else (service-account tokens, pods, nodes, ...) stays off.
 _CONTROLLERS = ("garbage-collector-controller", "namespace-controller")
 _BUILD_HINT = (
-    "run `kubemoon-testenv build` (it needs Go >= 1.26 on PATH and builds them once per "
-    "machine; `make testenv` does the same in the KubeMoon repository), or set "
+    "run `kubemoon-testenv build --version {version}` (it needs Go >= 1.26 on PATH and "
+    "builds them once per machine; `make testenv` does the same in the KubeMoon repository), "
+    "or set "
     "KUBEMOON_TESTENV_DIR to the cache directory that has them"
 )
 
@@ -144,18 +149,21 @@ def _crd_manifests(source: CrdSource) -> list[dict[str, Any]]:
     return documents
 
 
-def default_binary_dir() -> Path:
-    """The directory where ``kubemoon-testenv build`` puts the binaries.
+def default_binary_dir(version: str | None = None) -> Path:
+    """The directory where ``kubemoon-testenv build`` puts the binaries of ``version``.
 
+    ``version`` is a supported release (``v1.36.3``) or minor (``1.36``); by default
+    ``$KUBEMOON_KUBERNETES_VERSION``, else the newest supported release. The directory is
     ``$KUBEMOON_TESTENV_DIR/<version>`` if that variable is set, else
     ``${XDG_CACHE_HOME:-~/.cache}/kubemoon/testenv/<version>`` (what
-    ``kubemoon-testenv path`` prints).
+    ``kubemoon-testenv path`` prints). An unsupported version raises
+    :class:`~kubemoon_testing.UnsupportedVersionError`.
     """
     base = os.environ.get("KUBEMOON_TESTENV_DIR")
     if not base:
         cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
         base = os.path.join(cache, "kubemoon", "testenv")
-    return Path(base) / KUBERNETES_VERSION
+    return Path(base) / selected_version(version)
 
 
 def controller_manager_wanted(binary_dir: str | os.PathLike[str] | None = None) -> bool:
@@ -571,8 +579,16 @@ class ApiServer:
     no pods, no nodes. Use a fresh namespace per test (:meth:`create_namespace`). An
     instance is not thread-safe.
 
+    :param version: the Kubernetes release to run: a supported minor (``"1.36"``) or its
+        release (``"v1.36.3"``); default ``$KUBEMOON_KUBERNETES_VERSION``, else the newest
+        (:data:`KUBERNETES_VERSION`). :attr:`version` says which; an unsupported one raises
+        :class:`~kubemoon_testing.UnsupportedVersionError`.
     :param binary_dir: directory with ``kube-apiserver`` and ``etcd``; defaults to
-        :func:`default_binary_dir`.
+        :func:`default_binary_dir` of ``version``.
+    :param feature_gates: kube-apiserver feature gates to set (``{"ShardedListAndWatch":
+        True}``). A gate the version does not have (see
+        :data:`~kubemoon_testing.FEATURE_GATES`) is left out, as kube-apiserver would exit
+        on it; :attr:`feature_gates` says what was passed, :meth:`has_feature` asks.
     :param watch_cache: ``False`` passes ``--watch-cache=false`` so that reads and watches
         go straight to etcd (needed to observe :meth:`compact` through the API).
     :param min_request_timeout: ``--min-request-timeout`` in seconds: a watch without
@@ -613,7 +629,9 @@ class ApiServer:
     def __init__(
         self,
         *,
+        version: str | None = None,
         binary_dir: str | os.PathLike[str] | None = None,
+        feature_gates: Mapping[str, bool] | None = None,
         watch_cache: bool = True,
         min_request_timeout: int | None = None,
         extra_args: Sequence[str] = (),
@@ -626,7 +644,11 @@ class ApiServer:
         tracing_sampling_rate_per_million: int | None = None,
         webhook_client_certificate: bool = True,
     ) -> None:
-        self._binary_dir = Path(binary_dir) if binary_dir is not None else default_binary_dir()
+        self._version = selected_version(version)
+        self._binary_dir = (
+            Path(binary_dir) if binary_dir is not None else default_binary_dir(self._version)
+        )
+        self._feature_gates = gates_for(self._version, dict(feature_gates or {}))
         if controller_manager is None:
             controller_manager = controller_manager_wanted(self._binary_dir)
         self._watch_cache = watch_cache
@@ -654,7 +676,27 @@ class ApiServer:
 
     def __repr__(self) -> str:
         state = self.url if self._apiserver is not None else "stopped"
-        return f"<ApiServer {KUBERNETES_VERSION} {state}>"
+        return f"<ApiServer {self._version} {state}>"
+
+    @property
+    def version(self) -> str:
+        """The Kubernetes release this server runs (``v1.X.Y``)."""
+        return self._version
+
+    @property
+    def minor(self) -> int:
+        """``X`` of :attr:`version`."""
+        return int(self._version.split(".")[1])
+
+    @property
+    def feature_gates(self) -> Mapping[str, bool]:
+        """The feature gates passed to kube-apiserver (those of ``feature_gates`` that this
+        version has)."""
+        return dict(self._feature_gates)
+
+    def has_feature(self, gate: str) -> bool:
+        """Whether ``gate`` is on: passed as ``True`` and known to this version."""
+        return self._feature_gates.get(gate, False)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -691,8 +733,8 @@ class ApiServer:
                 else ""
             )
             raise MissingBinariesError(
-                f"{', '.join(missing)} {KUBERNETES_VERSION} not found in "
-                f"{self._binary_dir}: {_BUILD_HINT}{off}"
+                f"{', '.join(missing)} {self._version} not found in "
+                f"{self._binary_dir}: {_BUILD_HINT.format(version=self._version)}{off}"
             )
         _remove_orphaned_work_dirs()
         self._work_dir = Path(tempfile.mkdtemp(prefix=_WORK_DIR_PREFIX))
@@ -842,6 +884,11 @@ class ApiServer:
             args.append(f"--min-request-timeout={self._min_request_timeout}")
         if self._tracing_endpoint is not None:
             args.append(f"--tracing-config-file={self._write_tracing_config()}")
+        if self._feature_gates:
+            gates = ",".join(
+                f"{k}={str(v).lower()}" for k, v in sorted(self._feature_gates.items())
+            )
+            args.append(f"--feature-gates={gates}")
         args.extend(self._extra_args)
         self._apiserver = _Child("kube-apiserver", args, self._work_dir / "kube-apiserver.log")
 

@@ -57,7 +57,7 @@ import yaml
 
 from kubemoon_core import KubeMoonError
 
-from ._apiserver import KUBERNETES_VERSION
+from ._versions import selected_version
 
 __all__ = [
     "ENVTEST_INDEX_URL",
@@ -335,17 +335,20 @@ def _read_bounded(
 def find_envtest_archive(
     index: str = ENVTEST_INDEX_URL,
     *,
-    version: str = KUBERNETES_VERSION,
+    version: str | None = None,
     os_name: str | None = None,
     arch: str | None = None,
     deadline: float | None = INDEX_DEADLINE,
 ) -> EnvtestArchive | None:
-    """The archive of ``version`` for this OS and architecture listed in ``index`` (a URL or
-    a local file in controller-tools' ``envtest-releases.yaml`` format), or ``None`` if the
-    index lists none. Raises :class:`EnvtestArchiveError` if the index cannot be read or is
-    not in that format, :class:`DownloadDeadlineError` if downloading it takes longer than
-    ``deadline`` seconds (``None``: no overall deadline)."""
+    """The archive of ``version`` (default: the test environment's, see
+    :func:`~kubemoon_testing.default_binary_dir`) for this OS and architecture listed in
+    ``index`` (a URL or a local file in controller-tools' ``envtest-releases.yaml``
+    format), or ``None`` if the index lists none. Raises :class:`EnvtestArchiveError` if
+    the index cannot be read or is not in that format, :class:`DownloadDeadlineError` if
+    downloading it takes longer than ``deadline`` seconds (``None``: no overall deadline)."""
     seconds = _checked_deadline(deadline)
+    if version is None:
+        version = selected_version()
     here_os, here_arch = _platform()
     wanted = f"envtest-{version}-{os_name or here_os}-{arch or here_arch}.tar.gz"
     data, _ = _read_bounded(index, _MAX_INDEX_BYTES, deadline=seconds)

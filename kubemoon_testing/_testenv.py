@@ -46,13 +46,27 @@ from pathlib import Path
 from typing import IO, NoReturn
 
 from . import _envtest
-from ._apiserver import KUBERNETES_VERSION, default_binary_dir
+from ._apiserver import default_binary_dir
+from ._versions import (
+    DEFAULT_RELEASE,
+    SUPPORTED_RELEASES,
+    VERSION_ENV,
+    KubernetesRelease,
+    UnsupportedVersionError,
+    release_for,
+    selected_version,
+)
 
 __all__ = ["main"]
 
-#: Directory (package data) with the Go module that pins the programs.
+#: Directory (package data) with the Go module that pins the programs: the newest
+#: release's ``go.mod``/``go.sum`` and ``tools.go`` here, each older release's ``go.mod``
+#: and ``go.sum`` in ``<version>/`` below it.
 _MODULE_DIR = Path(__file__).resolve().parent / "testenv"
-_MODULE_FILES = ("go.mod", "go.sum", "tools.go")
+_MODULE_FILES = ("go.mod", "go.sum")
+_TOOLS = "tools.go"
+_MODULE_PATH = "kubemoon.dev/testenv"
+_KUBERNETES_MODULE = "k8s.io/kubernetes"
 #: Seconds between two progress lines while ``go`` works.
 _PROGRESS_EVERY = 15.0
 _GO_HINT = (
@@ -231,29 +245,174 @@ def _go_env() -> dict[str, str]:
     return env
 
 
-def _ldflags(program: _Program, etcd_version: str) -> str:
+def _ldflags(program: _Program, etcd_version: str, version: str) -> str:
     if program.name == "etcd":
         return f"-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=module-{etcd_version}"
-    minor = KUBERNETES_VERSION.split(".")[1]
+    minor = version.split(".")[1]
     return (
-        f"-s -w -X {_VERSION_PKG}.gitVersion={KUBERNETES_VERSION} -X {_VERSION_PKG}.gitMajor=1 "
+        f"-s -w -X {_VERSION_PKG}.gitVersion={version} -X {_VERSION_PKG}.gitMajor=1 "
         f"-X {_VERSION_PKG}.gitMinor={minor} -X {_VERSION_PKG}.gitTreeState=clean"
     )
 
 
-def _build(directory: Path, programs: Sequence[_Program], go: str) -> None:
-    """Build ``programs`` into ``directory`` (the lock is held)."""
+# --- the Go module of a release -------------------------------------------------------------
+
+# `k8s.io/<name> v0.0.0` exactly: the pseudo-versions of kube-openapi or utils
+# (v0.0.0-2026...) are published versions and need no replace.
+_STAGING_REQUIRE = re.compile(r"^\s*(?:require\s+)?(k8s\.io/[A-Za-z0-9._/-]+)\s+v0\.0\.0(?:\s|$)")
+_STAGING_REPLACE = re.compile(r"^\s*(?:replace\s+)?(k8s\.io/[A-Za-z0-9._/-]+)\s+=>\s+\./staging/")
+_GO_LINE = re.compile(r"^go\s+\S+\s*$")
+_GODEBUG_LINE = re.compile(r"^godebug\s+.*$")
+
+
+def module_dir(version: str) -> Path:
+    """Where the shipped ``go.mod`` and ``go.sum`` of supported release ``version`` are."""
+    return _MODULE_DIR if version == DEFAULT_RELEASE.version else _MODULE_DIR / version
+
+
+def staging_modules(kubernetes_gomod: str) -> list[str]:
+    """The staging modules of a ``k8s.io/kubernetes`` go.mod: its ``v0.0.0`` requires and
+    its ``./staging/`` replaces."""
+    names: set[str] = set()
+    for raw in kubernetes_gomod.splitlines():
+        line = raw.split("//", 1)[0]
+        match = _STAGING_REQUIRE.match(line) or _STAGING_REPLACE.match(line)
+        if match:
+            names.add(match.group(1))
+    return sorted(names)
+
+
+def render_gomod(release: KubernetesRelease, kubernetes_gomod: str) -> str:
+    """The skeleton ``go.mod`` of ``release`` (``go mod tidy`` completes it).
+
+    Kubernetes v1.X.Y requires its staging modules (k8s.io/api, ...) at the placeholder
+    v0.0.0 and replaces them with ./staging; Go ignores the replaces of a dependency, so
+    this module maps each to its published v0.X.Y. etcd is required at the version the
+    release pins, which may be newer than its go.mod's.
+    """
+    go_line = "go 1.26.0"
+    godebug: list[str] = []
+    for line in kubernetes_gomod.splitlines():
+        if _GO_LINE.match(line):
+            go_line = line.strip()
+        elif _GODEBUG_LINE.match(line):
+            godebug.append(line.strip())
+    staging = "v0" + release.version[2:]
+    replaces = [f"\t{name} => {name} {staging}" for name in staging_modules(kubernetes_gomod)]
+    return "\n".join(
+        [
+            f"// Rendered by `kubemoon-testenv module --write --version {release.version}`,",
+            "// completed by `go mod tidy`. Builds kube-apiserver, etcd, kube-controller-manager",
+            "// and kubectl for KubeMoon's real test environment.",
+            f"module {_MODULE_PATH}",
+            "",
+            go_line,
+            "",
+            *godebug,
+            "",
+            "require (",
+            f"\t{_ETCD_MODULE} {release.etcd}",
+            f"\t{_KUBERNETES_MODULE} {release.version}",
+            ")",
+            "",
+            "replace (",
+            *replaces,
+            ")",
+            "",
+        ]
+    )
+
+
+def _go_out(go: str, argv: Sequence[str], cwd: Path, env: dict[str, str]) -> str:
+    done = subprocess.run(
+        [go, *argv], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip()[-2000:]
+        raise _BuildError(f"go {' '.join(argv)} failed (exit status {done.returncode}): {tail}")
+    return done.stdout
+
+
+def _render_module(release: KubernetesRelease, dest: Path, go: str) -> None:
+    """Write the complete Go module of ``release`` (``go.mod``, ``go.sum``, ``tools.go``)
+    into the empty directory ``dest``: fetch the release's own go.mod from the module
+    proxy, render the skeleton, ``go mod tidy``."""
+    env = _go_env()
+    env["GOFLAGS"] = "-mod=mod"
+    with tempfile.TemporaryDirectory(prefix="kubemoon-testenv-gomod-") as outside:
+        # Outside any module: a plain download, never an edit of a go.mod.
+        raw = _go_out(
+            go,
+            ["mod", "download", "-json", f"{_KUBERNETES_MODULE}@{release.version}"],
+            Path(outside),
+            env,
+        )
+    import json  # noqa: PLC0415
+
+    info = json.loads(raw)
+    kubernetes_gomod = Path(info["GoMod"]).read_text(encoding="utf-8")
+    (dest / "go.mod").write_text(render_gomod(release, kubernetes_gomod), encoding="utf-8")
+    shutil.copyfile(_MODULE_DIR / _TOOLS, dest / _TOOLS)
+    _say(f"go mod tidy for {release.version} (downloads its modules) ...")
+    took = _GoRun(f"go mod tidy ({release.version})", [go, "mod", "tidy"], dest, env).wait()
+    _say(f"module of {release.version} rendered in {_elapsed(took)}")
+
+
+def _module(version: str | None, *, write: bool, check: bool) -> int:
+    """``kubemoon-testenv module``: render (print, write, or check) releases' Go modules."""
+    go = shutil.which("go")
+    if go is None:
+        raise _BuildError(f"cannot render a Go module: {_GO_HINT}")
+    releases = [release_for(version)] if version else list(SUPPORTED_RELEASES)
+    stale: list[str] = []
+    for release in releases:
+        with tempfile.TemporaryDirectory(prefix="kubemoon-testenv-render-") as tmp:
+            rendered = Path(tmp)
+            _render_module(release, rendered, go)
+            shipped = module_dir(release.version)
+            for name in _MODULE_FILES:
+                new = (rendered / name).read_text(encoding="utf-8")
+                if write:
+                    shipped.mkdir(parents=True, exist_ok=True)
+                    (shipped / name).write_text(new, encoding="utf-8")
+                elif check:
+                    old = shipped / name
+                    if not old.exists() or old.read_text(encoding="utf-8") != new:
+                        stale.append(str(old))
+                else:
+                    print(new if name == "go.mod" else "", end="")
+            if write:
+                _say(f"wrote go.mod and go.sum of {release.version} into {shipped}")
+    if stale:
+        _say(
+            "not what the supported releases render (run `kubemoon-testenv module --write`): "
+            + ", ".join(stale),
+            sys.stderr,
+        )
+        return 1
+    if check:
+        _say(f"the Go modules of {', '.join(r.version for r in releases)} are up to date")
+    return 0
+
+
+def _build(directory: Path, programs: Sequence[_Program], go: str, version: str) -> None:
+    """Build ``programs`` of ``version`` into ``directory`` (the lock is held)."""
     env = _go_env()
     with tempfile.TemporaryDirectory(prefix="kubemoon-testenv-module-") as tmp:
         module = Path(tmp)
         # A writable copy: the installed package may be read-only, and a build must never
         # touch the shipped go.mod/go.sum.
-        for name in _MODULE_FILES:
-            shutil.copyfile(_MODULE_DIR / name, module / name)
-        version = subprocess.run(
+        shipped = module_dir(version)
+        if all((shipped / name).exists() for name in _MODULE_FILES):
+            for name in _MODULE_FILES:
+                shutil.copyfile(shipped / name, module / name)
+            shutil.copyfile(_MODULE_DIR / _TOOLS, module / _TOOLS)
+        else:
+            _render_module(release_for(version), module, go)
+        go_version = subprocess.run(
             [go, "version"], capture_output=True, text=True, check=False, env=env
         ).stdout.strip()
-        _say(f"using {version or go}")
+        _say(f"using {go_version or go}")
         _say("downloading Go modules (a cold download is about 100 MB) ...")
         took = _GoRun("downloading Go modules", [go, "mod", "download"], module, env).wait()
         _say(f"modules ready in {_elapsed(took)}")
@@ -279,7 +438,7 @@ def _build(directory: Path, programs: Sequence[_Program], go: str) -> None:
                     "-trimpath",
                     "-pgo=off",
                     "-ldflags",
-                    _ldflags(program, etcd_version),
+                    _ldflags(program, etcd_version, version),
                     "-o",
                     tmp_name,
                     program.package,
@@ -326,7 +485,9 @@ class _Prebuilt:
     deadline: float | None = None
 
 
-def _install_prebuilt(directory: Path, todo: list[_Program], source: _Prebuilt) -> list[_Program]:
+def _install_prebuilt(
+    directory: Path, todo: list[_Program], source: _Prebuilt, version: str
+) -> list[_Program]:
     """Install what an envtest archive can provide; return the programs still to build."""
     fits = [p for p in todo if p.name in _envtest.ARCHIVED_PROGRAMS]
     if not fits or (source.archive is None and source.index is None):
@@ -339,6 +500,7 @@ def _install_prebuilt(directory: Path, todo: list[_Program], source: _Prebuilt) 
         try:
             found = _envtest.find_envtest_archive(
                 source.index,
+                version=version,
                 deadline=source.deadline if source.deadline else _envtest.INDEX_DEADLINE,
             )
         except _envtest.EnvtestArchiveError as exc:
@@ -346,7 +508,7 @@ def _install_prebuilt(directory: Path, todo: list[_Program], source: _Prebuilt) 
             return todo
         if found is None:
             _say(
-                f"{source.index} lists no envtest archive of {KUBERNETES_VERSION} for this "
+                f"{source.index} lists no envtest archive of {version} for this "
                 "OS and architecture; building with Go instead"
             )
             return todo
@@ -358,7 +520,7 @@ def _install_prebuilt(directory: Path, todo: list[_Program], source: _Prebuilt) 
         directory,
         sha512=sha512,
         programs=names,
-        version=KUBERNETES_VERSION,
+        version=version,
         deadline=source.deadline if source.deadline else _envtest.ARCHIVE_DEADLINE,
     )
     checked = "SHA-512 verified" if sha512 else "no SHA-512 given"
@@ -366,17 +528,22 @@ def _install_prebuilt(directory: Path, todo: list[_Program], source: _Prebuilt) 
     return [p for p in todo if p not in fits]
 
 
-def _run_build(names: str | None, *, force: bool, source: _Prebuilt | None = None) -> int:
-    """Install (from an envtest archive) or build (with Go) the selected programs, all by
-    default, unless they are cached; return 0."""
+def _run_build(
+    names: str | None,
+    *,
+    force: bool,
+    source: _Prebuilt | None = None,
+    version: str | None = None,
+) -> int:
+    """Install (from an envtest archive) or build (with Go) the selected programs of
+    Kubernetes ``version`` (default :func:`selected_version`), all by default, unless they
+    are cached; return 0."""
     source = source if source is not None else _Prebuilt()
-    directory = default_binary_dir()
+    version = selected_version(version)
+    directory = default_binary_dir(version)
     programs = _select(names)
     if not force and not _missing(directory, programs):
-        _say(
-            f"{', '.join(p.name for p in programs)} {KUBERNETES_VERSION} "
-            f"already built in {directory}"
-        )
+        _say(f"{', '.join(p.name for p in programs)} {version} already built in {directory}")
         return 0
     go = shutil.which("go")
     directory.mkdir(parents=True, exist_ok=True)
@@ -389,7 +556,7 @@ def _run_build(names: str | None, *, force: bool, source: _Prebuilt | None = Non
         for stage in directory.glob(f"{_envtest.STAGE_PREFIX}*"):
             shutil.rmtree(stage, ignore_errors=True)
         todo = list(programs) if force else _missing(directory, programs)
-        todo = _install_prebuilt(directory, todo, source)
+        todo = _install_prebuilt(directory, todo, source, version)
         if not todo:
             _say(f"nothing left to build in {directory}")
         elif go is None:
@@ -400,21 +567,21 @@ def _run_build(names: str | None, *, force: bool, source: _Prebuilt | None = Non
                 if [p.name for p in todo] == ["kube-controller-manager"]
                 else ""
             )
-            raise _BuildError(f"cannot build {wanted} {KUBERNETES_VERSION}: {_GO_HINT}{off}")
+            raise _BuildError(f"cannot build {wanted} {version}: {_GO_HINT}{off}")
         else:
             _say(
-                f"building {', '.join(p.name for p in todo)} {KUBERNETES_VERSION} into "
+                f"building {', '.join(p.name for p in todo)} {version} into "
                 f"{directory} (cold, all four take about 20 minutes on 2 idle "
                 f"cores; progress every {_PROGRESS_EVERY:.0f} s)"
             )
-            _build(directory, todo, go)
+            _build(directory, todo, go, version)
     _say(f"done in {_elapsed(time.monotonic() - start)}")
     _summary(directory, go if todo else None)
     return 0
 
 
-def _path(name: str | None) -> int:
-    directory = default_binary_dir()
+def _path(name: str | None, version: str | None = None) -> int:
+    directory = default_binary_dir(version)
     if name is None:
         print(directory)
         return 0
@@ -422,7 +589,11 @@ def _path(name: str | None) -> int:
     path = directory / program.name
     print(path)
     if not os.access(path, os.X_OK):
-        _say(f"{program.name} is not built yet: run `kubemoon-testenv build`", sys.stderr)
+        _say(
+            f"{program.name} is not built yet: run `kubemoon-testenv build --version "
+            f"{selected_version(version)}`",
+            sys.stderr,
+        )
         return 1
     return 0
 
@@ -448,7 +619,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="kubemoon-testenv",
         description=(
             f"Get (once) or locate kube-apiserver, etcd, kube-controller-manager and kubectl "
-            f"{KUBERNETES_VERSION} for kubemoon_testing's real test environment: from "
+            "of a supported Kubernetes release "
+            f"({', '.join(r.version for r in SUPPORTED_RELEASES)}; default: "
+            f"${VERSION_ENV}, else the newest) for kubemoon_testing's real test environment: from "
             "controller-tools' envtest release archive where one fits (SHA-512 checked), "
             "else built with Go (kube-controller-manager always is). Binaries "
             "are cached in $KUBEMOON_TESTENV_DIR/<version> (default "
@@ -477,7 +650,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--archive",
         metavar="URL_OR_FILE",
         help="take kube-apiserver and etcd from this envtest archive instead of the index "
-        f"(it must be of Kubernetes {KUBERNETES_VERSION})",
+        "(it must be of the Kubernetes version built)",
     )
     build_cmd.add_argument(
         "--sha512", metavar="HEX", help="expected SHA-512 of --archive (required for a URL)"
@@ -493,8 +666,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{_envtest.INDEX_DEADLINE:g} s for the index, {_envtest.ARCHIVE_DEADLINE:g} s for an "
         "archive)",
     )
+    build_cmd.add_argument(
+        "--version",
+        metavar="VERSION",
+        help="the Kubernetes release: a supported minor (1.36) or its release (v1.36.3), or "
+        f"'all' for every supported one (default: ${VERSION_ENV}, else the newest)",
+    )
     path_cmd = commands.add_parser("path", help="print the cache directory or one binary")
     path_cmd.add_argument("name", nargs="?", help="print this binary's path; exit 1 if missing")
+    path_cmd.add_argument("--version", metavar="VERSION", help="as for build (not 'all')")
+    module_cmd = commands.add_parser(
+        "module",
+        help="render the Go module of a supported release from the list of supported releases",
+    )
+    module_cmd.add_argument("--version", metavar="VERSION", help="one release (default: all)")
+    mode = module_cmd.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_true", help="write the shipped go.mod/go.sum")
+    mode.add_argument(
+        "--check", action="store_true", help="exit 1 if a shipped go.mod/go.sum is stale"
+    )
     args = parser.parse_args(argv)
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
@@ -505,9 +695,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sha512=args.sha512,
                 deadline=args.download_deadline,
             )
-            return _run_build(args.only, force=args.force, source=source)
-        return _path(args.name)
-    except (_BuildError, _envtest.EnvtestArchiveError) as exc:
+            if args.version == "all":
+                for release in SUPPORTED_RELEASES:
+                    _run_build(args.only, force=args.force, source=source, version=release.version)
+                return 0
+            return _run_build(args.only, force=args.force, source=source, version=args.version)
+        if args.command == "module":
+            return _module(args.version, write=args.write, check=args.check)
+        return _path(args.name, args.version)
+    except (_BuildError, _envtest.EnvtestArchiveError, UnsupportedVersionError) as exc:
         _say(str(exc), sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -22,12 +22,23 @@ Fixtures:
   test, deleted afterwards (the namespace controller removes it with its objects in the
   background).
 
+The Kubernetes version is chosen per run: ``pytest --kubernetes-version 1.36`` (or the
+environment variable ``KUBEMOON_KUBERNETES_VERSION``; default the newest supported
+release) makes every fixture and every ``ApiServer()`` run that release's binaries, and
+the ``kubernetes_version`` fixture says which (``v1.X.Y``). Tests that need more declare it
+and are skipped with the reason on other versions:
+
+- ``@pytest.mark.needs_kubernetes("1.36")``: kube-apiserver 1.36 or newer;
+- ``@pytest.mark.needs_feature("ShardedListAndWatch")``: a feature gate that the version
+  must have (:data:`~kubemoon_testing.FEATURE_GATES` says since which minor).
+
 The binaries come from ``kubemoon-testenv build`` (needs Go; ``make testenv`` in the
 KubeMoon repository); without them the fixtures fail (never skip) with a message saying
 so. The report header says where the binaries are and whether the controller manager
 (garbage collection, namespace deletion) runs. This module is loaded by every pytest run in
 an environment where KubeMoon is installed, so it imports nothing heavy and registers only
-the ``integration`` marker.
+the ``integration``, ``needs_kubernetes`` and ``needs_feature`` markers and the
+``--kubernetes-version`` option.
 """
 
 from __future__ import annotations
@@ -40,11 +51,18 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from kubemoon_testing import (
-    KUBERNETES_VERSION,
+    FEATURE_GATES,
     ApiServer,
     CrdSource,
     controller_manager_wanted,
     default_binary_dir,
+)
+from kubemoon_testing._versions import (
+    VERSION_ENV,
+    UnsupportedVersionError,
+    parse_version,
+    release_for,
+    selected_version,
 )
 
 __all__ = [
@@ -55,15 +73,102 @@ __all__ = [
     "kube_apiserver_tracing",
     "kube_namespace",
     "kube_tracing_endpoint",
+    "kubernetes_version",
 ]
+
+_OPTION = "--kubernetes-version"
+# The environment variable as it was before pytest_configure set it.
+_SAVED_ENV = pytest.StashKey[str | None]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Add ``--kubernetes-version``."""
+    parser.addoption(
+        _OPTION,
+        metavar="VERSION",
+        default=None,
+        help="the Kubernetes release the real-apiserver fixtures run: a supported minor "
+        f"(1.36) or release (v1.36.3); default ${VERSION_ENV}, else the newest",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the ``integration`` marker."""
+    """Register the markers; make ``--kubernetes-version`` every ``ApiServer``'s default."""
     config.addinivalue_line(
         "markers",
         "integration: runs against the real kube-apiserver built by `kubemoon-testenv build`",
     )
+    config.addinivalue_line(
+        "markers",
+        "needs_kubernetes(minor): skipped unless the run's Kubernetes version is at least "
+        "this minor ('1.36')",
+    )
+    config.addinivalue_line(
+        "markers",
+        "needs_feature(gate): skipped unless the run's kube-apiserver has this feature gate",
+    )
+    chosen = config.getoption(_OPTION, default=None)
+    if chosen:
+        try:
+            version = release_for(chosen).version
+        except UnsupportedVersionError as exc:
+            raise pytest.UsageError(f"{_OPTION}: {exc}") from None
+        # Through the environment, so ApiServer() anywhere, and subprocesses, follow it.
+        config.stash[_SAVED_ENV] = os.environ.get(VERSION_ENV)
+        os.environ[VERSION_ENV] = version
+    else:
+        try:
+            selected_version()
+        except UnsupportedVersionError as exc:
+            raise pytest.UsageError(f"${VERSION_ENV}: {exc}") from None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Put ``KUBEMOON_KUBERNETES_VERSION`` back as it was."""
+    if _SAVED_ENV in config.stash:
+        saved = config.stash[_SAVED_ENV]
+        if saved is None:
+            os.environ.pop(VERSION_ENV, None)
+        else:
+            os.environ[VERSION_ENV] = saved
+
+
+def _version_skip(item: pytest.Item, version: str) -> str | None:
+    """Why ``item`` cannot run on Kubernetes ``version``, or None."""
+    minor, _patch = parse_version(version)
+    for marker in item.iter_markers("needs_kubernetes"):
+        (wanted,) = marker.args
+        wanted_minor, _ = parse_version(str(wanted))
+        if minor < wanted_minor:
+            return f"needs Kubernetes >= 1.{wanted_minor} (this run: {version})"
+    for marker in item.iter_markers("needs_feature"):
+        (gate,) = marker.args
+        since = FEATURE_GATES.get(str(gate))
+        if since is None:
+            raise pytest.UsageError(
+                f"{item.nodeid}: needs_feature({gate!r}) names no gate of "
+                f"kubemoon_testing.FEATURE_GATES ({', '.join(sorted(FEATURE_GATES))})"
+            )
+        if minor < since:
+            return (
+                f"needs the {gate} feature gate (kube-apiserver >= 1.{since}; this run: {version})"
+            )
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before any fixture starts a server
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip a test whose ``needs_kubernetes``/``needs_feature`` the run's version lacks."""
+    if item.get_closest_marker("needs_kubernetes") or item.get_closest_marker("needs_feature"):
+        reason = _version_skip(item, selected_version())
+        if reason is not None:
+            pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def kubernetes_version() -> str:
+    """The Kubernetes release (``v1.X.Y``) this run's fixtures start."""
+    return selected_version()
 
 
 @pytest.hookimpl(trylast=True)
@@ -85,7 +190,7 @@ def pytest_report_header(config: pytest.Config) -> str:
             "WITHOUT kube-controller-manager: nothing is garbage collected and deleted "
             "namespaces stay Terminating (`kubemoon-testenv build` builds it with Go)"
         )
-    return f"kubemoon: kube-apiserver {KUBERNETES_VERSION} from {default_binary_dir()}, {mode}"
+    return f"kubemoon: kube-apiserver {selected_version()} from {default_binary_dir()}, {mode}"
 
 
 @pytest.fixture(scope="session")

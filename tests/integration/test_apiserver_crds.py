@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from kubemoon_core import custom_resource
-from kubemoon_testing import KUBERNETES_VERSION, ApiServer, CrdInstallError
+from kubemoon_testing import ApiServer, CrdInstallError
+from kubemoon_testing._versions import selected_version
 from kubemoon_testing.pytest_plugin import pytest_report_header
 
 pytestmark = pytest.mark.integration
@@ -118,7 +119,7 @@ def test_the_pytest_header_says_whether_the_controller_manager_runs(
     config: Any = None
     monkeypatch.setenv("KUBEMOON_TESTENV_CONTROLLER_MANAGER", "0")
     header = pytest_report_header(config)
-    assert KUBERNETES_VERSION in header and "WITHOUT kube-controller-manager" in header
+    assert selected_version() in header and "WITHOUT kube-controller-manager" in header
     monkeypatch.setenv("KUBEMOON_TESTENV_CONTROLLER_MANAGER", "1")
     assert "with kube-controller-manager (garbage collection" in pytest_report_header(config)
     monkeypatch.delenv("KUBEMOON_TESTENV_CONTROLLER_MANAGER")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,14 +28,18 @@ from kubemoon_testing import (
     KUBERNETES_VERSION,
     LIMITED_USER,
     NOBODY_USER,
+    SUPPORTED_RELEASES,
     ApiServer,
     ApiServerError,
+    KubernetesRelease,
     MissingBinariesError,
     RawResponse,
+    UnsupportedVersionError,
     _testenv,
     default_binary_dir,
 )
 from kubemoon_testing._apiserver import _remove_orphaned_work_dirs
+from kubemoon_testing._versions import VERSION_ENV, release_for, selected_version
 
 pytestmark = pytest.mark.integration
 
@@ -75,10 +80,49 @@ def _assert_expired(resp: RawResponse) -> None:
     assert status["reason"] == "Expired"
 
 
-def test_version_reports_the_stamped_release(kube_apiserver: ApiServer) -> None:
+def test_version_reports_the_stamped_release(
+    kube_apiserver: ApiServer, kubernetes_version: str
+) -> None:
+    # The run's version: --kubernetes-version, else $KUBEMOON_KUBERNETES_VERSION, else the
+    # newest supported release.
+    expected = selected_version()
+    assert expected == (
+        release_for(os.environ[VERSION_ENV]).version
+        if os.environ.get(VERSION_ENV)
+        else KUBERNETES_VERSION
+    )
+    assert kube_apiserver.version == kubernetes_version == expected
     info = kube_apiserver.request("GET", "/version").json()
-    assert info["gitVersion"] == KUBERNETES_VERSION
-    assert (info["major"], info["minor"]) == ("1", "37")
+    assert info["gitVersion"] == expected
+    assert (info["major"], info["minor"]) == ("1", expected.split(".")[1])
+    assert kube_apiserver.minor == int(expected.split(".")[1])
+
+
+@pytest.mark.parametrize("release", SUPPORTED_RELEASES, ids=lambda r: r.version)
+def test_each_supported_release_whose_binaries_are_built_starts_with_its_gates(
+    release: KubernetesRelease,
+) -> None:
+    if not os.access(default_binary_dir(release.version) / "kube-apiserver", os.X_OK):
+        pytest.skip(f"kube-apiserver {release.version} is not built (make testenv builds it)")
+    gates = {"ShardedListAndWatch": True}
+    with ApiServer(
+        version=release.minor_version, feature_gates=gates, controller_manager=False
+    ) as server:
+        info = server.request("GET", "/version").json()
+        assert (server.version, info["gitVersion"]) == (release.version, release.version)
+        assert info["minor"] == str(release.minor)
+        # Passed only where the gate exists (else kube-apiserver would have exited).
+        assert server.has_feature("ShardedListAndWatch") is (release.minor >= 36)
+        argv = Path(f"/proc/{server.pids()['kube-apiserver']}/cmdline").read_bytes()
+        passed = b"--feature-gates=ShardedListAndWatch=true" in argv.split(b"\0")
+        assert passed is (release.minor >= 36)
+
+
+def test_an_unsupported_version_is_a_typed_error_listing_the_supported_ones() -> None:
+    for wrong in ("1.34", "v1.36.9", "2.0", "latest"):
+        with pytest.raises(UnsupportedVersionError) as caught:
+            ApiServer(version=wrong)
+        assert "v1.35.4, v1.36.3, v1.37.2" in str(caught.value)
 
 
 def test_readyz_answers_anonymously(kube_apiserver: ApiServer) -> None:
@@ -212,15 +256,15 @@ def test_missing_binaries_name_the_build_command(
 ) -> None:
     with pytest.raises(MissingBinariesError) as caught:
         ApiServer(binary_dir=tmp_path).start()  # no controller manager built: not asked for
-    assert f"kube-apiserver, etcd {KUBERNETES_VERSION} not found" in str(caught.value)
+    assert f"kube-apiserver, etcd {selected_version()} not found" in str(caught.value)
     monkeypatch.setenv("KUBEMOON_TESTENV_CONTROLLER_MANAGER", "1")
     with pytest.raises(MissingBinariesError) as caught:
         ApiServer(binary_dir=tmp_path).start()
     message = str(caught.value)
     assert (
-        f"kube-apiserver, etcd, kube-controller-manager {KUBERNETES_VERSION} not found" in message
+        f"kube-apiserver, etcd, kube-controller-manager {selected_version()} not found" in message
     )
-    assert "run `kubemoon-testenv build`" in message
+    assert f"run `kubemoon-testenv build --version {selected_version()}`" in message
     assert "Go >= 1.26" in message
 
 
@@ -235,7 +279,7 @@ def test_a_missing_controller_manager_is_named_with_the_way_out(
     with pytest.raises(MissingBinariesError) as caught:
         ApiServer(binary_dir=tmp_path).start()
     message = str(caught.value)
-    assert message.startswith(f"kube-controller-manager {KUBERNETES_VERSION} not found")
+    assert message.startswith(f"kube-controller-manager {selected_version()} not found")
     assert "controller_manager=False" in message
 
 
@@ -382,7 +426,7 @@ FAKE_GO = """#!/bin/sh
 case "$1" in
     version) echo "go version go1.26.8 fake/amd64" ;;
     mod) echo "$@" >> "$FAKE_GO_LOG" ;;
-    list) echo v3.7.0 ;;
+    list) echo "${FAKE_ETCD:-v3.7.0}" ;;
     env) echo "$FAKE_GOCACHE" ;;
     build)
         echo "$@" >> "$FAKE_GO_LOG"
@@ -412,16 +456,25 @@ def fake_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("FAKE_GOCACHE", str(gocache))
     monkeypatch.setenv("KUBEMOON_TESTENV_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("KUBEMOON_TESTENV_INDEX", "none")  # no envtest archive: build all
+    monkeypatch.delenv(VERSION_ENV, raising=False)  # the newest, whatever this run's version
     monkeypatch.setattr(_testenv, "_PROGRESS_EVERY", 0.3)
     return log
 
 
+@pytest.mark.parametrize("release", SUPPORTED_RELEASES, ids=lambda r: r.version)
 def test_build_reports_progress_and_a_summary(
-    fake_go: Path, capsys: pytest.CaptureFixture[str]
+    release: KubernetesRelease,
+    fake_go: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("FAKE_ETCD", release.etcd)
+    # The environment chooses the version when --version does not.
+    monkeypatch.setenv(VERSION_ENV, release.minor_version)
     assert _testenv.main(["build", "--only", "apiserver,etcd"]) == 0
     out = capsys.readouterr().out
     directory = default_binary_dir()
+    assert directory.name == release.version
     assert directory.parent == Path(os.environ["KUBEMOON_TESTENV_DIR"])
     for name in ("kube-apiserver", "etcd"):
         assert os.access(directory / name, os.X_OK)
@@ -429,9 +482,9 @@ def test_build_reports_progress_and_a_summary(
     # No temporary file is left next to the binaries.
     assert sorted(p.name for p in directory.iterdir()) == [".build.lock", "etcd", "kube-apiserver"]
     assert "building kube-apiserver (k8s.io/kubernetes/cmd/kube-apiserver) ..." in out
-    assert "building kube-apiserver: 0s elapsed, " in out
+    assert re.search(r"building kube-apiserver: \d+s elapsed, ", out)
     assert "packages compiled, now example.com/fake/pkg" in out
-    assert "built etcd in 0s, 8 packages compiled" in out
+    assert re.search(r"built etcd in \d+s, 8 packages compiled", out)
     assert f"binaries in {directory}: kube-apiserver 6 B, etcd 6 B, " in out
     assert "kube-controller-manager not built, kubectl not built; total 12 B" in out
     assert "Go build cache " in out
@@ -442,8 +495,9 @@ def test_build_reports_progress_and_a_summary(
         _testenv._ETCD_MODULE,
     ]
     assert all({"-mod=readonly", "-trimpath", "-v"} <= set(b) for b in builds)
-    assert "gitVersion=v1.37.2" in " ".join(builds[0])
-    assert "GitSHA=module-v3.7.0" in " ".join(builds[1])
+    assert f"gitVersion={release.version} " in " ".join(builds[0])
+    assert f"gitMinor={release.minor} " in " ".join(builds[0])
+    assert f"GitSHA=module-{release.etcd}" in " ".join(builds[1])
 
     # A second run builds only what is missing, and nothing once everything is there.
     assert _testenv.main(["build"]) == 0
@@ -451,6 +505,36 @@ def test_build_reports_progress_and_a_summary(
     assert _testenv.main(["build"]) == 0
     assert "already built" in capsys.readouterr().out
     assert len(fake_go.read_text().splitlines()) == 6  # 2 downloads, 4 builds
+
+
+def test_build_version_chooses_the_directory_and_the_module(
+    fake_go: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(VERSION_ENV, raising=False)
+    monkeypatch.setenv("FAKE_ETCD", "v3.6.8")
+    assert _testenv.main(["build", "--version", "v1.36.3", "--only", "apiserver"]) == 0
+    cache = Path(os.environ["KUBEMOON_TESTENV_DIR"])
+    assert os.access(cache / "v1.36.3" / "kube-apiserver", os.X_OK)
+    assert not (cache / KUBERNETES_VERSION).exists()
+    assert "kube-apiserver v1.36.3 into" in capsys.readouterr().out
+    assert _testenv.main(["path", "--version", "1.36", "apiserver"]) == 0
+    assert capsys.readouterr().out.strip() == str(cache / "v1.36.3" / "kube-apiserver")
+    assert _testenv.main(["build", "--version", "1.34"]) == 1
+    assert "Kubernetes 1.34 is not supported" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("release", SUPPORTED_RELEASES, ids=lambda r: r.version)
+def test_the_shipped_go_module_of_each_release_pins_it(release: KubernetesRelease) -> None:
+    # What `kubemoon-testenv module --check` compares in full (it needs the module proxy):
+    # here, offline, that each shipped go.mod pins the release, its etcd and its staging.
+    gomod = (_testenv.module_dir(release.version) / "go.mod").read_text(encoding="utf-8")
+    assert f"\tk8s.io/kubernetes {release.version}\n" in gomod
+    assert f"\t{_testenv._ETCD_MODULE} {release.etcd}\n" in gomod
+    staging = "v0" + release.version[2:]
+    replaces = re.findall(r"^\t(k8s\.io/\S+) => (k8s\.io/\S+) (\S+)$", gomod, re.MULTILINE)
+    assert len(replaces) > 30
+    assert all(a == b and v == staging for a, b, v in replaces), replaces
+    assert (_testenv.module_dir(release.version) / "go.sum").stat().st_size > 10_000
 
 
 def test_path_prints_the_cache_dir_and_checks_a_binary(
@@ -461,7 +545,10 @@ def test_path_prints_the_cache_dir_and_checks_a_binary(
     assert _testenv.main(["path", "kcm"]) == 1
     captured = capsys.readouterr()
     assert captured.out.strip() == str(default_binary_dir() / "kube-controller-manager")
-    assert "not built yet: run `kubemoon-testenv build`" in captured.err
+    assert (
+        f"not built yet: run `kubemoon-testenv build --version {KUBERNETES_VERSION}`"
+        in captured.err
+    )
 
 
 def test_build_without_go_says_go_is_needed(
@@ -470,6 +557,7 @@ def test_build_without_go_says_go_is_needed(
     monkeypatch.setenv("KUBEMOON_TESTENV_DIR", str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv("KUBEMOON_TESTENV_INDEX", "none")
+    monkeypatch.delenv(VERSION_ENV, raising=False)
     assert _testenv.main(["build", "--only", "etcd"]) == 1
     err = capsys.readouterr().err
     assert f"cannot build etcd {KUBERNETES_VERSION}: Go >= 1.26 is required" in err

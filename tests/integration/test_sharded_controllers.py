@@ -39,9 +39,7 @@ TIMINGS: dict[str, Any] = {"lease_duration": 6.0, "renew_deadline": 4.0, "retry_
 @pytest.fixture(scope="module")
 def gated_apiserver() -> Iterator[ApiServer]:
     """A kube-apiserver with the ShardedListAndWatch gate on."""
-    with ApiServer(
-        extra_args=["--feature-gates=ShardedListAndWatch=true"], controller_manager=False
-    ) as server:
+    with ApiServer(feature_gates={"ShardedListAndWatch": True}, controller_manager=False) as server:
         yield server
 
 
@@ -120,7 +118,9 @@ async def _wait(check: Any, what: str, shared: dict[str, Any]) -> None:
         await trio.sleep(0.1)
 
 
-@pytest.mark.parametrize("gate", ["on", "off"])
+@pytest.mark.parametrize(
+    "gate", [pytest.param("on", marks=pytest.mark.needs_feature("ShardedListAndWatch")), "off"]
+)
 async def test_three_replicas_split_a_controller_and_one_hands_its_ranges_over(
     gate: str, request: pytest.FixtureRequest
 ) -> None:

@@ -44,6 +44,8 @@ from kubemoon_trio import (
 )
 
 pytestmark = pytest.mark.integration
+# Tests on the gated server: kube-apiserver < 1.36 has no such gate.
+NEEDS_SHARDING = pytest.mark.needs_feature("ShardedListAndWatch")
 
 CM = GroupVersionResource("", "v1", "configmaps")
 SHARDS = [ShardSelector.equal_split(4, i) for i in range(4)]
@@ -54,9 +56,7 @@ UNGATED_OBJECTS = 300
 @pytest.fixture(scope="module")
 def gated_apiserver() -> Iterator[ApiServer]:
     """A kube-apiserver with the ShardedListAndWatch gate on (no controller manager)."""
-    with ApiServer(
-        extra_args=["--feature-gates=ShardedListAndWatch=true"], controller_manager=False
-    ) as server:
+    with ApiServer(feature_gates={"ShardedListAndWatch": True}, controller_manager=False) as server:
         yield server
 
 
@@ -115,6 +115,7 @@ async def gated_client(gated_apiserver: ApiServer) -> AsyncIterator[Client]:
         yield client
 
 
+@NEEDS_SHARDING
 async def test_the_gate_is_detected_on_and_off(
     gated_client: Client, kube_apiserver: ApiServer
 ) -> None:
@@ -123,6 +124,7 @@ async def test_the_gate_is_detected_on_and_off(
         assert await detect_sharded_list_and_watch(plain) is False
 
 
+@NEEDS_SHARDING
 async def test_paged_lists_of_each_shard_equal_the_client_side_partition(
     gated_client: Client, gated_namespace: str, gated_objects: dict[str, str]
 ) -> None:
@@ -145,6 +147,7 @@ async def test_paged_lists_of_each_shard_equal_the_client_side_partition(
     assert {obj["metadata"]["name"] async for obj in items} == expected[0] | expected[2]
 
 
+@NEEDS_SHARDING
 async def test_built_in_lists_echo_the_shard_info(
     gated_apiserver: ApiServer, gated_namespace: str, gated_objects: dict[str, str]
 ) -> None:
@@ -174,6 +177,7 @@ async def _watch_shard(
     return seen
 
 
+@NEEDS_SHARDING
 async def test_watches_of_each_shard_receive_exactly_the_client_side_partition(
     gated_client: Client, gated_namespace: str, gated_objects: dict[str, str]
 ) -> None:
@@ -257,6 +261,7 @@ def _names(informer: Informer) -> set[str]:
     return {obj["metadata"]["name"] for obj in informer.store.objects()}
 
 
+@NEEDS_SHARDING
 async def test_sharded_informers_hold_exactly_their_share_with_the_gate_on(
     gated_client: Client,
     gated_namespace: str,
@@ -271,6 +276,7 @@ async def test_sharded_informers_hold_exactly_their_share_with_the_gate_on(
     assert not [r for r in caplog.records if "filtering client-side" in r.getMessage()]
 
 
+@NEEDS_SHARDING
 async def test_a_sharded_streaming_list_holds_exactly_its_share(
     gated_client: Client, gated_namespace: str, gated_objects: dict[str, str]
 ) -> None:
@@ -291,6 +297,7 @@ async def test_a_sharded_streaming_list_holds_exactly_its_share(
     assert informer.reflector.stats.out_of_shard == 0
 
 
+@NEEDS_SHARDING
 async def test_delete_collection_takes_a_shard_only_when_asked(
     gated_client: Client, gated_apiserver: ApiServer
 ) -> None:
@@ -344,6 +351,7 @@ async def test_with_the_gate_off_the_selector_is_ignored_and_the_client_filters(
         "nonsense",
     ],
 )
+@NEEDS_SHARDING
 async def test_what_the_gated_server_refuses_the_client_refuses_first(
     gated_apiserver: ApiServer, selector: str
 ) -> None:
@@ -357,6 +365,7 @@ async def test_what_the_gated_server_refuses_the_client_refuses_first(
         ShardSelector.parse(selector)
 
 
+@NEEDS_SHARDING
 def test_well_formed_selectors_parse_and_the_server_accepts_them(
     gated_apiserver: ApiServer,
 ) -> None:
@@ -431,6 +440,7 @@ class ShardedReplica:
         return _names(self.informer)
 
 
+@NEEDS_SHARDING
 async def test_two_replicas_split_a_collection_by_membership_leases_and_one_takes_over(
     gated_apiserver: ApiServer, gated_namespace: str, gated_objects: dict[str, str]
 ) -> None:
@@ -488,6 +498,7 @@ async def test_two_replicas_split_a_collection_by_membership_leases_and_one_take
     await trio.to_thread.run_sync(lambda: gated_apiserver.delete_namespace(lease_ns))
 
 
+@NEEDS_SHARDING
 def test_the_blocking_adapter_detects_the_gate_joins_and_leaves(
     gated_apiserver: ApiServer,
 ) -> None:

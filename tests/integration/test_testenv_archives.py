@@ -22,7 +22,6 @@ import pytest
 import yaml
 
 from kubemoon_testing import (
-    KUBERNETES_VERSION,
     ArchiveHashError,
     EnvtestArchiveError,
     default_binary_dir,
@@ -31,12 +30,15 @@ from kubemoon_testing import (
 )
 from kubemoon_testing._envtest import _platform
 from kubemoon_testing._testenv import main
+from kubemoon_testing._versions import selected_version
 
 PREFIX = "controller-tools/envtest/"
+#: The Kubernetes release of this run (--kubernetes-version): the one built and archived.
+RUN_VERSION = selected_version()
 #: The binaries this suite built (read before any test points the cache elsewhere).
 BUILT = default_binary_dir()
 #: A stand-in kube-apiserver: the command checks the version an archive's one prints.
-APISERVER = f"#!/bin/sh\necho 'Kubernetes {KUBERNETES_VERSION}'\n".encode()
+APISERVER = f"#!/bin/sh\necho 'Kubernetes {RUN_VERSION}'\n".encode()
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -78,9 +80,7 @@ def make_archive(path: Path, members: Mapping[str, bytes | Path], level: int = 1
     return hashlib.sha512(path.read_bytes()).hexdigest()
 
 
-def write_index(
-    path: Path, archive_url: str, sha512: str, version: str = KUBERNETES_VERSION
-) -> None:
+def write_index(path: Path, archive_url: str, sha512: str, version: str = RUN_VERSION) -> None:
     os_name, arch = _platform()
     name = f"envtest-{version}-{os_name}-{arch}.tar.gz"
     other = f"envtest-{version}-plan9-mips.tar.gz"
@@ -100,7 +100,7 @@ def write_index(
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty binary cache for the command (``KUBEMOON_TESTENV_DIR``)."""
     monkeypatch.setenv("KUBEMOON_TESTENV_DIR", str(tmp_path / "cache"))
-    return tmp_path / "cache" / KUBERNETES_VERSION
+    return tmp_path / "cache" / RUN_VERSION
 
 
 @pytest.mark.integration
@@ -126,7 +126,7 @@ def test_build_installs_the_suites_binaries_from_an_upstream_layout_archive(
     version = subprocess.run(
         [str(cache / "kube-apiserver"), "--version"], capture_output=True, text=True, check=True
     )
-    assert KUBERNETES_VERSION in version.stdout
+    assert RUN_VERSION in version.stdout
     assert not [p for p in cache.iterdir() if p.name.startswith(".envtest-archive.")]
 
     # Cached now: a second build neither downloads nor builds.
@@ -192,7 +192,7 @@ def test_no_fitting_archive_falls_back_to_the_go_build(
     code = main(["build", "--only", "kube-apiserver", "--index", f"{base}/index.yaml"])
     captured = capsys.readouterr()
     assert code == 1
-    assert f"lists no envtest archive of {KUBERNETES_VERSION}" in captured.out
+    assert f"lists no envtest archive of {RUN_VERSION}" in captured.out
     assert "cannot build kube-apiserver" in captured.err
 
     # An unreachable or malformed index is the same: build with Go.
@@ -257,20 +257,18 @@ def test_hostile_archives_write_nothing_outside_and_are_refused(
     for text, error in [
         ("{", "not YAML"),
         ("- a list\n", "no 'releases' mapping"),
-        (f"releases: {{{KUBERNETES_VERSION}: 3}}\n", "is not a mapping"),
+        (f"releases: {{{RUN_VERSION}: 3}}\n", "is not a mapping"),
     ]:
         (tmp_path / "i.yaml").write_text(text)
         with pytest.raises(EnvtestArchiveError, match=error):
             find_envtest_archive(str(tmp_path / "i.yaml"))
     os_name, arch = _platform()
-    name = f"envtest-{KUBERNETES_VERSION}-{os_name}-{arch}.tar.gz"
+    name = f"envtest-{RUN_VERSION}-{os_name}-{arch}.tar.gz"
     for entry, error in [
         ({"hash": "0" * 128, "selfLink": "file:///etc/passwd"}, "not an http"),
         ({"hash": "zz", "selfLink": "https://example.invalid/a"}, "not a hex SHA-512"),
     ]:
-        (tmp_path / "i.yaml").write_text(
-            yaml.safe_dump({"releases": {KUBERNETES_VERSION: {name: entry}}})
-        )
+        (tmp_path / "i.yaml").write_text(yaml.safe_dump({"releases": {RUN_VERSION: {name: entry}}}))
         with pytest.raises(EnvtestArchiveError, match=error):
             find_envtest_archive(str(tmp_path / "i.yaml"))
     with pytest.raises(EnvtestArchiveError, match="cannot read"):

@@ -41,7 +41,15 @@ from kubemoon_core import (
     delete_request,
 )
 from kubemoon_io import JsonLogFormatter, use_tracer_provider
-from kubemoon_testing import LIMITED_USER, MONITORING_USER, ApiServer, WebhookCertificates
+from kubemoon_testing import (
+    LIMITED_USER,
+    MONITORING_USER,
+    SUPPORTED_RELEASES,
+    ApiServer,
+    WebhookCertificates,
+    default_binary_dir,
+)
+from kubemoon_testing._versions import selected_version
 from kubemoon_trio import Client, Manager, ReconcileContext, WebhookServer
 
 pytestmark = pytest.mark.integration
@@ -54,6 +62,7 @@ VALIDATING = GroupVersionResource(
 SERVICE = "kubemoon-tracing-test"
 SERVER, CLIENT = 2, 3  # OTLP SpanKind values
 ALL_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")
+OLDEST = SUPPORTED_RELEASES[0].version
 
 
 @pytest.fixture(scope="session")
@@ -66,6 +75,40 @@ def otlp_receiver() -> Iterator[OtlpReceiver]:
 @pytest.fixture(scope="session")
 def kube_tracing_endpoint(otlp_receiver: OtlpReceiver) -> str:
     return otlp_receiver.endpoint
+
+
+@pytest.fixture(scope="session")
+def oldest_tracing_apiserver(kube_tracing_endpoint: str) -> Iterator[ApiServer]:
+    """A tracing kube-apiserver of the oldest supported release (1.35 vendors an older
+    propagator than 1.37: it discards a traceparent whose flags are above 02)."""
+    with ApiServer(
+        version=OLDEST,
+        controller_manager=False,
+        tracing_endpoint=kube_tracing_endpoint,
+        tracing_sampling_rate_per_million=1_000_000,
+    ) as server:
+        yield server
+
+
+def _oldest_skipped() -> str | None:
+    if selected_version() == OLDEST:
+        return f"this run's kube_apiserver_tracing is {OLDEST} already"
+    if not os.access(default_binary_dir(OLDEST) / "kube-apiserver", os.X_OK):
+        return f"kube-apiserver {OLDEST} is not built (make testenv builds it)"
+    return None
+
+
+# The run's tracing server, and one of the oldest supported release.
+SERVERS = pytest.mark.parametrize(
+    "server_fixture",
+    [
+        "kube_apiserver_tracing",
+        pytest.param(
+            "oldest_tracing_apiserver",
+            marks=pytest.mark.skipif(_oldest_skipped() is not None, reason=str(_oldest_skipped())),
+        ),
+    ],
+)
 
 
 @pytest.fixture
@@ -121,12 +164,14 @@ def tree(spans: list[ReceivedSpan], root: ReceivedSpan, depth: int = 0) -> list[
     return lines
 
 
+@SERVERS
 async def test_a_reconcile_trace_runs_through_the_apiserver_into_etcd(
-    kube_apiserver_tracing: ApiServer,
+    server_fixture: str,
+    request: pytest.FixtureRequest,
     otlp_receiver: OtlpReceiver,
     provider: TracerProvider,
 ) -> None:
-    server = kube_apiserver_tracing
+    server: ApiServer = request.getfixturevalue(server_fixture)
     namespace = namespace_for(server, MONITORING_USER)
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
@@ -207,12 +252,14 @@ async def test_a_reconcile_trace_runs_through_the_apiserver_into_etcd(
     assert copying[0]["name"] == "source"
 
 
+@SERVERS
 async def test_an_untrusted_callers_request_is_linked_not_adopted(
-    kube_apiserver_tracing: ApiServer,
+    server_fixture: str,
+    request: pytest.FixtureRequest,
     otlp_receiver: OtlpReceiver,
     provider: TracerProvider,
 ) -> None:
-    server = kube_apiserver_tracing
+    server: ApiServer = request.getfixturevalue(server_fixture)
     namespace = namespace_for(server, LIMITED_USER)
     tracer = provider.get_tracer("test")
     async with client_for(server, LIMITED_USER, namespace) as client:

@@ -179,10 +179,28 @@ def test_trace_headers_are_the_current_span(spans: InMemorySpanExporter) -> None
     with tracer.start_as_current_span("parent") as parent:
         headers = dict(_tracing.trace_headers())
         context = parent.get_span_context()
+    # Sampled, and only that bit: kube-apiserver 1.35 and 1.36 drop a version-00
+    # traceparent whose flags are above 02 (the SDK sets the W3C random bit too: 03).
     assert headers == {
-        b"traceparent": (
-            f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
-        ).encode()
+        b"traceparent": (f"00-{context.trace_id:032x}-{context.span_id:016x}-01").encode()
+    }
+
+
+@pytest.mark.parametrize(
+    ("flags", "sent"), [(0x00, "00"), (0x01, "01"), (0x02, "00"), (0x03, "01"), (0xFF, "01")]
+)
+def test_trace_headers_send_only_the_sampled_flag(flags: int, sent: str) -> None:
+    # A current span with exactly these flags (the W3C random bit 02, unknown bits above).
+    context = trace.SpanContext(
+        trace_id=0x0AF7651916CD43DD8448EB211C80319C,
+        span_id=0xB7AD6B7169203331,
+        is_remote=False,
+        trace_flags=trace.TraceFlags(flags),
+    )
+    with trace.use_span(trace.NonRecordingSpan(context)):
+        headers = dict(_tracing.trace_headers())
+    assert headers == {
+        b"traceparent": f"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-{sent}".encode()
     }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from kubemoon_testing import KUBERNETES_VERSION, ApiServer
+from kubemoon_testing import ApiServer
 
 
 @pytest.fixture
@@ -19,4 +19,4 @@ async def test_asyncio_tests_run_too(kube_apiserver: ApiServer) -> None:
 
     asyncio.get_running_loop()  # raises unless this runs on asyncio
     version = await anyio.to_thread.run_sync(lambda: kube_apiserver.request("GET", "/version"))
-    assert version.json()["gitVersion"] == KUBERNETES_VERSION
+    assert version.json()["gitVersion"] == kube_apiserver.version
