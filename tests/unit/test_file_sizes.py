@@ -45,6 +45,7 @@ PENDING_SPLITS: dict[str, str] = {
     # Not split yet (issue 33): the next session's work.
     "kubemoon_testing/_apiserver.py": "processes, PKI, CRD install and the fixture",
     "kubemoon_core/_watch.py": "834 lines: the decoder and the event scanner",
+    "kubemoon_testing/_testenv.py": "717 lines: versioned builds grew it; split module rendering",
     # Over the limit by a few lines and not yet assigned: split or give a reason.
     "kubemoon_core/_membership.py": "719 lines when this test was written",
     "kubemoon_core/_webhook_config.py": "727 lines when this test was written",
