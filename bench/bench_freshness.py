@@ -21,7 +21,8 @@ from _table import Row
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kubemoon_core import ClientConfig, GroupVersionResource, ObjectKey, PatchType, patch_request
+from kubemoon_core import GroupVersionResource, ObjectKey, PatchType, patch_request
+from kubemoon_core.kubeconfig import ClientConfig
 from kubemoon_sync import CacheReader, Client, SharedInformers
 
 OBJECTS = 10_000

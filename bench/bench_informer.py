@@ -48,16 +48,11 @@ from bench_watch import chunked, configmap_lines, fake_list_configmaps
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kubemoon_core import (
-    GroupVersionResource,
-    Response,
-    Store,
-    use_fast_json,
-    use_msgspec_json,
-    use_standard_json,
-)
+from kubemoon_core import GroupVersionResource, Response
 from kubemoon_core._reflector import Reflector
 from kubemoon_core._watch import WatchDecoder
+from kubemoon_core.json_backends import use_fast_json, use_msgspec_json, use_standard_json
+from kubemoon_core.lowlevel import Store
 
 EVENTS = 20_000
 CHUNK = 16 * 1024

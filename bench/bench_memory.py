@@ -42,8 +42,9 @@ from _table import Row
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kubemoon_core import GroupVersionResource, Response, Store
+from kubemoon_core import GroupVersionResource, Response
 from kubemoon_core._reflector import Reflector
+from kubemoon_core.lowlevel import Store
 
 OBJECTS = 100_000
 PAGE = 500

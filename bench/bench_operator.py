@@ -917,7 +917,7 @@ def install_crd(admin: Admin) -> None:
     # webhook, which the benchmark does not run, and with that Service missing the
     # apiserver spent 10.6 s of CPU per idle minute (2.1 s with v1beta1 alone).
     from configmirror._api import ConfigMirrorV1beta1
-    from kubemoon_core import crd_manifest
+    from kubemoon_core.typed import crd_manifest
 
     crd = crd_manifest(ConfigMirrorV1beta1)
     admin.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)

@@ -34,16 +34,9 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 
-from kubemoon_core import (
-    ClientConfig,
-    Controller,
-    GroupVersionResource,
-    ObjectKey,
-    Reconciled,
-    Response,
-    Source,
-    get_request,
-)
+from kubemoon_core import GroupVersionResource, ObjectKey, Reconciled, Response, get_request
+from kubemoon_core.kubeconfig import ClientConfig
+from kubemoon_core.lowlevel import Controller, Source
 from kubemoon_io import _tracing
 
 RECONCILES = 5_000

@@ -4,7 +4,7 @@ The input is 100,000 dicts shaped as the apiserver returns ConfigMirrors (metada
 with three target namespaces, a status with one condition and three target states), made
 by ``json.loads`` so they are plain JSON values. Three ways to read them, in this process:
 
-- KubeMoon: ``kubemoon_core.decode(ConfigMirror, d)`` with the declaration of
+- KubeMoon: ``kubemoon_core.typed.decode(ConfigMirror, d)`` with the declaration of
   ``configmirror/_api.py`` (strict types, unknown fields refused, date-times parsed).
 - pydantic v2: ``ConfigMirrorModel.model_validate(d)`` of equivalent models (camelCase
   aliases, ``extra="forbid"``, the same Literal enums, ``datetime`` fields). pydantic's
@@ -19,7 +19,8 @@ slower than pydantic v2.
 Then the same documents as bytes (compact JSON, as the apiserver sends them), straight to
 typed objects:
 
-- KubeMoon with msgspec: ``kubemoon_core.decode_json(ConfigMirror, b)`` (msgspec parses and
+- KubeMoon with msgspec: ``kubemoon_core.json_backends.decode_json(ConfigMirror, b)``
+  (msgspec parses and
   checks into a generated Struct mirror, generated code builds the dataclasses);
 - msgspec's own time for the same declaration: ``msgspec.json.Decoder(T).decode(b)`` into
   dataclasses of the same shape and types (fields named as the JSON, since msgspec cannot
@@ -40,8 +41,9 @@ from typing import Any, Literal
 from _table import Row
 
 from configmirror._api import ConfigMirror
-from kubemoon_core import decode, decode_json, use_msgspec
 from kubemoon_core._typed_json import _Mirror
+from kubemoon_core.json_backends import decode_json, use_msgspec
+from kubemoon_core.typed import decode
 
 COUNT = 100_000
 REPEAT = 5

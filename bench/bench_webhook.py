@@ -87,7 +87,7 @@ def _serve_kubemoon(certs: Path, port_file: Path, *, inline: bool = False) -> No
     import trio
     from prometheus_client import CollectorRegistry
 
-    from kubemoon_core import AdmissionRequest, AdmissionResponse, WebhookApp
+    from kubemoon_core.webhooks import AdmissionRequest, AdmissionResponse, WebhookApp
     from kubemoon_trio import WebhookServer
 
     if inline:
@@ -147,7 +147,7 @@ def _serve_attacked(certs: Path, port_file: Path, stats_file: Path) -> None:
     import trio
     from prometheus_client import CollectorRegistry
 
-    from kubemoon_core import AdmissionRequest, AdmissionResponse, WebhookApp
+    from kubemoon_core.webhooks import AdmissionRequest, AdmissionResponse, WebhookApp
     from kubemoon_trio import WebhookServer
 
     def validate(request: AdmissionRequest) -> AdmissionResponse:

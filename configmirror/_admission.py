@@ -39,13 +39,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubemoon_core import (
-    AdmissionRequest,
-    ConversionError,
-    GroupVersionResource,
-    Operation,
-    UserInfo,
-)
+from kubemoon_core import GroupVersionResource
+from kubemoon_core.errors import ConversionError
+from kubemoon_core.webhooks import AdmissionRequest, Operation, UserInfo
 
 from ._convert import SELECTOR_ANNOTATION, V1ALPHA1, V1BETA1, converter
 
@@ -113,7 +109,7 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 def storage_form(obj: Mapping[str, Any]) -> dict[str, Any]:
     """``obj`` (a ConfigMirror of either served version) as v1beta1, the storage version.
 
-    Raises :class:`~kubemoon_core.ConversionError` when it cannot be converted without
+    Raises :class:`~kubemoon_core.errors.ConversionError` when it cannot be converted without
     changing its meaning, or has an apiVersion that is not served.
     """
     version = obj.get("apiVersion")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from kubemoon_core import (
+from kubemoon_core.typed import (
     Condition,
     Description,
     Format,

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import trio
 
-from kubemoon_core import KubeMoonError, LeadershipLost, LocalProtocolError
+from kubemoon_core import KubeMoonError
+from kubemoon_core.errors import LeadershipLost, LocalProtocolError
 from kubemoon_trio import Client, LeaderElectionConfig, ShardingConfig
 
 from ._logs import configure_logging, configure_tracing

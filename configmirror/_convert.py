@@ -6,7 +6,7 @@ v1alpha1 cannot say (``spec.targets.namespaceSelector``) travels in the annotati
 :data:`SELECTOR_ANNOTATION` (canonical JSON) and comes back from it, so every object
 converts to the other version and back to the same meaning. Status has the same shape in
 both. An object that cannot make that round trip is refused with a
-:class:`~kubemoon_core.ConversionError` rather than converted into something else:
+:class:`~kubemoon_core.errors.ConversionError` rather than converted into something else:
 
 - the annotation must be strict JSON (no duplicate keys, no ``NaN``) of a selector that
   the v1beta1 schema accepts as written: a field the apiserver would prune (such as
@@ -27,7 +27,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kubemoon_core import ConversionError, Converter, openapi_schema
+from kubemoon_core.errors import ConversionError
+from kubemoon_core.typed import openapi_schema
+from kubemoon_core.webhooks import Converter
 
 from ._api import ConfigMirror, ConfigMirrorV1beta1
 
@@ -216,7 +218,7 @@ def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 def to_v1beta1(obj: dict[str, Any]) -> dict[str, Any]:
     """A v1alpha1 ConfigMirror as v1beta1 (``obj`` is a private copy, changed in place).
 
-    Raises :class:`~kubemoon_core.ConversionError` when the annotation is not a selector
+    Raises :class:`~kubemoon_core.errors.ConversionError` when the annotation is not a selector
     the v1beta1 schema stores as written, or the result does not pass that schema.
     """
     spec = obj.get("spec")
@@ -243,7 +245,7 @@ def to_v1beta1(obj: dict[str, Any]) -> dict[str, Any]:
 def to_v1alpha1(obj: dict[str, Any]) -> dict[str, Any]:
     """A v1beta1 ConfigMirror as v1alpha1 (``obj`` is a private copy, changed in place).
 
-    Raises :class:`~kubemoon_core.ConversionError` when the object already carries the
+    Raises :class:`~kubemoon_core.errors.ConversionError` when the object already carries the
     annotation (it would come back as a selector), when its selector is not one the
     schema stores as written, or when the result does not pass the v1alpha1 schema.
     """
@@ -272,7 +274,7 @@ def to_v1alpha1(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def converter() -> Converter:
-    """The :class:`~kubemoon_core.Converter` served by ConfigMirror's conversion webhook."""
+    """The :class:`~kubemoon_core.webhooks.Converter` of ConfigMirror's conversion webhook."""
     result = Converter(hub=V1BETA1)
     result.register(V1ALPHA1, V1BETA1, to_v1beta1)
     result.register(V1BETA1, V1ALPHA1, to_v1alpha1)

@@ -19,7 +19,7 @@ copies in full; a copy of the mirror's own that the full cache has not caught up
 read with a GET.
 
 Sharded, the ConfigMaps are watched in two parts: the copies of this replica's owner
-buckets only -- every copy carries its mirror's :data:`~kubemoon_core.OWNER_BUCKET_LABEL`
+buckets only -- every copy carries its mirror's :data:`~kubemoon_core.sharding.OWNER_BUCKET_LABEL`
 -- in full, and every other ConfigMap (the sources) as metadata. A copy this replica
 cannot see (another replica's bucket, a label changed by hand) makes its create fail with
 AlreadyExists: the reconcile then reads it from the API server and plans again, so
@@ -38,20 +38,18 @@ from typing import Any
 from prometheus_client import Counter
 
 from kubemoon_core import (
-    AlreadyExists,
     ApiError,
     Change,
-    ClientConfig,
-    Conflict,
     ListOptions,
-    NotFound,
     ObjectKey,
     Outcome,
-    PolicyRule,
     Reconciled,
     Requeue,
     RequeueAfter,
 )
+from kubemoon_core.errors import AlreadyExists, Conflict, NotFound
+from kubemoon_core.kubeconfig import ClientConfig
+from kubemoon_core.rbac import PolicyRule
 from kubemoon_trio import (
     CacheReader,
     Client,

@@ -23,17 +23,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubemoon_core import (
-    OWNER_BUCKET_LABEL,
     DeleteOptions,
     GroupVersionResource,
     PatchType,
     Request,
     create_request,
     delete_request,
-    owner_bucket_label,
     patch_request,
     replace_request,
 )
+from kubemoon_core.sharding import OWNER_BUCKET_LABEL, owner_bucket_label
 
 __all__ = [
     "ACCEPT_MIRRORS_LABEL",
@@ -345,7 +344,7 @@ def plan_reconcile(
     time for a condition's lastTransitionTime. ``namespace_labels`` (name -> labels of
     the namespaces that accept copies) resolves a v1beta1 ``namespaceSelector``; see
     :func:`mirror_targets`. ``mirror`` may be v1alpha1 or v1beta1: writes go to its version.
-    With ``sharded`` every copy carries :data:`~kubemoon_core.OWNER_BUCKET_LABEL` with the
+    With ``sharded`` every copy carries :data:`~kubemoon_core.sharding.OWNER_BUCKET_LABEL` with the
     mirror's bucket (the sharded operator watches its copies by it), and a copy whose
     label is missing or wrong is rewritten; without it, the label is left as found.
 

@@ -3,7 +3,7 @@
 Rules: what is decided is decided by the pure functions of ``_admission`` and
 ``_convert``, on the v1beta1 (storage) form of ``object`` and ``oldObject`` whatever
 version the request came in. This module performs the SubjectAccessReviews and registers
-the handlers on a :class:`~kubemoon_core.WebhookApp`:
+the handlers on a :class:`~kubemoon_core.webhooks.WebhookApp`:
 
 - reviews go out on a connection pool of their own (``review_connections`` connections,
   as many reviews in flight at once), never on the operator's, so a flood of admission
@@ -30,13 +30,11 @@ from typing import Any, Protocol
 import trio
 from prometheus_client import CollectorRegistry
 
-from kubemoon_core import (
+from kubemoon_core import GroupVersionResource, KubeMoonError
+from kubemoon_core.errors import ConversionError, LocalProtocolError
+from kubemoon_core.webhooks import (
     AdmissionRequest,
     AdmissionResponse,
-    ConversionError,
-    GroupVersionResource,
-    KubeMoonError,
-    LocalProtocolError,
     Operation,
     UserInfo,
     WebhookApp,
@@ -185,7 +183,7 @@ class ConfigMirrorWebhooks:
     by :meth:`server` closes it when it stops serving. ``max_access_reviews`` caps the
     reviews of one request (at least 2); ``decision_ttl`` is how long an answer is
     reused (0: never); at most ``review_connections`` (at least 1) are sent at once.
-    Bad values raise :class:`~kubemoon_core.LocalProtocolError`.
+    Bad values raise :class:`~kubemoon_core.errors.LocalProtocolError`.
     """
 
     def __init__(
@@ -263,7 +261,7 @@ class ConfigMirrorWebhooks:
         )
 
     def app(self) -> WebhookApp:
-        """A :class:`~kubemoon_core.WebhookApp` with the validating, mutating and
+        """A :class:`~kubemoon_core.webhooks.WebhookApp` with the validating, mutating and
         conversion webhooks registered."""
         app = WebhookApp()
         app.validating(VALIDATE_PATH, self.validate, name="validate.configmirror.kubemoon.dev")

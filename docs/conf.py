@@ -18,7 +18,7 @@ suppress_warnings = ["ref.python"]
 # the docs cannot drift from the code.
 import pathlib  # noqa: E402
 
-from kubemoon_core import Reflector  # noqa: E402
+from kubemoon_core.lowlevel import Reflector  # noqa: E402
 
 _generated = pathlib.Path(__file__).parent / "_generated"
 _generated.mkdir(exist_ok=True)

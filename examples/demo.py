@@ -32,7 +32,8 @@ from configmirror import (
     CONFIGMIRRORS,
     CONFIGMIRRORS_V1BETA1,
 )
-from kubemoon_core import ApiError, GroupVersionResource, NotFound, WriteOptions
+from kubemoon_core import ApiError, GroupVersionResource, WriteOptions
+from kubemoon_core.errors import NotFound
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client
 

@@ -22,7 +22,9 @@ from typing import Any
 import anyio
 import h11
 
-from kubemoon_core import Change, ClientConfig, GroupVersionResource, Reflector, Request, Response
+from kubemoon_core import Change, GroupVersionResource, Request, Response
+from kubemoon_core.kubeconfig import ClientConfig
+from kubemoon_core.lowlevel import Reflector
 from kubemoon_io import CredentialProvider, ssl_context
 from kubemoon_testing import Reply, ScriptedServer
 

@@ -12,6 +12,7 @@ Configuration loading, TLS and the transport errors come from ``kubemoon_io``, w
 adapter shares.
 """
 
+from kubemoon_core._public import publish
 from kubemoon_io import (
     InsecureTLSWarning,
     ResponseTooLarge,
@@ -81,3 +82,6 @@ __all__ = [
     "load_in_cluster_config",
     "load_kubeconfig",
 ]
+
+# Objects report the path users import them from, not the private module.
+publish(__name__, globals(), __all__)

@@ -12,7 +12,7 @@ cache is read by users through :class:`CacheReader` only: the reflector alone wr
 
 Read-your-own-writes: while the runtime runs, every successful write made with its client
 (create, replace, patch, apply, the status subresource, delete) is recorded as the *floor*
-of its key in each cache of that resource (:class:`~kubemoon_core.WriteFloors`), and a
+of its key in each cache of that resource (:class:`~kubemoon_core.lowlevel.WriteFloors`), and a
 reader answers with the written object, or not at all after a delete, until the cache holds
 a version at least as new. Caches with a label, field or shard selector only have the keys
 they already hold refreshed (a write may take an object out of them; whether it still
@@ -26,17 +26,9 @@ import random
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from kubemoon_core import (
-    APIResource,
-    CacheSyncTimeout,
-    GroupVersionResource,
-    LocalProtocolError,
-    ObjectKey,
-    Request,
-    Store,
-    WriteFloors,
-    written_object,
-)
+from kubemoon_core import APIResource, GroupVersionResource, ObjectKey, Request
+from kubemoon_core.errors import CacheSyncTimeout, LocalProtocolError
+from kubemoon_core.lowlevel import Store, WriteFloors, written_object
 
 from . import _backend
 from ._client import Client
@@ -450,7 +442,7 @@ class SharedInformers:
 
     async def wait_synced(self, timeout: float | None = None) -> None:
         """Wait until every informer has synced; with ``timeout``, raise
-        :class:`~kubemoon_core.CacheSyncTimeout` naming the first one that has not."""
+        :class:`~kubemoon_core.errors.CacheSyncTimeout` naming the first one that has not."""
         deadline = None if timeout is None else _backend.current_time() + timeout
         for informer in list(self._informers.values()):
             left = None if deadline is None else max(deadline - _backend.current_time(), 0.0)

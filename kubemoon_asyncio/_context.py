@@ -20,29 +20,13 @@ import logging
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, overload
 
-from kubemoon_core import (
-    OWNER_BUCKET_LABEL,
-    AlreadyExists,
-    ApiError,
-    Declared,
-    GroupVersionKind,
-    GroupVersionResource,
-    LocalProtocolError,
-    NotFound,
-    ObjectKey,
-    Request,
-    WorkItem,
-    WriteAction,
-    controller_of,
-    decode,
-    decode_json,
-    encode,
-    owner_bucket_label,
-    plan_status,
-    plan_write,
-    resource_info,
-    set_condition,
-)
+from kubemoon_core import ApiError, GroupVersionKind, GroupVersionResource, ObjectKey, Request
+from kubemoon_core.errors import AlreadyExists, LocalProtocolError, NotFound
+from kubemoon_core.json_backends import decode_json
+from kubemoon_core.lowlevel import WorkItem
+from kubemoon_core.objects import WriteAction, controller_of, plan_status, plan_write, set_condition
+from kubemoon_core.sharding import OWNER_BUCKET_LABEL, owner_bucket_label
+from kubemoon_core.typed import Declared, decode, encode, resource_info
 
 from . import _backend
 from ._cache import CacheReader
@@ -148,8 +132,9 @@ class ReconcileContext(Generic[ObjT]):
         """The primary object from the cache, or None when it is gone.
 
         A typed controller's object is decoded into its class (once per cached version);
-        from a compact cache's JSON bytes in one step (:func:`~kubemoon_core.decode_json`).
-        One that does not decode raises :class:`~kubemoon_core.TypedDecodeError`.
+        from a compact cache's JSON bytes in one step
+        (:func:`~kubemoon_core.json_backends.decode_json`).
+        One that does not decode raises :class:`~kubemoon_core.errors.TypedDecodeError`.
         """
         typed: ObjT
         if self._cls is not None:
@@ -180,7 +165,7 @@ class ReconcileContext(Generic[ObjT]):
 
     def owner_labels(self) -> dict[str, str]:
         """The labels an object this reconcile owns must carry: in a sharded controller,
-        :data:`~kubemoon_core.OWNER_BUCKET_LABEL` with the primary's bucket (so the
+        :data:`~kubemoon_core.sharding.OWNER_BUCKET_LABEL` with the primary's bucket (so the
         replica owning the primary watches it); nothing otherwise. :meth:`ensure` adds them.
         """
         if not self._sharded:

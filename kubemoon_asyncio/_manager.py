@@ -9,7 +9,7 @@ Rules:
   only while this replica leads (when electing) and only once every cache has synced;
   then every cached primary object is queued once.
 - A lost Lease stops every controller at once and :meth:`Manager.run` raises
-  :class:`~kubemoon_core.LeadershipLost`, so the process restarts as a follower.
+  :class:`~kubemoon_core.errors.LeadershipLost`, so the process restarts as a follower.
 - :meth:`Manager.stop` (also SIGTERM/SIGINT with ``handle_signals``) stops taking work,
   lets running reconciles finish within ``grace_period``, releases the Lease, and ends
   ``run``. A reconcile still running after the grace period is logged at ERROR (naming
@@ -22,7 +22,7 @@ Rules:
   creator closes it and may use it after the manager); ``close_client`` says it
   explicitly. Never while a stuck reconcile's thread was left behind: it may still use it.
 - Failures are loud: every LIST, WATCH and Lease failure goes through the core
-  :class:`~kubemoon_core.FailureReporter`, which logs a distinct error once, then with
+  :class:`~kubemoon_core.lowlevel.FailureReporter`, which logs a distinct error once, then with
   backoff; current problems are the reasons ``/readyz`` gives.
 """
 
@@ -41,22 +41,13 @@ from typing import Any, TypeVar, overload
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from kubemoon_core import (
-    APIResource,
-    CertificatePolicy,
-    ControllerMetrics,
-    FailureReporter,
-    GroupVersionResource,
-    LeaderElectionTimeout,
-    LeaderElector,
-    LeadershipLost,
-    LocalProtocolError,
-    Predicate,
-    WebhookDeclarations,
-    takeover_bound,
-)
+from kubemoon_core import APIResource, GroupVersionResource
 from kubemoon_core._rbac import PolicyRule
 from kubemoon_core._reflector import ReflectorStats
+from kubemoon_core.errors import LeaderElectionTimeout, LeadershipLost, LocalProtocolError
+from kubemoon_core.lowlevel import ControllerMetrics, FailureReporter, LeaderElector, takeover_bound
+from kubemoon_core.predicates import Predicate
+from kubemoon_core.webhooks import CertificatePolicy, WebhookDeclarations
 from kubemoon_io import RunSettings, RuntimeCollector, current_run_settings
 
 from . import _backend, _permissions
@@ -97,7 +88,7 @@ class LeaderElectionConfig:
     @property
     def takeover_bound(self) -> float:
         """The longest a standby takes to lead after the leader dies without releasing the
-        Lease (see :func:`~kubemoon_core.takeover_bound`): 23.8 s with the defaults."""
+        Lease (see :func:`~kubemoon_core.lowlevel.takeover_bound`): 23.8 s with the defaults."""
         return takeover_bound(self.lease_duration, self.retry_period)
 
 
@@ -107,7 +98,7 @@ class Manager:
     Informers start at once, so a standby replica keeps warm caches; controllers reconcile
     only while this replica leads (with ``leader_election``) and once every cache has
     synced. A lost Lease stops every controller and :meth:`run` raises
-    :class:`~kubemoon_core.LeadershipLost`. :meth:`stop` (also SIGTERM/SIGINT with
+    :class:`~kubemoon_core.errors.LeadershipLost`. :meth:`stop` (also SIGTERM/SIGINT with
     ``handle_signals``) stops taking work, lets running reconciles finish within
     ``grace_period`` seconds, releases the Lease and ends :meth:`run`. LIST, WATCH and
     Lease failures are logged once, then with backoff, and are the reasons ``/readyz``
@@ -490,7 +481,7 @@ class Manager:
     async def wait_leading(self, timeout: float | None = None) -> None:
         """Wait until this replica leads (at once when not electing).
 
-        With ``timeout``, raise :class:`~kubemoon_core.LeaderElectionTimeout` carrying the
+        With ``timeout``, raise :class:`~kubemoon_core.errors.LeaderElectionTimeout` carrying the
         last Lease error.
         """
         if self.election is None:
@@ -507,7 +498,7 @@ class Manager:
 
     async def wait_synced(self, timeout: float | None = None) -> None:
         """Wait until every cache has synced; with ``timeout``, raise
-        :class:`~kubemoon_core.CacheSyncTimeout` carrying the last error."""
+        :class:`~kubemoon_core.errors.CacheSyncTimeout` carrying the last error."""
         await self.informers.wait_synced(timeout)
 
     async def run(

@@ -15,7 +15,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubemoon_core import CertificatePolicy, LocalProtocolError
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.webhooks import CertificatePolicy
 
 __all__ = ["WebhookOptions", "WebhookServerOptions"]
 
@@ -64,7 +65,7 @@ class WebhookOptions:
     def from_keywords(cls, **keywords: Any) -> WebhookOptions:
         """The options of the flat keyword form (``host=``, ``port=``, ``secret=``, ...).
 
-        A keyword that is no option is a :class:`~kubemoon_core.LocalProtocolError`
+        A keyword that is no option is a :class:`~kubemoon_core.errors.LocalProtocolError`
         naming it.
         """
         own = {f.name for f in dataclasses.fields(cls)} - {"server"}

@@ -26,8 +26,9 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 
-from kubemoon_core import ControllerMetrics, FailureReporter, WebhookDeclarations, WorkItem
 from kubemoon_core._rbac import PolicyRule
+from kubemoon_core.lowlevel import ControllerMetrics, FailureReporter, WorkItem
+from kubemoon_core.webhooks import WebhookDeclarations
 
 from ._cache import SharedInformers
 from ._client import Client

@@ -2,8 +2,9 @@
 # Edit the trio module and run `python scripts/unasync.py`.
 """Sharded list and watch and shard membership on the asyncio adapter.
 
-Rules: the decisions are the core's (:func:`kubemoon_core.shard_probe_request`,
-:func:`kubemoon_core.sharding_enabled`, :class:`kubemoon_core.ShardMember`); this module
+Rules: the decisions are the core's (:func:`kubemoon_core.sharding.shard_probe_request`,
+:func:`kubemoon_core.sharding.sharding_enabled`,
+:class:`kubemoon_core.sharding.ShardMember`); this module
 only performs requests, feeds back their outcomes with ``current_time()`` and sleeps until
 ``next_deadline()``. Each membership request is bounded by the renew deadline, so a hung
 request never keeps a replica working past it.
@@ -19,24 +20,24 @@ from collections.abc import Callable
 from typing import Any
 
 from kubemoon_core import (
-    GROUP_LABEL,
-    Conflict,
     GroupVersionResource,
     KubeMoonError,
     ListOptions,
-    LocalProtocolError,
-    MemberRecord,
-    MemberState,
-    NotFound,
-    ShardMember,
-    ShardRange,
-    ShardSelector,
     create_request,
     get_request,
     list_request,
+    replace_request,
+)
+from kubemoon_core.errors import Conflict, LocalProtocolError, NotFound
+from kubemoon_core.sharding import (
+    GROUP_LABEL,
+    MemberRecord,
+    MemberState,
+    ShardMember,
+    ShardRange,
+    ShardSelector,
     member_lease,
     member_record_from_lease,
-    replace_request,
     shard_probe_request,
     sharding_enabled,
 )
@@ -67,7 +68,7 @@ class ShardMembership:
     """One replica's membership Lease in ``group`` and the hash ranges it may work on.
 
     ``await membership.run()`` writes the Lease ``<group>-<identity>`` in ``namespace``,
-    lists the group's Leases and drives :class:`~kubemoon_core.ShardMember` until
+    lists the group's Leases and drives :class:`~kubemoon_core.sharding.ShardMember` until
     cancelled. Work only on :meth:`active` ranges (:attr:`selector` as a shard selector);
     ``on_change`` is called whenever they or the stopping ranges change: stop the work of
     every range in :meth:`stopping`, then call :meth:`stopped` for it. :meth:`leave`
@@ -76,7 +77,7 @@ class ShardMembership:
 
     ``instance`` (default: a random id) names this process in its Lease: a second process
     found running with the same identity makes the later one stop for good, with an ERROR
-    (:attr:`~kubemoon_core.ShardMember.duplicate`); :meth:`run` then returns.
+    (:attr:`~kubemoon_core.sharding.ShardMember.duplicate`); :meth:`run` then returns.
     """
 
     def __init__(

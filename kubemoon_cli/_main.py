@@ -4,7 +4,7 @@ Types are named ``module:Type`` (``configmirror._api:ConfigMirror``) or
 ``path/to/file.py:Type``; the current directory is importable, as with ``python -m``.
 Several types of the same CRD (group and plural) are its versions; types of different
 CRDs give one YAML document each, separated by ``---``. Webhook declarations are named
-``module:name`` too: a :class:`~kubemoon_core.WebhookDeclarations` or a function without
+``module:name`` too: a :class:`~kubemoon_core.webhooks.WebhookDeclarations` or a function without
 arguments returning one; their configurations are printed as the Manager applies them.
 
 Rules: every string that a YAML parser could read as something else (YAML 1.1 as PyYAML
@@ -34,16 +34,15 @@ import kubemoon_asyncio._permissions as asyncio_permissions
 import kubemoon_sync._permissions as sync_permissions
 import kubemoon_trio
 import kubemoon_trio._permissions as trio_permissions
-from kubemoon_core import (
+from kubemoon_core import KubeMoonError
+from kubemoon_core._rbac import PolicyRule, rules_manifest
+from kubemoon_core.typed import crd_manifest, resource_info
+from kubemoon_core.webhooks import (
     ConversionWebhook,
-    KubeMoonError,
     ServiceReference,
     WebhookDeclarations,
     WebhookEndpoint,
-    crd_manifest,
-    resource_info,
 )
-from kubemoon_core._rbac import PolicyRule, rules_manifest
 
 from ._loading import UsageError, load_module, printable
 from ._run import add_run_parser, call_manager, offline_client, run
@@ -155,7 +154,7 @@ def render(specs: Sequence[str], conversion: ConversionWebhook | None = None) ->
 
 
 def load_declarations(spec: str) -> WebhookDeclarations:
-    """The :class:`~kubemoon_core.WebhookDeclarations` named by ``module:name``."""
+    """The :class:`~kubemoon_core.webhooks.WebhookDeclarations` named by ``module:name``."""
     module_name, sep, attr = spec.rpartition(":")
     if not sep or not module_name or not attr:
         raise UsageError(f"expected module:name or file.py:name, got {spec!r}")

@@ -31,7 +31,9 @@ from typing import Any
 import kubemoon_asyncio
 import kubemoon_sync
 import kubemoon_trio
-from kubemoon_core import ClientConfig, KubeMoonError, LeadershipLost
+from kubemoon_core import KubeMoonError
+from kubemoon_core.errors import LeadershipLost
+from kubemoon_core.kubeconfig import ClientConfig
 from kubemoon_io import JsonLogFormatter, RunSettings, using_run_settings
 
 from ._loading import UsageError, load_module, printable

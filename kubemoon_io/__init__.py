@@ -8,6 +8,8 @@ no event loop, so ``kubemoon_trio``, ``kubemoon_asyncio``, ``kubemoon_sync`` and
 embeds the core in any other loop all use the same pieces.
 """
 
+from kubemoon_core._public import publish
+
 from ._certs import (
     CertificateMaterial,
     CertificateSource,
@@ -98,3 +100,6 @@ __all__ = [
     "transport_error",
     "use_tracer_provider",
 ]
+
+# Objects report the path users import them from, not the private module.
+publish(__name__, globals(), __all__)

@@ -3,7 +3,7 @@
 Rules: :class:`CertificateMaterial` is the content of the certificate Secret (CA, next CA,
 serving certificate and key, the CA bundle to publish, and when it was published and
 switched); it reads any Secret without raising (what it cannot parse counts as missing, so
-the planner replaces it), performs one :class:`~kubemoon_core.CertificatePlan` step and
+the planner replaces it), performs one :class:`~kubemoon_core.webhooks.CertificatePlan` step and
 writes the Secret back. Keys are P-256. :class:`ServingCertificate` is the server's
 certificate source held in memory: :meth:`ServingCertificate.update` swaps the
 ``ssl.SSLContext`` atomically, and a pair that does not load keeps the previous one.
@@ -23,13 +23,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kubemoon_core import (
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.webhooks import (
     CertificateAction,
     CertificateFacts,
     CertificatePlan,
     CertificatePolicy,
     CertificateState,
-    LocalProtocolError,
 )
 
 from ._tls import _private_files, load_cert_chain
@@ -49,7 +49,7 @@ _BEGIN = b"-----BEGIN CERTIFICATE-----"
 
 
 def require_cryptography() -> None:
-    """Raise :class:`~kubemoon_core.LocalProtocolError` unless ``cryptography`` is installed."""
+    """Raise :class:`~kubemoon_core.errors.LocalProtocolError` without ``cryptography``."""
     _x509()
 
 
@@ -464,7 +464,7 @@ class ServingCertificate:
         """Serve this pair from the next handshake on; False when it is the same pair.
 
         A pair that does not load, or either part longer than :attr:`MAX_SIZE` bytes,
-        raises :class:`~kubemoon_core.LocalProtocolError` and the previous certificate
+        raises :class:`~kubemoon_core.errors.LocalProtocolError` and the previous certificate
         stays; the same refused pair offered again is refused without parsing it again.
         """
         if (cert_pem, key_pem) == self._pair:

@@ -99,7 +99,7 @@ def load_kubeconfig(
     ``KUBECONFIG`` are merged (missing ones skipped), or ``~/.kube/config`` is read. As
     kubectl, every file must decode (an entry that is never used included), and the files
     the selected entries name (CA, client certificate and key, a token file) must open.
-    A file larger than :data:`~kubemoon_core.MAX_KUBECONFIG_BYTES` is refused unread.
+    A file larger than :data:`~kubemoon_core.kubeconfig.MAX_KUBECONFIG_BYTES` is refused unread.
     """
     paths = [os.fspath(path)] if path is not None else kubeconfig_paths(env)
     sources: list[tuple[str, str | None]] = []

@@ -1,4 +1,4 @@
-"""The credentials of a :class:`~kubemoon_core.ClientConfig`, for any event loop.
+"""The credentials of a :class:`~kubemoon_core.kubeconfig.ClientConfig`, for any event loop.
 
 Rules: precedence as client-go: a token file (re-read when it changes), else a token, else
 basic auth, else an exec plugin (skipped when a client certificate authenticates). Exec
@@ -48,7 +48,7 @@ class PluginRun:
 
 
 class CredentialProvider:
-    """Produces the ``Authorization`` header of one :class:`~kubemoon_core.ClientConfig`.
+    """Produces the ``Authorization`` header of one :class:`~kubemoon_core.kubeconfig.ClientConfig`.
 
     Use from any loop: before a request, if :meth:`plugin_run` returns a run, perform it and
     hand the result to :meth:`receive_plugin_output` (or :meth:`plugin_failed`); then send

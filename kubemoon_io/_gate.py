@@ -4,7 +4,7 @@ Rules: a runtime sets a guard around work that a leadership or a shard range aut
 (a reconcile); every adapter's client calls it for each write (any method but GET) made
 in that context -- tasks and threads the work starts inherit it -- immediately before the
 request's first byte is written, after a connection was taken and its TLS handshake done,
-and again before the body. A guard raises :class:`~kubemoon_core.AuthorityLost` to stop
+and again before the body. A guard raises :class:`~kubemoon_core.errors.AuthorityLost` to stop
 the write; nothing is sent then. Reads, and the Lease renewals (made outside any guarded
 context), are never gated.
 """
@@ -15,7 +15,7 @@ import contextlib
 import contextvars
 from collections.abc import Callable, Iterator
 
-from kubemoon_core import WriteGate
+from kubemoon_core.lowlevel import WriteGate
 
 __all__ = [
     "SendGuard",

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from kubemoon_core import LocalProtocolError
+from kubemoon_core.errors import LocalProtocolError
 
 try:  # the extra: kubemoon[otel]
     from opentelemetry import trace as _otel_trace
@@ -84,7 +84,7 @@ class JsonLogFormatter(logging.Formatter):
 
     ``static_fields`` are added to every line (e.g. ``{"service": "configmirror"}``);
     record fields win over them; anything else raises
-    :class:`~kubemoon_core.LocalProtocolError`.
+    :class:`~kubemoon_core.errors.LocalProtocolError`.
     """
 
     def __init__(self, static_fields: Mapping[str, Any] | None = None) -> None:

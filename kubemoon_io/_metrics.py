@@ -21,8 +21,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from kubemoon_core import ControllerMetrics
 from kubemoon_core._reflector import ReflectorStats
+from kubemoon_core.lowlevel import ControllerMetrics
 
 __all__ = ["MetricsSource", "RuntimeCollector"]
 

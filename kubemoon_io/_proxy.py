@@ -13,7 +13,7 @@ import ssl
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
-from kubemoon_core import ClientConfig
+from kubemoon_core.kubeconfig import ClientConfig
 
 __all__ = ["ProxySettings", "proxy_settings"]
 

@@ -1,4 +1,5 @@
-"""The ``ssl.SSLContext`` of a :class:`~kubemoon_core.ClientConfig`, shared by both adapters.
+"""The ``ssl.SSLContext`` of a :class:`~kubemoon_core.kubeconfig.ClientConfig`, shared by both
+adapters.
 
 Rules: system trust roots unless a CA file or CA data is configured (then only that CA);
 hostname checking always on, except with ``insecure-skip-tls-verify``, which the config

@@ -33,8 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
-from kubemoon_core import LocalProtocolError
 from kubemoon_core._resources import ObjectKey
+from kubemoon_core.errors import LocalProtocolError
 
 from ._logging import _enter_object, _leave_object
 
@@ -78,7 +78,7 @@ def use_tracer_provider(provider: TracerProvider | None) -> None:
 
     Applications normally call ``opentelemetry.trace.set_tracer_provider`` once; this is
     for tests and benchmarks that switch tracing on and off in one process. Anything
-    without ``get_tracer`` raises :class:`~kubemoon_core.LocalProtocolError`.
+    without ``get_tracer`` raises :class:`~kubemoon_core.errors.LocalProtocolError`.
     """
     global _override, _cached
     if provider is not None and not callable(getattr(provider, "get_tracer", None)):

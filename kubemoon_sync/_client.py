@@ -32,8 +32,6 @@ from kubemoon_core import (
     ApiError,
     DeleteOptions,
     ListOptions,
-    LocalProtocolError,
-    MethodNotAllowed,
     PatchType,
     Request,
     Response,
@@ -42,15 +40,15 @@ from kubemoon_core import (
     create_request,
     decode_response,
     delete_request,
-    error_from_response,
     get_request,
     patch_request,
     replace_request,
-    retry_delay,
     watch_request,
 )
 from kubemoon_core._client_config import ClientConfig
 from kubemoon_core._request import Target
+from kubemoon_core.errors import LocalProtocolError, MethodNotAllowed
+from kubemoon_core.lowlevel import error_from_response, retry_delay
 from kubemoon_io import (
     PLUGIN_TIMEOUT,
     ResponseTooLarge,
@@ -125,7 +123,7 @@ def _count(name: str, value: int, minimum: int) -> int:
 class Client:
     """A Kubernetes API client for one server and one identity.
 
-    Build it from a :class:`~kubemoon_core.ClientConfig` (or :meth:`from_kubeconfig`,
+    Build it from a :class:`~kubemoon_core.kubeconfig.ClientConfig` (or :meth:`from_kubeconfig`,
     :meth:`in_cluster`, :meth:`from_environment`); close it with ``close()`` or use it as a
     context manager. ``timeout`` bounds connecting and each read of a CRUD request, and
     ``total_timeout`` the whole of it (each call may pass its own); ``max_body_size`` caps a

@@ -2,7 +2,7 @@
 # Edit the trio module and run `python scripts/unasync.py`.
 """Records Kubernetes Events (``events.k8s.io/v1``) without ever blocking a reconcile.
 
-Rules: the core :class:`~kubemoon_core.EventRecorder` decides what to write (new Events,
+Rules: the core :class:`~kubemoon_core.lowlevel.EventRecorder` decides what to write (new Events,
 series updates, spam filtering, bounded caches); :meth:`EventRecorder.record` only queues
 the writes it plans and returns at once. A background task performs them, each bounded in
 time, and flushes due series updates. A failed write is logged at DEBUG and forgotten: an
@@ -21,8 +21,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kubemoon_core import Declared, EventOutcome, EventWrite, KubeMoonError, encode
-from kubemoon_core import EventRecorder as EventMachine
+from kubemoon_core import KubeMoonError
+from kubemoon_core.lowlevel import EventOutcome, EventWrite
+from kubemoon_core.lowlevel import EventRecorder as EventMachine
+from kubemoon_core.typed import Declared, encode
 from kubemoon_io import SendGuard, current_send_guard, gated_writes
 
 from . import _backend

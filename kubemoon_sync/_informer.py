@@ -16,19 +16,14 @@ import logging
 import random
 from collections.abc import Callable
 
-from kubemoon_core import (
-    APIResource,
-    CacheSyncTimeout,
-    GroupVersionResource,
-    LocalProtocolError,
-    Request,
-    ShardSelector,
-)
+from kubemoon_core import APIResource, GroupVersionResource, Request
 from kubemoon_core._backoff import Backoff
 from kubemoon_core._changes import Change
 from kubemoon_core._kept_out import KeptOut
 from kubemoon_core._reflector import MAX_WATCH_TIMEOUT, MIN_WATCH_TIMEOUT, Reflector
 from kubemoon_core._store import Store
+from kubemoon_core.errors import CacheSyncTimeout, LocalProtocolError
+from kubemoon_core.sharding import ShardSelector
 from kubemoon_io import ResponseTooLarge, TransportError, TransportTimeout, _tracing
 
 from . import _backend
@@ -44,7 +39,7 @@ FailureHandler = Callable[[str, BaseException | None], object]
 
 
 class Informer:
-    """Keeps a :class:`~kubemoon_core.Store` in sync with a collection, in real time.
+    """Keeps a :class:`~kubemoon_core.lowlevel.Store` in sync with a collection, in real time.
 
     Run it with ``informer.run()`` (until cancelled, or until ``until()`` holds);
     read :attr:`store`; ``informer.wait_synced()`` for the first complete list.
@@ -159,7 +154,7 @@ class Informer:
     def wait_synced(self, timeout: float | None = None) -> None:
         """Wait until the first complete list has been applied (the informer must run).
 
-        With ``timeout``, raise :class:`~kubemoon_core.CacheSyncTimeout` carrying the last
+        With ``timeout``, raise :class:`~kubemoon_core.errors.CacheSyncTimeout` carrying the last
         error (a 403, a 404...) if the list has not completed by then.
         """
         if timeout is None:

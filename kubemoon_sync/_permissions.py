@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kubemoon_core import GroupVersionResource, LocalProtocolError, WebhookEndpoint
+from kubemoon_core import GroupVersionResource
 from kubemoon_core._rbac import (
     Declared,
     DeclaredController,
@@ -27,6 +27,8 @@ from kubemoon_core._rbac import (
     describe_missing,
     permissions_to_check,
 )
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.webhooks import WebhookEndpoint
 
 from . import _backend
 from ._client import Client

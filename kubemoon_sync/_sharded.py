@@ -3,9 +3,9 @@
 """Sharded controllers: one controller's primary objects split across replicas.
 
 Rules: the decisions are the core's -- which ranges this replica may work on
-(:class:`~kubemoon_core.ShardMember`, driven by :class:`ShardMembership`), which keys are
-admitted (:class:`~kubemoon_core.ShardedKeys`), which owner buckets a range holds
-(:func:`~kubemoon_core.owner_bucket_selector`). This module wires them to a controller:
+(:class:`~kubemoon_core.sharding.ShardMember`, driven by :class:`ShardMembership`), which keys are
+admitted (:class:`~kubemoon_core.sharding.ShardedKeys`), which owner buckets a range holds
+(:func:`~kubemoon_core.sharding.owner_bucket_selector`). This module wires them to a controller:
 
 - The primary informer lists and watches with the active ranges as its shard selector
   (server-side with the ``ShardedListAndWatch`` gate, client-side without it) and is
@@ -29,11 +29,10 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kubemoon_core import (
-    LOW_PRIORITY,
-    Controller,
-    KubeMoonError,
-    LocalProtocolError,
+from kubemoon_core import KubeMoonError
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.lowlevel import LOW_PRIORITY, Controller
+from kubemoon_core.sharding import (
     ShardedKeys,
     ShardRange,
     ShardSelector,
@@ -89,7 +88,7 @@ class ShardingConfig:
     replica; its Lease ``<group>-<identity>`` lives in ``namespace`` (default: the
     Manager's leader-election namespace, else ``default``). ``group`` (default: the
     controller's name) is shared by every replica of the controller. The timings are the
-    membership's (:class:`~kubemoon_core.ShardMember`). ``join_delay`` (default: the
+    membership's (:class:`~kubemoon_core.sharding.ShardMember`). ``join_delay`` (default: the
     retry period) holds this replica's first range until a read at least that long after
     its Lease was first written finds the membership unchanged since the read before, so
     replicas started together split the space at once instead of the first one claiming
@@ -252,7 +251,7 @@ class ShardedControl:
         ``label_selector`` while the replica holds every bucket), exactly as the
         :meth:`~ControllerBuilder.owns` informers are. For objects the controller writes
         itself (not through :meth:`ReconcileContext.ensure`) and labels with
-        :func:`~kubemoon_core.owner_bucket_label` of their owner's uid. The informer
+        :func:`~kubemoon_core.sharding.owner_bucket_label` of their owner's uid. The informer
         should start held (``SharedInformers.get(sharded_for=...)``) so it lists nothing
         before the first ranges are known.
         """

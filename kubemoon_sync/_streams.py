@@ -19,8 +19,9 @@ from typing import Protocol
 
 import httpcore
 
-from kubemoon_core import LocalProtocolError, Request
+from kubemoon_core import Request
 from kubemoon_core._watch import WatchDecoder, WatchEvent
+from kubemoon_core.errors import LocalProtocolError
 from kubemoon_io import TransportTimeout, transport_error
 
 from . import _backend

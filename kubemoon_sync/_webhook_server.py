@@ -3,7 +3,7 @@
 """An HTTPS server for admission and conversion webhooks: the h11 loop over the backend's TLS.
 
 Rules: every protocol decision (routing, 404/405/413/415/400/500, calling handlers,
-encoding reviews) is made by :class:`kubemoon_core.WebhookApp`; this module only moves
+encoding reviews) is made by :class:`kubemoon_core.webhooks.WebhookApp`; this module only moves
 bytes between the backend's :class:`ByteStream` and h11, enforces limits and timeouts, and
 logs. The certificate and its reloading are ``_cert_reload``'s, the metrics
 ``_webhook_metrics``', the garbage-collector pause around a large review
@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 
 import h11
 
-from kubemoon_core import LocalProtocolError, PendingAdmission, WebhookApp, WebhookReply
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.webhooks import PendingAdmission, WebhookApp, WebhookReply
 from kubemoon_io import CertificateSource, _tracing, raise_open_file_limit
 from kubemoon_io._gc import without_gc
 
@@ -114,10 +115,10 @@ def _check_positive(**values: float) -> None:
 
 
 class WebhookServer:
-    """Serves a :class:`~kubemoon_core.WebhookApp` over HTTPS (TLS 1.2+) with h11.
+    """Serves a :class:`~kubemoon_core.webhooks.WebhookApp` over HTTPS (TLS 1.2+) with h11.
 
     ``cert_file`` and ``key_file`` are PEM files (unloadable files raise
-    :class:`~kubemoon_core.LocalProtocolError`), reloaded when they change (checked at
+    :class:`~kubemoon_core.errors.LocalProtocolError`), reloaded when they change (checked at
     most every ``reload_interval`` seconds, on a new connection or request); after a
     reload, each kept-alive connection is closed after its next answer. Instead of files,
     ``certificate`` may be an in-memory source (a :class:`~kubemoon_io.ServingCertificate`
@@ -138,7 +139,7 @@ class WebhookServer:
     the sending of an answer), ``idle_timeout`` a kept-alive connection between requests
     (longer than Go's 90 s idle pool, so the API server closes first and never posts into
     a connection being closed). Bodies are limited per route
-    (:meth:`~kubemoon_core.WebhookApp.body_limit`). Decoding, synchronous handlers and
+    (:meth:`~kubemoon_core.webhooks.WebhookApp.body_limit`). Decoding, synchronous handlers and
     encoding run on at most ``handler_threads`` worker threads at once, and reviews over
     256 KiB on one more, one at a time (async handlers are awaited on the loop). Metrics
     go to ``registry`` (prometheus_client's default when None). Run with :meth:`serve`

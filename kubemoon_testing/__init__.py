@@ -5,6 +5,8 @@ kube-apiserver with etcd and kube-controller-manager for integration tests (see 
 plugin; ``kubemoon-testenv build`` installs or builds the binaries once).
 """
 
+from kubemoon_core._public import publish
+
 from . import sim  # the simulated API server (preview): kubemoon_testing.sim
 from ._apiserver import (
     ADMIN_USER,
@@ -79,3 +81,6 @@ __all__ = [
     "sim",
     "watch_lines",
 ]
+
+# Objects report the path users import them from, not the private module.
+publish(__name__, globals(), __all__)

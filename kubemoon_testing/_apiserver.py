@@ -116,7 +116,8 @@ _CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 def _crd_manifests(source: CrdSource) -> list[dict[str, Any]]:
     """The CRD manifests ``source`` stands for (imports PyYAML and the core lazily)."""
     if isinstance(source, (type, tuple)):
-        from kubemoon_core import KubeMoonError, crd_manifest  # noqa: PLC0415
+        from kubemoon_core import KubeMoonError  # noqa: PLC0415
+        from kubemoon_core.typed import crd_manifest  # noqa: PLC0415
 
         classes = (source,) if isinstance(source, type) else source
         try:
@@ -608,7 +609,7 @@ class ApiServer:
         the controller manager starts, so its garbage collector knows their kinds from the
         first moment (a CRD added later is noticed only at its next discovery resync, about
         30 s on). Each item is a YAML file (one or more CRD documents), a CRD manifest
-        (a mapping), a class declared with :func:`kubemoon_core.custom_resource`, or a
+        (a mapping), a class declared with :func:`kubemoon_core.typed.custom_resource`, or a
         tuple of such classes (the versions of one kind). :meth:`start` returns once every
         one is ``Established`` and served; :attr:`crds` lists their names.
     :param tracing_endpoint: ``host:port`` of an OTLP/gRPC receiver: kube-apiserver is

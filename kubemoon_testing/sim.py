@@ -15,6 +15,8 @@ Whatever is not modelled raises :class:`NotModelled` (answered 501 over HTTP and
 See "Simulating your operator (preview)" in docs/testing.rst.
 """
 
+from kubemoon_core._public import publish
+
 from ._sim import (
     BUILTIN_RESOURCES,
     DEFAULT_EPOCH,
@@ -50,3 +52,6 @@ __all__ = [
     "handle_request",
     "resource_of_class",
 ]
+
+# Objects report the path users import them from, not the private module.
+publish(__name__, globals(), __all__)

@@ -8,7 +8,7 @@ one LIST and one WATCH. Mappers and predicates are user code: one that raises is
 ``handler_errors``; the informer keeps running. Every write a reconcile makes is gated
 (``kubemoon_io.gated_writes``) by the authorities its work needs: the manager's leadership
 when electing, and the membership Lease and range of the key when sharded; a write refused
-by the gate (:class:`~kubemoon_core.AuthorityLost`) ends the reconcile as a ``Requeue``.
+by the gate (:class:`~kubemoon_core.errors.AuthorityLost`) ends the reconcile as a ``Requeue``.
 """
 
 from __future__ import annotations
@@ -18,32 +18,32 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic
 
 from kubemoon_core import (
-    DEFAULT_GATE_MARGIN,
-    LOW_PRIORITY,
     APIResource,
-    AuthorityLost,
     Change,
     ChangeType,
-    Conflict,
-    Controller,
-    ControllerMetrics,
     GroupVersionKind,
     GroupVersionResource,
-    LocalProtocolError,
-    Mapper,
     ObjectKey,
     Outcome,
-    Predicate,
-    RateLimiter,
     Reconciled,
     Requeue,
     Scope,
+)
+from kubemoon_core.errors import AuthorityLost, Conflict, LocalProtocolError
+from kubemoon_core.lowlevel import (
+    DEFAULT_GATE_MARGIN,
+    LOW_PRIORITY,
+    Controller,
+    ControllerMetrics,
+    Mapper,
+    RateLimiter,
     Source,
     WorkItem,
     WriteGate,
-    controller_of,
-    resource_info,
 )
+from kubemoon_core.objects import controller_of
+from kubemoon_core.predicates import Predicate
+from kubemoon_core.typed import resource_info
 from kubemoon_io import _tracing, gate_guard, gated_writes
 
 from . import _backend
@@ -418,7 +418,7 @@ class ControllerBuilder(Generic[ObjT]):
         only the objects whose uid hashes into its ranges: its primary informer lists and
         watches only those (server-side with the ``ShardedListAndWatch`` gate, else
         filtered client-side). Objects written through :meth:`ReconcileContext.ensure`
-        carry their owner's bucket label (:data:`~kubemoon_core.OWNER_BUCKET_LABEL`) and
+        carry their owner's bucket label (:data:`~kubemoon_core.sharding.OWNER_BUCKET_LABEL`) and
         the :meth:`owns` informers watch only this replica's buckets. Mapped keys
         (:meth:`watches`) are reconciled only when their primary is in the ranges.
         ``indexers`` index the primary cache (see :meth:`primary_cache`).
@@ -473,10 +473,10 @@ class ControllerBuilder(Generic[ObjT]):
 
         With ``sharded_by_owner_bucket`` (a :meth:`sharded` controller only) the informer
         is this controller's own and watches only the objects labelled with this
-        replica's owner buckets (:data:`~kubemoon_core.OWNER_BUCKET_LABEL`, AND
+        replica's owner buckets (:data:`~kubemoon_core.sharding.OWNER_BUCKET_LABEL`, AND
         ``label_selector``), reselected whenever the ranges change: for objects the
         reconcile writes itself and labels with
-        :func:`~kubemoon_core.owner_bucket_label` of the primary's uid. Read its cache
+        :func:`~kubemoon_core.sharding.owner_bucket_label` of the primary's uid. Read its cache
         with :meth:`watched_cache`. ``indexers`` index the watched cache.
         """
         resource = _named(resource)

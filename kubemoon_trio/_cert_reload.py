@@ -21,7 +21,7 @@ import os
 import ssl
 from dataclasses import dataclass
 
-from kubemoon_core import LocalProtocolError
+from kubemoon_core.errors import LocalProtocolError
 from kubemoon_io import CertificateSource, load_cert_chain
 
 from ._backend import current_time

@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import threading
 
-from kubemoon_core import LocalProtocolError
+from kubemoon_core.errors import LocalProtocolError
 
 from ._backend import TaskGroup, current_time
 

@@ -1,4 +1,4 @@
-"""Run a core :class:`~kubemoon_core.Controller` with tasks as its workers.
+"""Run a core :class:`~kubemoon_core.lowlevel.Controller` with tasks as its workers.
 
 Rules: the controller decides everything (which key, when, what an outcome means); this
 loop hands each work item to a task, reports the outcome with the loop's clock, and sleeps

@@ -19,7 +19,7 @@ from typing import Any
 import httpcore
 import socksio
 
-from kubemoon_core import LocalProtocolError
+from kubemoon_core.errors import LocalProtocolError
 from kubemoon_io import SendGuard, arm_send_guard, disarm_send_guard
 
 from . import _backend

@@ -1,4 +1,4 @@
-"""Run a core :class:`~kubemoon_core.LeaderElector` against the API server.
+"""Run a core :class:`~kubemoon_core.lowlevel.LeaderElector` against the API server.
 
 Rules: the elector decides what to request and what every answer or failure means; this
 loop performs its requests with a bounded timeout, passes the wall clock only for the

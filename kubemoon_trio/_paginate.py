@@ -15,8 +15,9 @@ import dataclasses
 import logging
 from typing import Any, Protocol
 
-from kubemoon_core import DecodeError, ListOptions, Request, list_request
+from kubemoon_core import ListOptions, Request, list_request
 from kubemoon_core._request import Target, next_page_limit
+from kubemoon_core.errors import DecodeError
 from kubemoon_io import ResponseTooLarge
 
 __all__ = ["DEFAULT_PAGE_SIZE", "Items"]

@@ -7,7 +7,7 @@ Rules:
   seconds and swapped in memory without a restart; with ``cert_dir`` the files there
   (a cert-manager Secret), reloaded when they change. The server starts once a
   certificate is loaded.
-- Only the leader writes: it runs the pure :class:`~kubemoon_core.CertificatePlanner`
+- Only the leader writes: it runs the pure :class:`~kubemoon_core.webhooks.CertificatePlanner`
   on the Secret (create, renew, rotate with an overlap), then server-side applies the
   configurations derived from the declarations (field manager: the Manager's name), and
   records in the Secret that the bundle is published -- the planner waits ``propagation``
@@ -25,22 +25,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kubemoon_core import (
-    DEFAULT_GATE_MARGIN,
-    ApiError,
+from kubemoon_core import ApiError, GroupVersionResource, KubeMoonError, PatchType, WriteOptions
+from kubemoon_core.errors import Conflict, LocalProtocolError, NotFound
+from kubemoon_core.lowlevel import DEFAULT_GATE_MARGIN, WriteGate
+from kubemoon_core.webhooks import (
     CertificateAction,
     CertificatePlanner,
-    Conflict,
-    GroupVersionResource,
-    KubeMoonError,
-    LocalProtocolError,
-    NotFound,
-    PatchType,
     WebhookConfigurations,
     WebhookDeclarations,
     WebhookEndpoint,
-    WriteGate,
-    WriteOptions,
     webhook_drift,
 )
 from kubemoon_io import (

@@ -13,8 +13,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from kubemoon_core import set_json_backend, use_fast_json, use_msgspec_json, use_standard_json
 from kubemoon_core._json import dumps
+from kubemoon_core.json_backends import (
+    set_json_backend,
+    use_fast_json,
+    use_msgspec_json,
+    use_standard_json,
+)
 from kubemoon_testing import CrdSource
 
 settings.register_profile("default", max_examples=100, deadline=None)

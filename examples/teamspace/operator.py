@@ -12,24 +12,20 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from kubemoon_asyncio import Client, Manager, ReconcileContext
-from kubemoon_core import (
-    AdmissionRequest,
-    AdmissionResponse,
+from kubemoon_core import Outcome, Reconciled, Scope
+from kubemoon_core.builtin import Namespace, ResourceQuota, RoleBinding
+from kubemoon_core.builtin.core_v1 import ResourceQuotaSpec
+from kubemoon_core.builtin.rbac_v1 import RoleRef, Subject
+from kubemoon_core.typed import (
     Condition,
     Description,
     Length,
     ListType,
-    Outcome,
-    Reconciled,
-    Scope,
-    WebhookDeclarations,
     custom_resource,
     decode,
     resource_info,
 )
-from kubemoon_core.builtin import Namespace, ResourceQuota, RoleBinding
-from kubemoon_core.builtin.core_v1 import ResourceQuotaSpec
-from kubemoon_core.builtin.rbac_v1 import RoleRef, Subject
+from kubemoon_core.webhooks import AdmissionRequest, AdmissionResponse, WebhookDeclarations
 
 RBAC = "rbac.authorization.k8s.io"
 

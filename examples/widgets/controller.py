@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING
 
 from widget_api import Widget, WidgetStatus
 
-from kubemoon_core import ClientConfig, Condition, Outcome, Reconciled, RequeueAfter, decode
+from kubemoon_core import Outcome, Reconciled, RequeueAfter
 from kubemoon_core.builtin import ConfigMap
+from kubemoon_core.kubeconfig import ClientConfig
+from kubemoon_core.typed import Condition, decode
 
 if TYPE_CHECKING:
     from kubemoon_trio import ReconcileContext

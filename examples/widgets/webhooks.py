@@ -5,7 +5,8 @@ Run next to controller.py: the Manager serves them, keeps their certificate and 
 
 import copy
 
-from kubemoon_core import AdmissionResponse, GroupVersionResource, WebhookDeclarations
+from kubemoon_core import GroupVersionResource
+from kubemoon_core.webhooks import AdmissionResponse, WebhookDeclarations
 from kubemoon_trio import Client, Manager
 
 WIDGETS = GroupVersionResource("examples.kubemoon.dev", "v1", "widgets")

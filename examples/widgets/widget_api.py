@@ -15,7 +15,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from kubemoon_core import (
+from kubemoon_core.typed import (
     Condition,
     Description,
     Format,

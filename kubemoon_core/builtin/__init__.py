@@ -6,7 +6,7 @@ Each group version is a module (``core_v1``, ``apps_v1``, ...) holding every obj
 that group version as a declared dataclass; this package re-exports the kinds that are
 resources and their :class:`~kubemoon_core.GroupVersionResource` constants, named after the
 plural (``ConfigMap`` and ``CONFIGMAPS``). Decode and encode them with
-:func:`kubemoon_core.decode` and :func:`kubemoon_core.encode`.
+:func:`kubemoon_core.typed.decode` and :func:`kubemoon_core.typed.encode`.
 """
 
 from __future__ import annotations

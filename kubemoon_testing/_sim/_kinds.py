@@ -3,7 +3,7 @@
 Rules: only built-in resources whose registry strategy is modelled are offered (see
 :data:`BUILTIN_RESOURCES`); any other built-in resource is refused with
 :class:`NotModelled`. Custom resources come from classes declared with
-``kubemoon_core.custom_resource`` (or an explicit :class:`SimResource`) and follow
+``kubemoon_core.typed.custom_resource`` (or an explicit :class:`SimResource`) and follow
 kube-apiserver's custom resource strategy.
 """
 
@@ -13,14 +13,10 @@ import enum
 import json
 from dataclasses import dataclass
 
-from kubemoon_core import (
-    GroupVersionResource,
-    LocalProtocolError,
-    Scope,
-    openapi_schema,
-    resource_info,
-)
+from kubemoon_core import GroupVersionResource, Scope
 from kubemoon_core._declare import class_info
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.typed import openapi_schema, resource_info
 
 from ._errors import NotModelled
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kubemoon_core import LocalProtocolError, Request, ResourcePath, Response
+from kubemoon_core import Request, ResourcePath, Response
+from kubemoon_core.errors import LocalProtocolError
 
 from ._errors import NotModelled, StatusError
 from ._store import SimApiServer, SimWatch

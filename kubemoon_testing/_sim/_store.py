@@ -28,14 +28,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from kubemoon_core import (
-    GroupVersionResource,
-    JSONPatchError,
-    KubeMoonError,
-    apply_json_patch,
-    decode,
-    encode,
-)
+from kubemoon_core import GroupVersionResource, KubeMoonError
+from kubemoon_core.errors import JSONPatchError
+from kubemoon_core.objects import apply_json_patch
+from kubemoon_core.typed import decode, encode
 
 from ._errors import NotModelled, StatusError, qualified_resource
 from ._kinds import BUILTIN_RESOURCES, Generation, SimResource, resource_of_class

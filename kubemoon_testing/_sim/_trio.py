@@ -22,7 +22,8 @@ import h11
 import httpcore
 import trio
 
-from kubemoon_core import ClientConfig, Request, Response
+from kubemoon_core import Request, Response
+from kubemoon_core.kubeconfig import ClientConfig
 from kubemoon_trio import Client
 
 from ._errors import NotModelled

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kubemoon_core import ConfigError, GroupVersionResource
+from kubemoon_core import GroupVersionResource
+from kubemoon_core.errors import ConfigError
 from kubemoon_io import load_kubeconfig
 from kubemoon_sync import Client
 from kubemoon_testing import ApiServer, default_binary_dir

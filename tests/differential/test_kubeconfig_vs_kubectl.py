@@ -8,7 +8,7 @@ environment's Go module:
   validates the selected context and builds the client (TLS material included) without a
   server; KubeMoon's is ``load_kubeconfig`` plus, for https, the ``ssl.SSLContext``;
 - fields: ``kubectl config view --merge --minify --raw -o json`` against the selected
-  :class:`~kubemoon_core.ClientConfig`.
+  :class:`~kubemoon_core.kubeconfig.ClientConfig`.
 
 Every difference must be one of ``DELIBERATE`` (validity) or ``FIELD_DELIBERATE`` (the
 fields read), each with its reason, listed in docs/kubeconfig.rst; any other fails the test
@@ -32,7 +32,8 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import ClientConfig, ConfigError, merge_kubeconfigs
+from kubemoon_core.errors import ConfigError
+from kubemoon_core.kubeconfig import ClientConfig, merge_kubeconfigs
 from kubemoon_io import load_kubeconfig, ssl_context
 from kubemoon_testing import default_binary_dir
 from kubemoon_testing._certs import _generate

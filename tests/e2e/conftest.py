@@ -29,7 +29,7 @@ from configmirror import (
     OperatorOptions,
     converter,
 )
-from kubemoon_core import WebhookApp
+from kubemoon_core.webhooks import WebhookApp
 from kubemoon_testing import ApiServer, WebhookCertificates
 from kubemoon_trio import Client, WebhookServer
 

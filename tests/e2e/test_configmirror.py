@@ -18,7 +18,8 @@ from configmirror import (
     NAMESPACES,
     OWNER_UID_ANNOTATION,
 )
-from kubemoon_core import EVENTS, NotFound
+from kubemoon_core import EVENTS
+from kubemoon_core.errors import NotFound
 from kubemoon_testing import ApiServer
 from kubemoon_trio import CacheReader, Client
 
@@ -247,7 +248,8 @@ async def test_steady_state_and_restart_make_no_writes(
 async def test_a_stale_write_gets_409_and_requeues(
     scenario: Scenario, client: Client, start_operator: StartOperator
 ) -> None:
-    from kubemoon_core import ObjectKey, Requeue, WorkItem
+    from kubemoon_core import ObjectKey, Requeue
+    from kubemoon_core.lowlevel import WorkItem
     from kubemoon_trio import ReconcileContext
 
     s = scenario

@@ -28,7 +28,8 @@ from test_configmirror_webhooks import (  # fixtures and helpers of the webhook 
 )
 
 from configmirror import CONFIGMAPS, CONFIGMIRRORS, OWNER_UID_ANNOTATION
-from kubemoon_core import ApiError, NotFound
+from kubemoon_core import ApiError
+from kubemoon_core.errors import NotFound
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client
 

@@ -26,7 +26,7 @@ import trio
 from conftest import accept_mirrors, eventually
 
 from configmirror import CONFIGMAPS, CONFIGMIRRORS
-from kubemoon_core import NotFound
+from kubemoon_core.errors import NotFound
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client
 

@@ -13,7 +13,8 @@ import pytest
 from conftest import StartOperator, accept_mirrors, eventually
 
 from configmirror import CONFIGMAPS, CONFIGMIRRORS
-from kubemoon_core import GroupVersionResource, NotFound
+from kubemoon_core import GroupVersionResource
+from kubemoon_core.errors import NotFound
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client
 

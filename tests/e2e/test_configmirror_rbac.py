@@ -30,16 +30,9 @@ from configmirror import (
     OperatorOptions,
 )
 from configmirror._webhooks import mutate
-from kubemoon_core import (
-    EVENTS,
-    LEASES,
-    AdmissionRequest,
-    GroupVersionKind,
-    GroupVersionResource,
-    Operation,
-    UserInfo,
-    apply_json_patch,
-)
+from kubemoon_core import EVENTS, LEASES, GroupVersionKind, GroupVersionResource
+from kubemoon_core.objects import apply_json_patch
+from kubemoon_core.webhooks import AdmissionRequest, Operation, UserInfo
 from kubemoon_io import load_in_cluster_config
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client, LeaderElectionConfig

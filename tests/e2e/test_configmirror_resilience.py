@@ -19,7 +19,8 @@ from conftest import StartOperator, eventually
 from test_configmirror import Scenario, configmap, mirror
 
 from configmirror import CONFIGMAPS, CONFIGMIRRORS, ConfigMirrorOperator, OperatorOptions
-from kubemoon_core import LEASES, RelistReason
+from kubemoon_core import LEASES
+from kubemoon_core.lowlevel import RelistReason
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client, LeaderElectionConfig
 

@@ -35,7 +35,7 @@ from test_configmirror_webhooks import (  # fixtures and helpers of the webhook 
 )
 
 from configmirror import CONFIGMAPS, CONFIGMIRRORS
-from kubemoon_core import NotFound
+from kubemoon_core.errors import NotFound
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client
 

@@ -29,7 +29,8 @@ from configmirror import (
     VALIDATE_PATH,
 )
 from configmirror._convert import SELECTOR_ANNOTATION
-from kubemoon_core import ApiError, GroupVersionResource, NotFound, PatchType
+from kubemoon_core import ApiError, GroupVersionResource, PatchType
+from kubemoon_core.errors import NotFound
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client
 

@@ -34,9 +34,9 @@ from configmirror import (
     ConfigMirrorOperator,
     OperatorOptions,
 )
-from kubemoon_core import (
+from kubemoon_core import LEASES
+from kubemoon_core.sharding import (
     CLAIMS_ANNOTATION,
-    LEASES,
     LEAVING_ANNOTATION,
     OWNER_BUCKET_LABEL,
     OWNER_BUCKETS,

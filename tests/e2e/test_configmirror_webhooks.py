@@ -44,17 +44,10 @@ from configmirror import (
 from configmirror._api import ConfigMirror
 from configmirror._convert import SELECTOR_ANNOTATION
 from configmirror._webhooks import DECISION_TTL
-from kubemoon_core import (
-    ApiError,
-    GroupVersionResource,
-    Invalid,
-    NotFound,
-    PatchType,
-    WriteOptions,
-    ca_bundle_patch,
-    delete_request,
-)
-from kubemoon_core import crd_manifest as generated_crd
+from kubemoon_core import ApiError, GroupVersionResource, PatchType, WriteOptions, delete_request
+from kubemoon_core.errors import Invalid, NotFound
+from kubemoon_core.typed import crd_manifest as generated_crd
+from kubemoon_core.webhooks import ca_bundle_patch
 from kubemoon_testing import ApiServer, WebhookCertificates
 from kubemoon_trio import Client, WebhookServer
 

@@ -44,7 +44,9 @@ import trio
 from conftest import ConversionServer, accept_mirrors, eventually, install_crd
 
 from configmirror import CONFIGMAPS, CONFIGMIRRORS_V1BETA1
-from kubemoon_core import HASH_SPACE, GroupVersionResource, NotFound, assign_ranges, shard_hash
+from kubemoon_core import GroupVersionResource
+from kubemoon_core.errors import NotFound
+from kubemoon_core.sharding import HASH_SPACE, assign_ranges, shard_hash
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client
 

@@ -28,17 +28,13 @@ import trio
 import yaml
 from overlays import RBAC_KINDS, rendered
 
-from kubemoon_core import (
+from kubemoon_core import ApiError, GroupVersionResource, PatchType, WriteOptions
+from kubemoon_core.errors import AlreadyExists, NotFound
+from kubemoon_core.webhooks import (
     AdmissionRequest,
     AdmissionResponse,
-    AlreadyExists,
-    ApiError,
     CertificatePolicy,
-    GroupVersionResource,
-    NotFound,
-    PatchType,
     WebhookDeclarations,
-    WriteOptions,
 )
 from kubemoon_io import CertificateMaterial, pem_fingerprints
 from kubemoon_testing import ApiServer, WebhookCertificates
@@ -492,7 +488,8 @@ async def test_the_widget_example_on_the_apiserver(
 
 ADAPTER_SCRIPT = """
 import importlib, sys
-from kubemoon_core import AdmissionResponse, GroupVersionResource, WebhookDeclarations
+from kubemoon_core import GroupVersionResource
+from kubemoon_core.webhooks import AdmissionResponse, WebhookDeclarations
 km = importlib.import_module("kubemoon_" + sys.argv[1])
 namespace, name, kubeconfig = sys.argv[2], sys.argv[3], sys.argv[4]
 hooks = WebhookDeclarations(name)

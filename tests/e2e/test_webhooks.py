@@ -21,18 +21,14 @@ import pytest
 import trio
 from prometheus_client import CollectorRegistry
 
-from kubemoon_core import (
+from kubemoon_core import ApiError, GroupVersionResource, WriteOptions, delete_request
+from kubemoon_core.errors import Invalid, NotFound
+from kubemoon_core.webhooks import (
     AdmissionRequest,
     AdmissionResponse,
-    ApiError,
     Converter,
-    GroupVersionResource,
-    Invalid,
-    NotFound,
     WebhookApp,
-    WriteOptions,
     ca_bundle_patch,
-    delete_request,
 )
 from kubemoon_testing import ApiServer, WebhookCertificates
 from kubemoon_trio import Client, WebhookServer

@@ -15,7 +15,7 @@ import pytest
 import trio
 from fault_support import PODS, Adapter
 
-from kubemoon_core import ClientConfig
+from kubemoon_core.kubeconfig import ClientConfig
 from kubemoon_io import TransportTimeout
 
 pytestmark = pytest.mark.fault

@@ -19,18 +19,17 @@ import trio
 import trustme
 from fault_support import PODS, Adapter, plugin_runs
 
-from kubemoon_core import (
+from kubemoon_core import KubeMoonError, Request
+from kubemoon_core._client_config import ClientConfig, ExecConfig
+from kubemoon_core.errors import (
     DecodeError,
     Expired,
     InternalError,
-    KubeMoonError,
     LocalProtocolError,
     NotFound,
-    Request,
     TooManyRequests,
     Unauthorized,
 )
-from kubemoon_core._client_config import ClientConfig, ExecConfig
 from kubemoon_io import InsecureTLSWarning, TLSError, TransportError
 from kubemoon_testing._scripted import RecordedRequest, Reply, ScriptedServer
 
@@ -619,8 +618,8 @@ async def test_a_plugin_token_that_cannot_be_a_header_names_the_plugin(
 ) -> None:
     """An exec plugin's token with a NUL byte is refused, unechoed, naming the plugin that
     printed it (the error used to name neither the plugin nor its file)."""
-    from kubemoon_core import ExecConfig
     from kubemoon_core._client_config import ConfigError
+    from kubemoon_core.kubeconfig import ExecConfig
 
     credential = {
         "apiVersion": "client.authentication.k8s.io/v1",

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from fault_support import PODS, Adapter
 
-from kubemoon_core import MAX_KUBECONFIG_BYTES
 from kubemoon_core._client_config import ConfigError, ExecConfig
+from kubemoon_core.kubeconfig import MAX_KUBECONFIG_BYTES
 from kubemoon_io import (
     TOKEN_FILE_LIMIT,
     FileToken,

@@ -23,7 +23,8 @@ import pytest
 import trio
 from fault_support import PODS, Adapter
 
-from kubemoon_core import LocalProtocolError, Request
+from kubemoon_core import Request
+from kubemoon_core.errors import LocalProtocolError
 from kubemoon_io import TransportError
 from kubemoon_testing._scripted import Reply, ScriptedServer
 

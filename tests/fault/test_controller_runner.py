@@ -14,7 +14,8 @@ import trio
 from adapter_driver import call_soon, start_background
 from fault_support import Adapter
 
-from kubemoon_core import Controller, ObjectKey, Reconciled, Source, WorkItem
+from kubemoon_core import ObjectKey, Reconciled
+from kubemoon_core.lowlevel import Controller, Source, WorkItem
 
 pytestmark = pytest.mark.fault
 

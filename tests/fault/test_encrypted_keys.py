@@ -29,7 +29,7 @@ pytestmark = pytest.mark.fault
 CHILD = r"""
 import sys
 from pathlib import Path
-from kubemoon_core import ConfigError, LocalProtocolError
+from kubemoon_core.errors import ConfigError, LocalProtocolError
 
 cert_file, key_file = sys.argv[1], sys.argv[2]
 cert, key = Path(cert_file).read_bytes(), Path(key_file).read_bytes()
@@ -40,7 +40,7 @@ try:
 except LocalProtocolError as exc:
     print("serving-certificate:", exc, flush=True)
 
-from kubemoon_core import ClientConfig
+from kubemoon_core.kubeconfig import ClientConfig
 from kubemoon_io import ssl_context
 for kwargs in (
     {"client_cert_file": cert_file, "client_key_file": key_file},
@@ -52,7 +52,7 @@ for kwargs in (
         print("kubeconfig:", exc, flush=True)
 
 import kubemoon_asyncio, kubemoon_sync, kubemoon_trio
-from kubemoon_core import WebhookApp
+from kubemoon_core.webhooks import WebhookApp
 for module in (kubemoon_trio, kubemoon_asyncio, kubemoon_sync):
     try:
         module.WebhookServer(WebhookApp(), cert_file=cert_file, key_file=key_file)

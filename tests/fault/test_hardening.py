@@ -20,7 +20,8 @@ import trio
 from adapter_driver import call_soon, start_background
 from fault_support import PODS, Adapter
 
-from kubemoon_core import ConfigError, ExecConfig
+from kubemoon_core.errors import ConfigError
+from kubemoon_core.kubeconfig import ExecConfig
 from kubemoon_io import ResponseTooLarge, TransportTimeout
 from kubemoon_testing import Reply, ScriptedServer
 
@@ -262,7 +263,7 @@ async def test_idle_connections_cannot_starve_the_probes_port(adapter: Adapter) 
 def test_credentials_over_plain_http_warn_and_log(
     adapter: Adapter, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from kubemoon_core import ClientConfig
+    from kubemoon_core.kubeconfig import ClientConfig
     from kubemoon_io import InsecureTLSWarning
 
     config = ClientConfig(server="http://127.0.0.1:1", token="t0ken")
@@ -532,7 +533,8 @@ def test_unusable_limits_are_refused_alike_on_every_adapter(
 ) -> None:
     # Each used to fail its own way, if at all: trio's ValueError from its clock, the
     # blocking socket's "Timeout value out of range", asyncio's instant timeout.
-    from kubemoon_core import ClientConfig, LocalProtocolError
+    from kubemoon_core.errors import LocalProtocolError
+    from kubemoon_core.kubeconfig import ClientConfig
 
     config = ClientConfig(server="https://127.0.0.1:1", token="t")
     with pytest.raises(LocalProtocolError, match=f"^{argument} must be .*, not {value!r}$"):
@@ -540,7 +542,8 @@ def test_unusable_limits_are_refused_alike_on_every_adapter(
 
 
 async def test_a_calls_own_limit_and_a_watch_read_timeout_are_checked(adapter: Adapter) -> None:
-    from kubemoon_core import LocalProtocolError, get_request
+    from kubemoon_core import get_request
+    from kubemoon_core.errors import LocalProtocolError
 
     async with ScriptedServer() as server:
         server.add(Reply.json(big_pod(1)))

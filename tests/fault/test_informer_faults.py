@@ -10,8 +10,8 @@ import pytest
 import trio
 from fault_support import Adapter, Collection, pod, run_informer, summary
 
-from kubemoon_core import DecodeError
 from kubemoon_core._backoff import Backoff
+from kubemoon_core.errors import DecodeError
 from kubemoon_testing._scripted import Reply, ScriptedServer, watch_lines
 
 pytestmark = pytest.mark.fault

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from tracing_support import memory_tracing
 
-from kubemoon_core import AdmissionResponse, WebhookApp
+from kubemoon_core.webhooks import AdmissionResponse, WebhookApp
 from kubemoon_io import _tracing
 from kubemoon_testing import Reply, ScriptedServer, WebhookCertificates
 

@@ -15,7 +15,7 @@ import trio
 from adapter_driver import call_soon, start_background
 from fault_support import Adapter
 
-from kubemoon_core import AdmissionRequest, AdmissionResponse, WebhookApp
+from kubemoon_core.webhooks import AdmissionRequest, AdmissionResponse, WebhookApp
 from kubemoon_testing import ScriptedServer, WebhookCertificates
 
 pytestmark = pytest.mark.fault

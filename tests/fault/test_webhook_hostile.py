@@ -32,7 +32,7 @@ import trustme
 from adapter_driver import call_soon, start_background
 from fault_support import Adapter
 
-from kubemoon_core import AdmissionRequest, AdmissionResponse, Converter, WebhookApp
+from kubemoon_core.webhooks import AdmissionRequest, AdmissionResponse, Converter, WebhookApp
 from kubemoon_testing import ScriptedServer, WebhookCertificates
 
 pytestmark = pytest.mark.fault

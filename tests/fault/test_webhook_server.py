@@ -16,7 +16,7 @@ import pytest
 import trio
 from prometheus_client import CollectorRegistry
 
-from kubemoon_core import AdmissionRequest, AdmissionResponse, WebhookApp
+from kubemoon_core.webhooks import AdmissionRequest, AdmissionResponse, WebhookApp
 from kubemoon_testing import WebhookCertificates
 from kubemoon_trio import WebhookServer
 
@@ -407,7 +407,7 @@ async def test_a_kept_alive_connection_ends_after_a_certificate_reload(
 
 
 async def test_unusable_certificate_files_and_an_idle_server(tmp_path: Path) -> None:
-    from kubemoon_core import LocalProtocolError
+    from kubemoon_core.errors import LocalProtocolError
 
     (tmp_path / "tls.crt").write_text("not a certificate")
     (tmp_path / "tls.key").write_text("not a key")

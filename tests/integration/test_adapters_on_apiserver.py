@@ -14,13 +14,8 @@ import pytest
 import trio
 from adapter_driver import ADAPTERS, Adapter, call_soon, start_background
 
-from kubemoon_core import (
-    Conflict,
-    GroupVersionResource,
-    ListOptions,
-    LocalProtocolError,
-    NotFound,
-)
+from kubemoon_core import GroupVersionResource, ListOptions
+from kubemoon_core.errors import Conflict, LocalProtocolError, NotFound
 from kubemoon_testing import ApiServer
 
 pytestmark = pytest.mark.integration
@@ -213,7 +208,7 @@ async def test_an_exec_plugin_may_authenticate_with_a_client_certificate(
     import json
     import sys
 
-    from kubemoon_core import ClientConfig, ExecConfig
+    from kubemoon_core.kubeconfig import ClientConfig, ExecConfig
 
     credential = {
         "apiVersion": "client.authentication.k8s.io/v1",
@@ -284,7 +279,9 @@ class _InFlight:
 async def test_write_all_sends_independent_writes_together_and_judges_each(
     adapter: Adapter, kube_apiserver: ApiServer, kube_namespace: str
 ) -> None:
-    from kubemoon_core import AlreadyExists, ObjectKey, WorkItem, create_request, delete_request
+    from kubemoon_core import ObjectKey, create_request, delete_request
+    from kubemoon_core.errors import AlreadyExists
+    from kubemoon_core.lowlevel import WorkItem
 
     ns = kube_namespace
     client = adapter.module.Client.from_kubeconfig(str(kube_apiserver.kubeconfig_path))

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubemoon_core import custom_resource
+from kubemoon_core.typed import custom_resource
 from kubemoon_testing import ApiServer, CrdInstallError
 from kubemoon_testing._versions import selected_version
 from kubemoon_testing.pytest_plugin import pytest_report_header

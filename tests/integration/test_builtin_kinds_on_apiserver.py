@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import decode, encode, resource_info
 from kubemoon_core.builtin import (
     ClusterRole,
     ConfigMap,
@@ -28,6 +27,7 @@ from kubemoon_core.builtin import (
     StatefulSet,
     ValidatingWebhookConfiguration,
 )
+from kubemoon_core.typed import decode, encode, resource_info
 from kubemoon_testing import ApiServer
 
 pytestmark = pytest.mark.integration

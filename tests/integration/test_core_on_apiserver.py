@@ -17,30 +17,27 @@ import trio
 
 from kubemoon_core import (
     APIResource,
-    Conflict,
-    Discovery,
-    DiscoveryState,
-    Expired,
-    Forbidden,
     GroupVersionKind,
     GroupVersionResource,
     ListOptions,
-    NoMatchError,
-    NotFound,
     ObjectKey,
     PatchType,
-    RefreshNeeded,
-    RESTMapper,
-    Unauthorized,
     WriteOptions,
-    decode_aggregated_discovery,
-    decode_api_group_list,
-    decode_api_resource_list,
-    decode_api_versions,
     list_request,
 )
 from kubemoon_core._backoff import Backoff
 from kubemoon_core._client_config import ClientConfig
+from kubemoon_core.errors import Conflict, Expired, Forbidden, NoMatchError, NotFound, Unauthorized
+from kubemoon_core.lowlevel import (
+    Discovery,
+    DiscoveryState,
+    RefreshNeeded,
+    RESTMapper,
+    decode_aggregated_discovery,
+    decode_api_group_list,
+    decode_api_resource_list,
+    decode_api_versions,
+)
 from kubemoon_testing import NOBODY_USER, ApiServer
 from kubemoon_trio import Client
 from kubemoon_trio._informer import Informer

@@ -19,17 +19,10 @@ from typing import Any
 import pytest
 import trio
 
-from kubemoon_core import (
-    GroupVersionResource,
-    ListOptions,
-    list_request,
-    use_fast_json,
-    use_msgspec_json,
-    use_standard_json,
-    watch_request,
-)
+from kubemoon_core import GroupVersionResource, ListOptions, list_request, watch_request
 from kubemoon_core._reflector import Reflector
 from kubemoon_core._watch import WatchDecoder
+from kubemoon_core.json_backends import use_fast_json, use_msgspec_json, use_standard_json
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client
 

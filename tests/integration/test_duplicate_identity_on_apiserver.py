@@ -10,7 +10,8 @@ import logging
 import pytest
 import trio
 
-from kubemoon_core import GroupVersionResource, LeadershipLost, Reconciled
+from kubemoon_core import GroupVersionResource, Reconciled
+from kubemoon_core.errors import LeadershipLost
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client, LeaderElectionConfig, Manager, ReconcileContext
 

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 import trio
 
-from kubemoon_core import GroupVersionResource, LeadershipLost, MemberState, Reconciled
+from kubemoon_core import GroupVersionResource, Reconciled
+from kubemoon_core.errors import LeadershipLost
+from kubemoon_core.sharding import MemberState
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client, Manager, ReconcileContext, ShardedControl, ShardingConfig
 

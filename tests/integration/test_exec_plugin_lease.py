@@ -15,7 +15,7 @@ import pytest
 import trio
 from adapter_driver import ADAPTERS, Adapter, start_background
 
-from kubemoon_core import ClientConfig, ExecConfig
+from kubemoon_core.kubeconfig import ClientConfig, ExecConfig
 from kubemoon_testing import ApiServer
 
 pytestmark = pytest.mark.integration

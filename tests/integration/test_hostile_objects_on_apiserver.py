@@ -26,8 +26,9 @@ import trio
 from adapter_driver import ADAPTERS, Adapter
 from prometheus_client import generate_latest
 
-from kubemoon_core import GroupVersionResource, NotFound, ObjectKey, Reconciled, ResourceNotServed
+from kubemoon_core import GroupVersionResource, ObjectKey, Reconciled
 from kubemoon_core._json import use_fast_json, use_msgspec_json, use_standard_json
+from kubemoon_core.errors import NotFound, ResourceNotServed
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client, Informer, Manager, ReconcileContext
 

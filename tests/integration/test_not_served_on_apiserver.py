@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import pytest
 from adapter_driver import ADAPTERS, Adapter
 
-from kubemoon_core import GroupVersionResource, NotFound, ResourceNotServed
+from kubemoon_core import GroupVersionResource
+from kubemoon_core.errors import NotFound, ResourceNotServed
 from kubemoon_testing import ApiServer
 
 pytestmark = pytest.mark.integration

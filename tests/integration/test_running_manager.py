@@ -109,7 +109,7 @@ async def test_a_failing_manager_ends_the_test_with_its_own_error(
     kube_apiserver: ApiServer, kube_namespace: str
 ) -> None:
     import kubemoon_trio as km
-    from kubemoon_core import CacheSyncTimeout
+    from kubemoon_core.errors import CacheSyncTimeout
 
     async with km.Client.from_kubeconfig(str(kube_apiserver.kubeconfig_path)) as client:
         manager = km.Manager(client)

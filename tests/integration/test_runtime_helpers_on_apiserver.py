@@ -10,15 +10,12 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import (
-    EVENTS,
-    Conflict,
-    EventOutcome,
-    EventRecorder,
-    GroupVersionResource,
+from kubemoon_core import EVENTS, GroupVersionResource, create_request
+from kubemoon_core.errors import Conflict
+from kubemoon_core.lowlevel import EventOutcome, EventRecorder
+from kubemoon_core.objects import (
     WriteAction,
     add_finalizer_request,
-    create_request,
     plan_write,
     remove_finalizer_request,
     with_owner_reference,

@@ -12,17 +12,9 @@ from typing import Any
 import pytest
 import trio
 
-from kubemoon_core import (
-    CacheSyncTimeout,
-    Forbidden,
-    GroupVersionResource,
-    LeaderElectionTimeout,
-    NotFound,
-    Reconciled,
-)
-from kubemoon_core import (
-    EventRecorder as EventMachine,
-)
+from kubemoon_core import GroupVersionResource, Reconciled
+from kubemoon_core.errors import CacheSyncTimeout, Forbidden, LeaderElectionTimeout, NotFound
+from kubemoon_core.lowlevel import EventRecorder as EventMachine
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client, EventRecorder, LeaderElectionConfig, Manager
 

@@ -15,11 +15,9 @@ from typing import Any
 import pytest
 import trio
 
-from kubemoon_core import (
+from kubemoon_core import GroupVersionResource, ObjectKey, Reconciled
+from kubemoon_core.sharding import (
     OWNER_BUCKET_LABEL,
-    GroupVersionResource,
-    ObjectKey,
-    Reconciled,
     assign_ranges,
     buckets_of,
     owner_bucket_label,
@@ -413,7 +411,8 @@ async def test_a_member_never_takes_over_a_lease_of_its_name_held_by_another_gro
     """The attacker (or a naming accident): ``<group>-<identity>`` of group ``cms-a`` and
     identity ``x`` is also group ``cms``'s identity ``a-x``. Overwriting that Lease would
     hide its holder's claims from its group; the member refuses and never joins."""
-    from kubemoon_core import GROUP_LABEL, LEASES, MemberState
+    from kubemoon_core import LEASES
+    from kubemoon_core.sharding import GROUP_LABEL, MemberState
     from kubemoon_trio import ShardMembership
 
     server = kube_apiserver

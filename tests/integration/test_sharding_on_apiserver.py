@@ -16,21 +16,22 @@ import pytest
 import trio
 
 from kubemoon_core import (
+    GroupVersionResource,
+    ListOptions,
+    ObjectKey,
+    Reconciled,
+    delete_collection_request,
+)
+from kubemoon_core.errors import LocalProtocolError, ShardSelectorError
+from kubemoon_core.lowlevel import ReflectorState
+from kubemoon_core.sharding import (
     CLAIMS_ANNOTATION,
     HASH_SPACE,
     LEAVING_ANNOTATION,
-    GroupVersionResource,
-    ListOptions,
-    LocalProtocolError,
     MemberState,
-    ObjectKey,
-    Reconciled,
-    ReflectorState,
     ShardRange,
     ShardSelector,
-    ShardSelectorError,
     assign_ranges,
-    delete_collection_request,
     shard_hash,
 )
 from kubemoon_testing import ApiServer

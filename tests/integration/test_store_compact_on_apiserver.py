@@ -11,17 +11,11 @@ from typing import Any
 import pytest
 import trio
 
-from kubemoon_core import (
-    Change,
-    GroupVersionResource,
-    LocalProtocolError,
-    NotFound,
-    ObjectKey,
-    Reconciled,
-    Store,
-    decode,
-)
+from kubemoon_core import Change, GroupVersionResource, ObjectKey, Reconciled
 from kubemoon_core.builtin import ConfigMap
+from kubemoon_core.errors import LocalProtocolError, NotFound
+from kubemoon_core.lowlevel import Store
+from kubemoon_core.typed import decode
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client, Informer, Manager, ReconcileContext
 

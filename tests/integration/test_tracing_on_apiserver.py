@@ -29,17 +29,10 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from prometheus_client import CollectorRegistry
 from tracing_support import OtlpReceiver, ReceivedSpan
 
-from kubemoon_core import (
-    AdmissionRequest,
-    AdmissionResponse,
-    AlreadyExists,
-    ClientConfig,
-    GroupVersionResource,
-    Reconciled,
-    WebhookApp,
-    ca_bundle_patch,
-    delete_request,
-)
+from kubemoon_core import GroupVersionResource, Reconciled, delete_request
+from kubemoon_core.errors import AlreadyExists
+from kubemoon_core.kubeconfig import ClientConfig
+from kubemoon_core.webhooks import AdmissionRequest, AdmissionResponse, WebhookApp, ca_bundle_patch
 from kubemoon_io import JsonLogFormatter, use_tracer_provider
 from kubemoon_testing import (
     LIMITED_USER,

@@ -13,8 +13,9 @@ from typing import Any
 import anyio
 import pytest
 
-from kubemoon_core import Condition, Outcome, Reconciled, decode
+from kubemoon_core import Outcome, Reconciled
 from kubemoon_core.builtin import ConfigMap
+from kubemoon_core.typed import Condition, decode
 from kubemoon_testing import ApiServer, running_manager, running_manager_in_thread
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "widgets"))

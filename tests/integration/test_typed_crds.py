@@ -12,14 +12,8 @@ from typing import Any
 import pytest
 
 from configmirror._api import ConfigMirror
-from kubemoon_core import (
-    ConversionWebhook,
-    crd_manifest,
-    custom_resource,
-    decode,
-    encode,
-    resource_info,
-)
+from kubemoon_core.typed import crd_manifest, custom_resource, decode, encode, resource_info
+from kubemoon_core.webhooks import ConversionWebhook
 from kubemoon_testing import ApiServer
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "widgets"))

@@ -12,7 +12,9 @@ import pytest
 import trio
 from adapter_driver import ADAPTERS, Adapter
 
-from kubemoon_core import AuthorityLost, GroupVersionResource, NotFound, WriteGate
+from kubemoon_core import GroupVersionResource
+from kubemoon_core.errors import AuthorityLost, NotFound
+from kubemoon_core.lowlevel import WriteGate
 from kubemoon_io import gate_guard, gated_writes
 from kubemoon_testing import ApiServer
 
@@ -103,7 +105,7 @@ async def test_an_event_recorded_in_gated_work_is_written_only_while_the_gate_ho
     """The Event writer is a task of its own: the gate of the reconcile that recorded an
     Event goes with it (issue 31, defect 3: a paused leader wrote Events after its Lease
     lapsed). A series update is gated like the record that started it."""
-    from kubemoon_core import EventRecorder as EventMachine
+    from kubemoon_core.lowlevel import EventRecorder as EventMachine
     from kubemoon_trio import Client, EventRecorder
 
     ns = kube_namespace

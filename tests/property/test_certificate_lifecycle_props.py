@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kubemoon_core import (
+from kubemoon_core.webhooks import (
     CertificateAction,
     CertificateFacts,
     CertificatePlan,

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubemoon_core import find_condition, set_condition
+from kubemoon_core.objects import find_condition, set_condition
 
 types = st.sampled_from(["Ready", "Synced", "example.com/Degraded"])
 statuses = st.sampled_from(["True", "False", "Unknown"])

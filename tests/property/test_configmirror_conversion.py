@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from configmirror import converter
 from configmirror._convert import SELECTOR_ANNOTATION, V1ALPHA1, V1BETA1, schema_problems
-from kubemoon_core import ConversionError, ConversionRequest
+from kubemoon_core.errors import ConversionError
+from kubemoon_core.webhooks import ConversionRequest
 
 CONVERTER = converter()
 CRD = yaml.safe_load((Path(__file__).parents[2] / "deploy" / "base" / "crd.yaml").read_text())

@@ -8,7 +8,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubemoon_core import GroupVersionResource, WriteAction, plan_write
+from kubemoon_core import GroupVersionResource
+from kubemoon_core.objects import WriteAction, plan_write
 
 CM = GroupVersionResource("", "v1", "configmaps")
 

@@ -22,8 +22,8 @@ from discovery_samples import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubemoon_core import (
-    DecodeError,
+from kubemoon_core.errors import DecodeError
+from kubemoon_core.lowlevel import (
     decode_aggregated_discovery,
     decode_api_group_list,
     decode_api_resource_list,

@@ -13,15 +13,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubemoon_core import (
-    ChangeType,
-    GroupVersionResource,
-    ObjectKey,
-    Store,
-    WriteFloors,
-    WrittenObject,
-    compare_resource_versions,
-)
+from kubemoon_core import ChangeType, GroupVersionResource, ObjectKey
+from kubemoon_core.lowlevel import Store, WriteFloors, WrittenObject, compare_resource_versions
 
 WELL_FORMED = re.compile(r"[1-9][0-9]*")
 CM = GroupVersionResource("", "v1", "configmaps")
@@ -218,7 +211,8 @@ def test_whatever_a_server_answers_a_write_never_raises(
 ) -> None:
     """The answers are the API server's bytes: outside input. Anything recorded names a
     key and holds a comparable version, or is a tombstone with a uid."""
-    from kubemoon_core import Request, written_object
+    from kubemoon_core import Request
+    from kubemoon_core.lowlevel import written_object
 
     found = written_object(Request(method, path, tuple(query)), answer)
     if found is not None:

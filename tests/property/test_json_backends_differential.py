@@ -20,17 +20,12 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from kubemoon_core import (
-    DecodeError,
-    GroupVersionResource,
-    KubeMoonError,
-    use_fast_json,
-    use_msgspec_json,
-    use_standard_json,
-)
+from kubemoon_core import GroupVersionResource, KubeMoonError
 from kubemoon_core._json import loads
 from kubemoon_core._reflector import Reflector
 from kubemoon_core._watch import WatchDecoder
+from kubemoon_core.errors import DecodeError
+from kubemoon_core.json_backends import use_fast_json, use_msgspec_json, use_standard_json
 
 BACKENDS: dict[str, Callable[[], object]] = {
     "json": use_standard_json,

@@ -20,17 +20,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubemoon_core import (
-    KubeMoonError,
-    WatchDecoder,
-    _json,
-    decode,
+from kubemoon_core import KubeMoonError, _json
+from kubemoon_core.json_backends import (
     decode_json,
     use_fast_json,
     use_msgspec,
     use_msgspec_json,
     use_standard_json,
 )
+from kubemoon_core.lowlevel import WatchDecoder
+from kubemoon_core.typed import decode
 
 BACKENDS: dict[str, Callable[[], object]] = {
     "json": use_standard_json,

@@ -8,7 +8,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubemoon_core import AdmissionResponse, apply_json_patch, json_patch
+from kubemoon_core.objects import apply_json_patch, json_patch
+from kubemoon_core.webhooks import AdmissionResponse
 
 # Keys deliberately rich in the characters JSON Pointer must escape.
 keys = st.text(alphabet=st.sampled_from("ab~/0 1-\u00e9"), max_size=5) | st.text(max_size=4)

@@ -5,13 +5,9 @@ import string
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubemoon_core import (
-    GroupVersionResource,
-    LocalProtocolError,
-    ResourcePath,
-    validate_name,
-    validate_namespace,
-)
+from kubemoon_core import GroupVersionResource, ResourcePath
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.objects import validate_name, validate_namespace
 
 LABEL_CHARS = string.ascii_lowercase + string.digits
 labels = st.from_regex(r"\A[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?\Z")

@@ -10,14 +10,14 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubemoon_core import (
+from kubemoon_core import Response
+from kubemoon_core.errors import Status
+from kubemoon_core.lowlevel import (
     EventOutcome,
     EventRecorder,
     EventWrite,
     FailureReporter,
     ReportKind,
-    Response,
-    Status,
     error_from_status,
 )
 

@@ -27,7 +27,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubemoon_core import HASH_SPACE, LocalProtocolError, ShardRange
 from kubemoon_core._membership import (
     MemberRecord,
     MemberState,
@@ -35,6 +34,8 @@ from kubemoon_core._membership import (
     ShardMember,
     assign_ranges,
 )
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.sharding import HASH_SPACE, ShardRange
 
 CLOCK_SKEW = 0.2
 DT = 0.25

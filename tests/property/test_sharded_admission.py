@@ -17,17 +17,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubemoon_core import (
-    HASH_SPACE,
-    ObjectKey,
-    Reconciled,
-    ShardedKeys,
-    ShardRange,
-    assign_ranges,
-    fnv1a_64,
-)
+from kubemoon_core import ObjectKey, Reconciled
 from kubemoon_core._changes import Change, ChangeType
 from kubemoon_core._controller import Controller, Source
+from kubemoon_core.sharding import HASH_SPACE, ShardedKeys, ShardRange, assign_ranges, fnv1a_64
 
 UIDS = [f"{n:08x}-5c2e-4b0f-9a1d-{n * 7919:012x}" for n in range(24)]
 RANGES = [tuple(assign_ranges([str(i) for i in range(k)]).values()) for k in (1, 2, 3, 4)]

@@ -20,9 +20,10 @@ from typing import Any
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from kubemoon_core import ObjectKey, Store
+from kubemoon_core import ObjectKey
 from kubemoon_core import _store as store_module
 from kubemoon_core._store import label_indexer, namespace_indexer
+from kubemoon_core.lowlevel import Store
 
 NAMES = st.sampled_from(["a", "b", "c", "ü"])
 NAMESPACES = st.sampled_from(["", "ns", "名前"])

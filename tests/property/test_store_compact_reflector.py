@@ -13,8 +13,8 @@ from hypothesis import settings
 from hypothesis.stateful import invariant
 from test_reflector_model import ReflectorMachine
 
-from kubemoon_core import Store
 from kubemoon_core._reflector import Reflector
+from kubemoon_core.lowlevel import Store
 
 
 class CompactReflectorMachine(ReflectorMachine):

@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from configmirror._api import ConfigMirror
-from kubemoon_core import KubeMoonError, decode_json, use_msgspec
+from kubemoon_core import KubeMoonError
 from kubemoon_core.builtin import Deployment
+from kubemoon_core.json_backends import decode_json, use_msgspec
 
 MIRROR: dict[str, Any] = {
     "apiVersion": "kubemoon.dev/v1alpha1",

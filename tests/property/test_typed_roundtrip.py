@@ -20,7 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from configmirror._api import ConfigMirror
-from kubemoon_core import JsonName, PreserveUnknown, TypedDecodeError, decode, encode
+from kubemoon_core.errors import TypedDecodeError
+from kubemoon_core.typed import JsonName, PreserveUnknown, decode, encode
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "widgets"))
 from widget_api import Widget

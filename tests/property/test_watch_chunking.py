@@ -23,8 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kubemoon_core import KubeMoonError, use_fast_json, use_msgspec_json, use_standard_json
+from kubemoon_core import KubeMoonError
 from kubemoon_core._watch import WatchDecoder, WatchEvent
+from kubemoon_core.json_backends import use_fast_json, use_msgspec_json, use_standard_json
 
 TYPES = ("ADDED", "MODIFIED", "DELETED", "BOOKMARK")
 TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=20)  # UTF-8: no surrogates

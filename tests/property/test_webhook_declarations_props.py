@@ -7,10 +7,10 @@ from __future__ import annotations
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from kubemoon_core import (
+from kubemoon_core import GroupVersionResource
+from kubemoon_core.webhooks import (
     AdmissionResponse,
     Converter,
-    GroupVersionResource,
     WebhookDeclarations,
     WebhookEndpoint,
     WebhookKind,

@@ -8,13 +8,12 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubemoon_core import (
+from kubemoon_core.errors import ConversionError, DecodeError
+from kubemoon_core.webhooks import (
     AdmissionRequest,
     AdmissionResponse,
-    ConversionError,
     ConversionRequest,
     Converter,
-    DecodeError,
     WebhookApp,
     decode_admission_review,
     decode_conversion_review,

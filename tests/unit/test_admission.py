@@ -9,15 +9,13 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import (
+from kubemoon_core import GroupVersionKind, GroupVersionResource
+from kubemoon_core.errors import DecodeError, LocalProtocolError
+from kubemoon_core.objects import apply_json_patch
+from kubemoon_core.webhooks import (
     AdmissionResponse,
-    DecodeError,
-    GroupVersionKind,
-    GroupVersionResource,
-    LocalProtocolError,
     Operation,
     UserInfo,
-    apply_json_patch,
     decode_admission_review,
     encode_admission_review,
 )

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from kubemoon_core import LocalProtocolError
 from kubemoon_core._backoff import Backoff
+from kubemoon_core.errors import LocalProtocolError
 
 
 def test_without_jitter_the_delays_double_up_to_the_cap() -> None:

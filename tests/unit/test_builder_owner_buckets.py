@@ -7,13 +7,9 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import (
-    ClientConfig,
-    GroupVersionResource,
-    LocalProtocolError,
-    ObjectKey,
-    Reconciled,
-)
+from kubemoon_core import GroupVersionResource, ObjectKey, Reconciled
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.kubeconfig import ClientConfig
 from kubemoon_trio import Client, Manager, ReconcileContext, ShardingConfig
 
 CM = GroupVersionResource("", "v1", "configmaps")

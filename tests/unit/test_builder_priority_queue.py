@@ -6,14 +6,10 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import (
-    LOW_PRIORITY,
-    ClientConfig,
-    GroupVersionResource,
-    LocalProtocolError,
-    ObjectKey,
-    Reconciled,
-)
+from kubemoon_core import GroupVersionResource, ObjectKey, Reconciled
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.kubeconfig import ClientConfig
+from kubemoon_core.lowlevel import LOW_PRIORITY
 from kubemoon_trio import Client, Manager, ReconcileContext
 
 CM = GroupVersionResource("", "v1", "configmaps")

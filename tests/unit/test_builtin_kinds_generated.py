@@ -11,18 +11,7 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import (
-    GroupVersionResource,
-    SchemaError,
-    Scope,
-    TypedDecodeError,
-    builtin,
-    crd_manifest,
-    custom_resource,
-    decode,
-    encode,
-    resource_info,
-)
+from kubemoon_core import GroupVersionResource, Scope, builtin
 from kubemoon_core.builtin import (
     CONFIGMAPS,
     CUSTOMRESOURCEDEFINITIONS,
@@ -37,6 +26,8 @@ from kubemoon_core.builtin import (
     meta_v1,
     networking_v1,
 )
+from kubemoon_core.errors import SchemaError, TypedDecodeError
+from kubemoon_core.typed import crd_manifest, custom_resource, decode, encode, resource_info
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gen_builtins.py"

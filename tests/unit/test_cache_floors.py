@@ -11,18 +11,16 @@ from typing import Any
 import pytest
 
 from kubemoon_core import (
-    ClientConfig,
     GroupVersionResource,
     ObjectKey,
     PatchType,
-    Store,
-    WriteFloors,
     _store,
     create_request,
     delete_request,
-    label_indexer,
     patch_request,
 )
+from kubemoon_core.kubeconfig import ClientConfig
+from kubemoon_core.lowlevel import Store, WriteFloors, label_indexer
 from kubemoon_trio import Client, SharedInformers, _cache
 
 CM = GroupVersionResource("", "v1", "configmaps")

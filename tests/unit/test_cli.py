@@ -20,7 +20,7 @@ VERSIONS = textwrap.dedent(
     from dataclasses import dataclass, field
     from typing import Any
 
-    from kubemoon_core import custom_resource
+    from kubemoon_core.typed import custom_resource
 
 
     @dataclass
@@ -283,7 +283,7 @@ def test_generated_enums_and_defaults_are_quoted(
             from dataclasses import dataclass, field
             from typing import Any, Literal
 
-            from kubemoon_core import custom_resource
+            from kubemoon_core.typed import custom_resource
 
 
             @dataclass

@@ -19,7 +19,7 @@ import kubemoon_trio
 from kubemoon_cli import main
 from kubemoon_cli._main import _parser
 from kubemoon_cli._run import close_client, load_manager, settings_from
-from kubemoon_core import ClientConfig
+from kubemoon_core.kubeconfig import ClientConfig
 from kubemoon_io import RunSettings, current_run_settings
 from kubemoon_testing import WebhookCertificates
 
@@ -50,7 +50,8 @@ MODULE = """\
 import importlib
 import kubemoon_sync
 import kubemoon_trio
-from kubemoon_core import ClientConfig, WebhookDeclarations
+from kubemoon_core.kubeconfig import ClientConfig
+from kubemoon_core.webhooks import WebhookDeclarations
 from kubemoon_core.builtin import ConfigMap
 
 async def reconcile(ctx):

@@ -11,7 +11,8 @@ import yaml
 from configmirror import webhook_declarations
 from configmirror._cli import options_from, parse_args
 from kubemoon_cli import main
-from kubemoon_core import LocalProtocolError, WebhookEndpoint
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.webhooks import WebhookEndpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "widgets" / "webhooks.py") + ":hooks"

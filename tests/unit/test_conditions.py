@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import (
-    LocalProtocolError,
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.objects import (
     find_condition,
     is_status_condition_false,
     is_status_condition_true,

@@ -26,14 +26,9 @@ from configmirror._admission import (
     validate_mirror,
 )
 from configmirror._convert import SELECTOR_ANNOTATION
-from kubemoon_core import (
-    AdmissionRequest,
-    ConversionError,
-    GroupVersionKind,
-    GroupVersionResource,
-    Operation,
-    UserInfo,
-)
+from kubemoon_core import GroupVersionKind, GroupVersionResource
+from kubemoon_core.errors import ConversionError
+from kubemoon_core.webhooks import AdmissionRequest, Operation, UserInfo
 
 ALICE = UserInfo("alice", "u-1", ("devs", "system:authenticated"), {"scopes": ("a",)})
 

@@ -18,15 +18,10 @@ from configmirror._admission import (
 from configmirror._authority import author_refusals, copy_writes
 from configmirror._plan import FINALIZER, plan_reconcile
 from configmirror._webhooks import AccessReviews, ConfigMirrorWebhooks, mutate
-from kubemoon_core import (
-    AdmissionRequest,
-    ClientConfig,
-    GroupVersionKind,
-    GroupVersionResource,
-    Operation,
-    UserInfo,
-    apply_json_patch,
-)
+from kubemoon_core import GroupVersionKind, GroupVersionResource
+from kubemoon_core.kubeconfig import ClientConfig
+from kubemoon_core.objects import apply_json_patch
+from kubemoon_core.webhooks import AdmissionRequest, Operation, UserInfo
 from kubemoon_trio import Client
 
 ALICE = UserInfo("alice", "u-1", ("devs", "system:authenticated"), {"scopes": ("a",)})

@@ -20,7 +20,8 @@ from configmirror import (
     OperatorOptions,
 )
 from configmirror._cli import options_from, parse_args
-from kubemoon_core import ClientConfig, LocalProtocolError
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.kubeconfig import ClientConfig
 from kubemoon_testing import WebhookCertificates
 from kubemoon_trio import Client, LeaderElectionConfig
 

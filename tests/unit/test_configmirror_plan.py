@@ -15,7 +15,7 @@ from configmirror import (
     mirror_targets,
 )
 from configmirror import plan_reconcile as plan_with_allowed
-from kubemoon_core import OWNER_BUCKET_LABEL, owner_bucket_label
+from kubemoon_core.sharding import OWNER_BUCKET_LABEL, owner_bucket_label
 
 NOW = "2026-11-29T18:00:00Z"
 EVERY_TARGET = frozenset({"a", "b", "c"})

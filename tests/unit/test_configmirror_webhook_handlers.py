@@ -19,17 +19,11 @@ from configmirror import (
 )
 from configmirror._convert import SELECTOR_ANNOTATION
 from configmirror._webhooks import mutate
-from kubemoon_core import (
-    AdmissionRequest,
-    ClientConfig,
-    GroupVersionKind,
-    GroupVersionResource,
-    LocalProtocolError,
-    Operation,
-    UserInfo,
-    WebhookKind,
-    apply_json_patch,
-)
+from kubemoon_core import GroupVersionKind, GroupVersionResource
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.kubeconfig import ClientConfig
+from kubemoon_core.objects import apply_json_patch
+from kubemoon_core.webhooks import AdmissionRequest, Operation, UserInfo, WebhookKind
 from kubemoon_trio import Client
 
 # Nothing listens on port 1: every access review fails to connect at once.

@@ -13,8 +13,6 @@ from kubemoon_core import (
     ApiError,
     GroupVersionKind,
     GroupVersionResource,
-    LocalProtocolError,
-    NotFound,
     ObjectKey,
     Scope,
     decode_response,
@@ -42,6 +40,7 @@ from kubemoon_core._controller import (
     negate,
 )
 from kubemoon_core._ratelimit import ExponentialRateLimiter
+from kubemoon_core.errors import LocalProtocolError, NotFound
 from kubemoon_testing import FakeTransport, json_response
 
 CONFIGMAPS = GroupVersionResource("", "v1", "configmaps")

@@ -8,13 +8,11 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import (
-    ConversionError,
+from kubemoon_core.errors import ConversionError, DecodeError, LocalProtocolError
+from kubemoon_core.webhooks import (
     ConversionRequest,
     ConversionResponse,
     Converter,
-    DecodeError,
-    LocalProtocolError,
     decode_conversion_review,
     encode_conversion_review,
 )

@@ -7,15 +7,15 @@ from typing import Annotated, Any, Literal
 
 import pytest
 
-from kubemoon_core import (
+from kubemoon_core import Scope
+from kubemoon_core.errors import LocalProtocolError, SchemaError
+from kubemoon_core.typed import (
     Condition,
-    ConversionWebhook,
     Description,
     Format,
     JsonName,
     Length,
     ListType,
-    LocalProtocolError,
     Maximum,
     Minimum,
     Pattern,
@@ -23,14 +23,12 @@ from kubemoon_core import (
     PrinterColumn,
     Rule,
     Scale,
-    SchemaError,
-    Scope,
-    ServiceReference,
     crd_manifest,
     custom_resource,
     openapi_schema,
     resource_info,
 )
+from kubemoon_core.webhooks import ConversionWebhook, ServiceReference
 
 
 class Colour(enum.Enum):

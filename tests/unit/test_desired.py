@@ -8,12 +8,10 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import (
+from kubemoon_core import APIResource, GroupVersionResource, Scope
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.objects import (
     SERVER_SET_METADATA,
-    APIResource,
-    GroupVersionResource,
-    LocalProtocolError,
-    Scope,
     WriteAction,
     WritePlan,
     apply_object,

@@ -16,19 +16,18 @@ from discovery_samples import (
     CORE_V1,
 )
 
-from kubemoon_core import (
-    AGGREGATED_DISCOVERY_ACCEPT,
+from kubemoon_core import GroupVersion, GroupVersionResource, Response, Scope
+from kubemoon_core.errors import (
     DecodeError,
-    Discovery,
-    DiscoveryState,
-    GroupVersion,
-    GroupVersionResource,
     LocalProtocolError,
     ResourceNotServed,
-    Response,
-    Scope,
     ServiceUnavailable,
     Unauthorized,
+)
+from kubemoon_core.lowlevel import (
+    AGGREGATED_DISCOVERY_ACCEPT,
+    Discovery,
+    DiscoveryState,
     decode_aggregated_discovery,
     decode_api_group_list,
     decode_api_resource_list,

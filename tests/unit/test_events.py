@@ -8,14 +8,9 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import (
-    EVENTS,
-    EventOutcome,
-    EventRecorder,
-    EventWrite,
-    LocalProtocolError,
-    Response,
-)
+from kubemoon_core import EVENTS, Response
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.lowlevel import EventOutcome, EventRecorder, EventWrite
 
 WALL = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=UTC)
 POD: dict[str, Any] = {

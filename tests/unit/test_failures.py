@@ -6,14 +6,12 @@ import itertools
 
 import pytest
 
-from kubemoon_core import (
+from kubemoon_core.errors import LocalProtocolError, RemoteProtocolError, Status
+from kubemoon_core.lowlevel import (
     FailureClass,
     FailureReporter,
-    LocalProtocolError,
     LogLevel,
-    RemoteProtocolError,
     ReportKind,
-    Status,
     error_from_status,
 )
 

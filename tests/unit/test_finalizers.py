@@ -7,15 +7,9 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import (
-    APIResource,
-    GroupVersionResource,
-    LocalProtocolError,
-    Scope,
-    add_finalizer_request,
-    has_finalizer,
-    remove_finalizer_request,
-)
+from kubemoon_core import APIResource, GroupVersionResource, Scope
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.objects import add_finalizer_request, has_finalizer, remove_finalizer_request
 
 WIDGETS = GroupVersionResource("example.com", "v1", "widgets")
 FLEETS = APIResource(GroupVersionResource("example.com", "v1", "fleets"), "Fleet", Scope.CLUSTER)

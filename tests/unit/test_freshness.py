@@ -13,24 +13,26 @@ from kubemoon_core import (
     ChangeType,
     DeleteOptions,
     GroupVersionResource,
-    LocalProtocolError,
     ObjectKey,
     PatchType,
     Request,
-    Store,
-    WriteFloors,
     WriteOptions,
-    WrittenObject,
-    compare_resource_versions,
     create_request,
     delete_collection_request,
     delete_request,
     get_request,
     patch_request,
     replace_request,
-    written_object,
 )
 from kubemoon_core._freshness import _cached_resource_version
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.lowlevel import (
+    Store,
+    WriteFloors,
+    WrittenObject,
+    compare_resource_versions,
+    written_object,
+)
 
 CM = GroupVersionResource("", "v1", "configmaps")
 WIDGETS = GroupVersionResource("example.com", "v1", "widgets")

@@ -5,17 +5,18 @@ from collections.abc import Iterator
 import pytest
 
 import kubemoon_core
-from kubemoon_core import DecodeError, LocalProtocolError, _json
+from kubemoon_core import _json
+from kubemoon_core.errors import DecodeError, LocalProtocolError
 
 
 @pytest.fixture(autouse=True)
 def _restore_backend() -> Iterator[None]:
     yield
-    kubemoon_core.use_standard_json()
+    kubemoon_core.json_backends.use_standard_json()
 
 
 def test_standard_backend_round_trips_unicode() -> None:
-    assert kubemoon_core.json_backend() == "json"
+    assert kubemoon_core.json_backends.json_backend() == "json"
     data = _json.dumps({"k": "é", "n": [1, 2]})
     assert data == '{"k":"é","n":[1,2]}'.encode()
     assert _json.loads(data) == {"k": "é", "n": [1, 2]}
@@ -35,8 +36,8 @@ def test_encode_failures_are_local_errors() -> None:
 
 
 def test_fast_backend_switches_and_behaves_the_same() -> None:
-    assert kubemoon_core.use_fast_json() is True
-    assert kubemoon_core.json_backend() == "orjson"
+    assert kubemoon_core.json_backends.use_fast_json() is True
+    assert kubemoon_core.json_backends.json_backend() == "orjson"
     assert _json.loads(b'{"a":"\xc3\xa9"}') == {"a": "é"}
     with pytest.raises(DecodeError):
         _json.loads(b"{")
@@ -45,8 +46,8 @@ def test_fast_backend_switches_and_behaves_the_same() -> None:
 
 
 def test_msgspec_backend_switches_and_behaves_the_same() -> None:
-    assert kubemoon_core.use_msgspec_json() is True
-    assert kubemoon_core.json_backend() == "msgspec"
+    assert kubemoon_core.json_backends.use_msgspec_json() is True
+    assert kubemoon_core.json_backends.json_backend() == "msgspec"
     assert _json.loads(b'{"a":"\xc3\xa9","n":123456789012345678901234567890}') == {
         "a": "é",
         "n": 123456789012345678901234567890,
@@ -64,8 +65,8 @@ def test_missing_msgspec_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
     monkeypatch.setitem(sys.modules, "msgspec", None)
-    assert kubemoon_core.use_msgspec_json() is False
-    assert kubemoon_core.json_backend() == "json"
+    assert kubemoon_core.json_backends.use_msgspec_json() is False
+    assert kubemoon_core.json_backends.json_backend() == "json"
 
 
 def test_custom_backend() -> None:
@@ -75,19 +76,19 @@ def test_custom_backend() -> None:
         calls.append(data)
         return {"custom": True}
 
-    kubemoon_core.set_json_backend("custom", loads, lambda v: b"{}")
+    kubemoon_core.json_backends.set_json_backend("custom", loads, lambda v: b"{}")
     assert _json.loads(b"anything") == {"custom": True}
     assert _json.dumps({"a": 1}) == b"{}"
     assert calls == [b"anything"]
-    assert kubemoon_core.json_backend() == "custom"
+    assert kubemoon_core.json_backends.json_backend() == "custom"
 
 
 def test_missing_fast_backend_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
     monkeypatch.setitem(sys.modules, "orjson", None)
-    assert kubemoon_core.use_fast_json() is False
-    assert kubemoon_core.json_backend() == "json"
+    assert kubemoon_core.json_backends.use_fast_json() is False
+    assert kubemoon_core.json_backends.json_backend() == "json"
 
 
 # --- RFC 8259 on every backend (issue 15) ------------------------------------------------
@@ -107,9 +108,9 @@ NON_FINITE_DOCUMENTS = [
 @pytest.fixture(params=["json", "orjson", "msgspec"])
 def backend(request: pytest.FixtureRequest) -> str:
     if request.param == "orjson":
-        assert kubemoon_core.use_fast_json() is True
+        assert kubemoon_core.json_backends.use_fast_json() is True
     elif request.param == "msgspec":
-        assert kubemoon_core.use_msgspec_json() is True
+        assert kubemoon_core.json_backends.use_msgspec_json() is True
     return str(request.param)
 
 

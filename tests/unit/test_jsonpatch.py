@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import JSONPatchError, apply_json_patch, escape_pointer_token, json_patch
+from kubemoon_core.errors import JSONPatchError
+from kubemoon_core.objects import apply_json_patch, escape_pointer_token, json_patch
 
 
 def test_escape_pointer_token() -> None:

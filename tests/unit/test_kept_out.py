@@ -12,19 +12,13 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import (
-    DecodeError,
-    GroupVersionResource,
-    KeptOutEvent,
-    ObjectKey,
-    Response,
-    Store,
-    WatchDecoder,
-)
+from kubemoon_core import GroupVersionResource, ObjectKey, Response
 from kubemoon_core._changes import ChangeType
 from kubemoon_core._jsonsplit import depth_and_end, elements, identity, members
 from kubemoon_core._reflector import Reflector
 from kubemoon_core._reflector_states import ReflectorState
+from kubemoon_core.errors import DecodeError
+from kubemoon_core.lowlevel import KeptOutEvent, Store, WatchDecoder
 
 W = GroupVersionResource("example.com", "v1", "widgets")
 DEPTH = 10_000

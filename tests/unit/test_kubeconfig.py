@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import KubeMoonError, LocalProtocolError
+from kubemoon_core import KubeMoonError
 from kubemoon_core._client_config import ClientConfig, ConfigError, ExecConfig, in_cluster_config
 from kubemoon_core._exec_credentials import exec_info, parse_exec_credential
 from kubemoon_core._kubeconfig import merge_kubeconfigs
+from kubemoon_core.errors import LocalProtocolError
 
 B64 = lambda text: base64.b64encode(text.encode()).decode()  # noqa: E731
 

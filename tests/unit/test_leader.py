@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import ApiError, DecodeError, LocalProtocolError, Request, Response
+from kubemoon_core import ApiError, Request, Response
 from kubemoon_core._leader import (
     _TRANSITIONS,
     JITTER_FACTOR,
@@ -23,6 +23,7 @@ from kubemoon_core._leader import (
     StoppedLeading,
     _Input,
 )
+from kubemoon_core.errors import DecodeError, LocalProtocolError
 from kubemoon_testing import json_response
 
 PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/demo"
@@ -804,7 +805,7 @@ def test_the_documented_takeover_bound_is_the_one_computed_from_the_defaults() -
     import kubemoon_asyncio
     import kubemoon_sync
     import kubemoon_trio
-    from kubemoon_core import JITTER_FACTOR, takeover_bound
+    from kubemoon_core.lowlevel import JITTER_FACTOR, takeover_bound
 
     defaults = kubemoon_trio.LeaderElectionConfig("lease", "ns")
     bound = defaults.takeover_bound

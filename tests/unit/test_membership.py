@@ -7,13 +7,12 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import (
+from kubemoon_core.errors import DecodeError, LocalProtocolError
+from kubemoon_core.sharding import (
     CLAIMS_ANNOTATION,
     GROUP_LABEL,
     HASH_SPACE,
     LEAVING_ANNOTATION,
-    DecodeError,
-    LocalProtocolError,
     MemberRecord,
     MemberState,
     RangeInput,

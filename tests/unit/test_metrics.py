@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from kubemoon_core import (
+from kubemoon_core import Failed, FailedTerminally, ObjectKey, Reconciled, Requeue, RequeueAfter
+from kubemoon_core.lowlevel import (
     QUEUE_DURATION_BUCKETS,
     RECONCILE_TIME_BUCKETS,
     Controller,
-    Failed,
-    FailedTerminally,
     Histogram,
-    ObjectKey,
-    Reconciled,
-    Requeue,
-    RequeueAfter,
     Source,
     WorkQueue,
 )

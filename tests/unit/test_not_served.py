@@ -12,15 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubemoon_core import (
-    KubeMoonError,
-    NotFound,
-    Request,
-    ResourceNotServed,
-    Response,
-    decode_response,
-    error_from_response,
-)
+from kubemoon_core import KubeMoonError, Request, Response, decode_response
+from kubemoon_core.errors import NotFound, ResourceNotServed
+from kubemoon_core.lowlevel import error_from_response
 
 PAGE_NOT_FOUND = b"404 page not found\n"
 GENERIC = json.dumps(

@@ -6,14 +6,10 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import (
-    Change,
-    ChangeType,
-    Controller,
-    LocalProtocolError,
-    ObjectKey,
-    Scope,
-    Source,
+from kubemoon_core import Change, ChangeType, ObjectKey, Scope
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.lowlevel import Controller, Source
+from kubemoon_core.objects import (
     controller_of,
     enqueue_controller,
     is_owned_by,

@@ -9,18 +9,13 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import (
-    LOW_PRIORITY,
-    NORMAL_PRIORITY,
-    GroupVersionResource,
-    LocalProtocolError,
-    ObjectKey,
-    Response,
-)
+from kubemoon_core import GroupVersionResource, ObjectKey, Response
 from kubemoon_core._changes import Change, ChangeType, initial_change
 from kubemoon_core._controller import Controller, Failed, Reconciled, Source
 from kubemoon_core._queue import WorkQueue
 from kubemoon_core._reflector import Reflector
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.lowlevel import LOW_PRIORITY, NORMAL_PRIORITY
 
 CM = GroupVersionResource("", "v1", "configmaps")
 CACHED = 3000

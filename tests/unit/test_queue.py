@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kubemoon_core import LocalProtocolError, ObjectKey
+from kubemoon_core import ObjectKey
 from kubemoon_core._queue import WorkQueue
 from kubemoon_core._ratelimit import BucketRateLimiter, ExponentialRateLimiter, MaxOfRateLimiter
+from kubemoon_core.errors import LocalProtocolError
 
 
 def test_add_get_done_in_order_with_dedup() -> None:

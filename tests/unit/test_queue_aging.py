@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import LOW_PRIORITY, NORMAL_PRIORITY, LocalProtocolError
 from kubemoon_core._queue import DEFAULT_MAX_OVERTAKES, WorkQueue
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.lowlevel import LOW_PRIORITY, NORMAL_PRIORITY
 
 INITIAL = 300
 HOT = [f"hot-{n}" for n in range(10)]

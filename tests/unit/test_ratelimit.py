@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from kubemoon_core import LocalProtocolError
 from kubemoon_core._ratelimit import (
     BucketRateLimiter,
     ExponentialRateLimiter,
@@ -13,6 +12,7 @@ from kubemoon_core._ratelimit import (
     RateLimiter,
     default_rate_limiter,
 )
+from kubemoon_core.errors import LocalProtocolError
 
 
 def test_exponential_doubles_from_5ms_and_caps_at_1000s() -> None:

@@ -131,8 +131,8 @@ def test_configmirror_manager_derives_the_rules_of_its_e2e_proven_file() -> None
 def test_the_widgets_example_gets_what_ctx_ensure_delete_and_update_status_send() -> None:
     import sys
 
-    from kubemoon_core import ClientConfig
     from kubemoon_core.builtin import ConfigMap
+    from kubemoon_core.kubeconfig import ClientConfig
     from kubemoon_trio import Client, LeaderElectionConfig, Manager
     from kubemoon_trio._permissions import derived_rules
 

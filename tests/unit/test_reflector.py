@@ -10,21 +10,23 @@ import pytest
 
 from kubemoon_core import (
     APIResource,
-    DecodeError,
     GroupVersionKind,
     GroupVersionResource,
-    LocalProtocolError,
-    RemoteProtocolError,
     Request,
     Response,
     Scope,
-    TooManyRequests,
 )
 from kubemoon_core._backoff import Backoff
 from kubemoon_core._changes import ChangeType
 from kubemoon_core._reflector import ERROR_BODY_LIMIT, MAX_RETRY_AFTER, Reflector, ReflectorStats
 from kubemoon_core._reflector_states import ReflectorInput, ReflectorState, RelistReason
 from kubemoon_core._store import Store, namespace_indexer
+from kubemoon_core.errors import (
+    DecodeError,
+    LocalProtocolError,
+    RemoteProtocolError,
+    TooManyRequests,
+)
 
 CM = GroupVersionResource("", "v1", "configmaps")
 PATH = "/api/v1/namespaces/ns/configmaps"
@@ -917,7 +919,9 @@ def test_the_transition_table_is_data_and_draws_a_diagram() -> None:
 def test_watch_timeout_range_is_validated(bad: tuple[int, int]) -> None:
     import random
 
-    from kubemoon_core import GroupVersionResource, LocalProtocolError, Reflector
+    from kubemoon_core import GroupVersionResource
+    from kubemoon_core.errors import LocalProtocolError
+    from kubemoon_core.lowlevel import Reflector
 
     with pytest.raises(LocalProtocolError, match="watch_timeout"):
         Reflector(
@@ -928,7 +932,8 @@ def test_watch_timeout_range_is_validated(bad: tuple[int, int]) -> None:
 def test_watch_timeout_is_drawn_from_the_given_range() -> None:
     import random
 
-    from kubemoon_core import GroupVersionResource, Reflector, Response
+    from kubemoon_core import GroupVersionResource, Response
+    from kubemoon_core.lowlevel import Reflector
 
     reflector = Reflector(
         GroupVersionResource("", "v1", "configmaps"), rng=random.Random(0), watch_timeout=(7, 7)

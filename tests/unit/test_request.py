@@ -5,13 +5,10 @@ import json
 import pytest
 
 from kubemoon_core import (
-    USER_AGENT,
     APIResource,
     DeleteOptions,
     GroupVersionResource,
     ListOptions,
-    LocalProtocolError,
-    NotFound,
     PatchType,
     Request,
     Response,
@@ -28,6 +25,8 @@ from kubemoon_core import (
     replace_request,
     watch_request,
 )
+from kubemoon_core.errors import LocalProtocolError, NotFound
+from kubemoon_core.lowlevel import USER_AGENT
 
 CM = GroupVersionResource("", "v1", "configmaps")
 CM_RESOURCE = APIResource(CM, "ConfigMap", Scope.NAMESPACED)
@@ -295,7 +294,8 @@ def test_request_is_frozen_and_hashable() -> None:
 
 @pytest.mark.parametrize("number", [b"NaN", b"Infinity", b"-Infinity", b"1e999999"])
 def test_a_response_with_non_finite_numbers_is_a_decode_error(number: bytes) -> None:
-    from kubemoon_core import DecodeError, Response, decode_response
+    from kubemoon_core import Response, decode_response
+    from kubemoon_core.errors import DecodeError
 
     with pytest.raises(DecodeError, match="invalid JSON"):
         decode_response(Response(200, (), b'{"kind": "ConfigMap", "n": ' + number + b"}"))
@@ -304,14 +304,8 @@ def test_a_response_with_non_finite_numbers_is_a_decode_error(number: bytes) -> 
 def test_metadata_only_lists_and_watches_ask_for_partial_object_metadata() -> None:
     import random
 
-    from kubemoon_core import (
-        METADATA_ONLY_ACCEPT,
-        METADATA_ONLY_LIST_ACCEPT,
-        GroupVersionResource,
-        Reflector,
-        list_request,
-        watch_request,
-    )
+    from kubemoon_core import GroupVersionResource, list_request, watch_request
+    from kubemoon_core.lowlevel import METADATA_ONLY_ACCEPT, METADATA_ONLY_LIST_ACCEPT, Reflector
 
     cms = GroupVersionResource("", "v1", "configmaps")
     assert list_request(cms, metadata_only=True).header("accept") == METADATA_ONLY_LIST_ACCEPT

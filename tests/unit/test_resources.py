@@ -4,18 +4,16 @@ import pytest
 
 from kubemoon_core import (
     APIResource,
-    DecodeError,
     GroupVersion,
     GroupVersionKind,
     GroupVersionResource,
-    LocalProtocolError,
     ObjectKey,
     OwnerReference,
     ResourcePath,
     Scope,
-    validate_name,
-    validate_namespace,
 )
+from kubemoon_core.errors import DecodeError, LocalProtocolError
+from kubemoon_core.objects import validate_name, validate_namespace
 
 CM = GroupVersionResource("", "v1", "configmaps")
 DEPLOY = GroupVersionResource("apps", "v1", "deployments")

@@ -3,15 +3,9 @@
 import pytest
 from discovery_samples import APPS_V1, COORDINATION_V1, COORDINATION_V1BETA1, CORE_V1
 
-from kubemoon_core import (
-    GroupVersionKind,
-    GroupVersionResource,
-    LocalProtocolError,
-    NoMatchError,
-    RefreshNeeded,
-    RESTMapper,
-    decode_api_resource_list,
-)
+from kubemoon_core import GroupVersionKind, GroupVersionResource
+from kubemoon_core.errors import LocalProtocolError, NoMatchError
+from kubemoon_core.lowlevel import RefreshNeeded, RESTMapper, decode_api_resource_list
 
 RESOURCES = [
     r

@@ -1,13 +1,8 @@
 """The runtime's wait errors carry the last error, and say it."""
 
-from kubemoon_core import (
-    CacheSyncTimeout,
-    Forbidden,
-    KubeMoonError,
-    LeaderElectionTimeout,
-    LeadershipLost,
-)
+from kubemoon_core import KubeMoonError
 from kubemoon_core._status import Status
+from kubemoon_core.errors import CacheSyncTimeout, Forbidden, LeaderElectionTimeout, LeadershipLost
 
 
 def test_a_sync_timeout_carries_and_names_its_cause() -> None:

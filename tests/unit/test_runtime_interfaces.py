@@ -12,16 +12,11 @@ import random
 import pytest
 from prometheus_client import CollectorRegistry
 
-from kubemoon_core import (
-    AdmissionRequest,
-    AdmissionResponse,
-    ClientConfig,
-    FailureReporter,
-    GroupVersionResource,
-    LocalProtocolError,
-    Reconciled,
-    WebhookDeclarations,
-)
+from kubemoon_core import GroupVersionResource, Reconciled
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.kubeconfig import ClientConfig
+from kubemoon_core.lowlevel import FailureReporter
+from kubemoon_core.webhooks import AdmissionRequest, AdmissionResponse, WebhookDeclarations
 from kubemoon_trio import (
     Client,
     ControllerBuilder,

@@ -11,25 +11,25 @@ from typing import Any
 import pytest
 
 from kubemoon_core import (
-    HASH_SPACE,
-    DecodeError,
     GroupVersionResource,
     ListOptions,
-    LocalProtocolError,
     Response,
-    ShardField,
-    ShardRange,
-    ShardSelector,
-    ShardSelectorError,
     delete_collection_request,
-    fnv1a_64,
     list_request,
-    shard_hash,
-    shard_probe_request,
-    sharding_enabled,
     watch_request,
 )
 from kubemoon_core._reflector import Reflector
+from kubemoon_core.errors import DecodeError, LocalProtocolError, ShardSelectorError
+from kubemoon_core.sharding import (
+    HASH_SPACE,
+    ShardField,
+    ShardRange,
+    ShardSelector,
+    fnv1a_64,
+    shard_hash,
+    shard_probe_request,
+    sharding_enabled,
+)
 
 CM = GroupVersionResource("", "v1", "configmaps")
 

@@ -12,20 +12,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubemoon_core import (
+from kubemoon_core import GroupVersionResource, KubeMoonError, ObjectKey, Reconciled, Response
+from kubemoon_core._changes import Change, ChangeType
+from kubemoon_core._controller import Controller, Source
+from kubemoon_core._reflector import Reflector
+from kubemoon_core._reflector_states import ReflectorState, RelistReason
+from kubemoon_core.errors import LocalProtocolError, ShardSelectorError
+from kubemoon_core.sharding import (
     HASH_SPACE,
     OWNER_BUCKET_LABEL,
     OWNER_BUCKETS,
-    GroupVersionResource,
-    KubeMoonError,
-    LocalProtocolError,
-    ObjectKey,
-    Reconciled,
-    Response,
     ShardedKeys,
     ShardRange,
     ShardSelector,
-    ShardSelectorError,
     assign_ranges,
     bucket_range,
     buckets_of,
@@ -34,10 +33,6 @@ from kubemoon_core import (
     owner_bucket_label,
     owner_bucket_selector,
 )
-from kubemoon_core._changes import Change, ChangeType
-from kubemoon_core._controller import Controller, Source
-from kubemoon_core._reflector import Reflector
-from kubemoon_core._reflector_states import ReflectorState, RelistReason
 
 CM = GroupVersionResource("", "v1", "configmaps")
 

@@ -9,17 +9,8 @@ import pytest
 import trio
 import trio.testing
 
-from kubemoon_core import (
-    AlreadyExists,
-    ApiError,
-    Conflict,
-    Expired,
-    GroupVersionResource,
-    ListOptions,
-    NotFound,
-    ObjectKey,
-    PatchType,
-)
+from kubemoon_core import ApiError, GroupVersionResource, ListOptions, ObjectKey, PatchType
+from kubemoon_core.errors import AlreadyExists, Conflict, Expired, NotFound
 from kubemoon_testing.sim import NotModelled, SimulatedCluster, custom
 from kubemoon_trio import Informer
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import GroupVersionResource, Request, Scope, custom_resource
+from kubemoon_core import GroupVersionResource, Request, Scope
+from kubemoon_core.typed import custom_resource
 from kubemoon_testing.sim import (
     NotModelled,
     SimApiServer,

@@ -4,12 +4,11 @@ import json
 
 import pytest
 
-from kubemoon_core import (
+from kubemoon_core import ApiError
+from kubemoon_core.errors import (
     AlreadyExists,
-    ApiError,
     BadRequest,
     Conflict,
-    Disposition,
     Expired,
     Forbidden,
     Gone,
@@ -23,6 +22,9 @@ from kubemoon_core import (
     StatusCause,
     TooManyRequests,
     Unauthorized,
+)
+from kubemoon_core.lowlevel import (
+    Disposition,
     decode_status,
     error_from_response,
     error_from_status,
@@ -154,7 +156,7 @@ def test_error_from_status_for_watch_errors() -> None:
 
 
 def test_retry_delay_retries_only_throttling_and_server_errors_with_retry_after() -> None:
-    from kubemoon_core import retry_delay
+    from kubemoon_core.lowlevel import retry_delay
 
     throttled = error_from_response(429, [("Retry-After", "2")], status(429, "TooManyRequests"))
     assert retry_delay(throttled, 0, max_retries=3) == 2.0
@@ -169,7 +171,7 @@ def test_retry_delay_retries_only_throttling_and_server_errors_with_retry_after(
 
 @pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
 def test_a_redirect_is_refused_naming_where_it_pointed(code: int) -> None:
-    from kubemoon_core import RedirectRefused
+    from kubemoon_core.errors import RedirectRefused
 
     err = error_from_response(code, [("Location", "https://elsewhere.example/api/v1")], b"")
     assert isinstance(err, RedirectRefused)
@@ -185,7 +187,7 @@ def test_a_redirect_is_refused_naming_where_it_pointed(code: int) -> None:
 
 
 def test_a_redirect_without_location_and_a_hostile_location() -> None:
-    from kubemoon_core import RedirectRefused
+    from kubemoon_core.errors import RedirectRefused
 
     bare = error_from_response(302, [], b"<html>moved</html>")
     assert isinstance(bare, RedirectRefused)
@@ -233,7 +235,7 @@ def test_status_messages_lose_surrounding_whitespace() -> None:
 
 
 def test_a_failure_report_of_a_newline_terminated_message_is_one_line() -> None:
-    from kubemoon_core import FailureReporter
+    from kubemoon_core.lowlevel import FailureReporter
 
     reporter = FailureReporter()
     error = error_from_response(404, [], b"404 page not found\n")

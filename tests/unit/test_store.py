@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import DecodeError, LocalProtocolError, ObjectKey
+from kubemoon_core import ObjectKey
 from kubemoon_core._changes import ChangeType
 from kubemoon_core._store import Store, label_indexer, namespace_indexer
+from kubemoon_core.errors import DecodeError, LocalProtocolError
 
 
 def cm(name: str, rv: str, namespace: str = "ns", **labels: str) -> dict[str, Any]:

@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import LocalProtocolError, ObjectKey, Store
+from kubemoon_core import ObjectKey
 from kubemoon_core import _store as store_module
 from kubemoon_core._changes import ChangeType
 from kubemoon_core._store import label_indexer, namespace_indexer
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.lowlevel import Store
 
 
 def cm(name: str, rv: str, namespace: str = "ns", **labels: str) -> dict[str, Any]:

@@ -18,18 +18,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from tracing_support import memory_tracing
 
-from kubemoon_core import (
-    Failed,
-    LocalProtocolError,
-    ObjectKey,
-    Reconciled,
-    Request,
-    RequeueAfter,
-    Response,
-    WebhookReply,
-)
+from kubemoon_core import Failed, ObjectKey, Reconciled, Request, RequeueAfter, Response
 from kubemoon_core._controller import WorkItem
 from kubemoon_core._leader import NewLeader, StartedLeading
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.webhooks import WebhookReply
 from kubemoon_io import JsonLogFormatter, _tracing, object_context, tracing_enabled
 
 RFC3339_MS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")

@@ -7,16 +7,12 @@ from typing import Annotated, Any, Literal
 
 import pytest
 
-from kubemoon_core import (
-    DecodeError,
+from kubemoon_core import KubeMoonError, ObjectKey
+from kubemoon_core.errors import DecodeError, LocalProtocolError, SchemaError, TypedDecodeError
+from kubemoon_core.lowlevel import Store
+from kubemoon_core.typed import (
     JsonName,
-    KubeMoonError,
-    LocalProtocolError,
-    ObjectKey,
     PreserveUnknown,
-    SchemaError,
-    Store,
-    TypedDecodeError,
     TypedView,
     custom_resource,
     decode,

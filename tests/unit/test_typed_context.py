@@ -8,15 +8,10 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import (
-    GroupVersionResource,
-    LocalProtocolError,
-    ObjectKey,
-    SchemaError,
-    TypedDecodeError,
-    WorkItem,
-)
+from kubemoon_core import GroupVersionResource, ObjectKey
 from kubemoon_core.builtin import CONFIGMAPS, ConfigMap, meta_v1
+from kubemoon_core.errors import LocalProtocolError, SchemaError, TypedDecodeError
+from kubemoon_core.lowlevel import WorkItem
 from kubemoon_trio import ReconcileContext
 
 

@@ -11,18 +11,11 @@ from typing import Annotated, Any
 import pytest
 
 from configmirror._api import ConfigMirror
-from kubemoon_core import (
-    DecodeError,
-    PreserveUnknown,
-    SchemaError,
-    TypedDecodeError,
-    decode,
-    decode_json,
-    encode,
-    use_msgspec,
-)
 from kubemoon_core import _typed_json as typed_json
 from kubemoon_core.builtin import ConfigMap, CustomResourceDefinition, Deployment
+from kubemoon_core.errors import DecodeError, SchemaError, TypedDecodeError
+from kubemoon_core.json_backends import decode_json, use_msgspec
+from kubemoon_core.typed import PreserveUnknown, decode, encode
 
 MIRROR: dict[str, Any] = {
     "apiVersion": "kubemoon.dev/v1alpha1",

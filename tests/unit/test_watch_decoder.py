@@ -10,18 +10,11 @@ from typing import Any
 import pytest
 
 import kubemoon_core
-from kubemoon_core import (
-    DecodeError,
-    Expired,
-    KubeMoonError,
-    LocalProtocolError,
-    RemoteProtocolError,
-    use_fast_json,
-    use_msgspec_json,
-    use_standard_json,
-)
+from kubemoon_core import KubeMoonError
 from kubemoon_core._json import dumps
 from kubemoon_core._watch import WatchDecoder, WatchEvent
+from kubemoon_core.errors import DecodeError, Expired, LocalProtocolError, RemoteProtocolError
+from kubemoon_core.json_backends import use_fast_json, use_msgspec_json, use_standard_json
 
 
 def line(kind: str, obj: Any) -> bytes:
@@ -410,7 +403,7 @@ def test_the_offset_of_a_bad_line_after_a_large_buffered_chunk() -> None:
 
 def _big_chunk() -> tuple[bytes, int]:
     """At least GC_PAUSE_MIN bytes of complete events, plus the start of one more."""
-    from kubemoon_core import GC_PAUSE_MIN
+    from kubemoon_core.lowlevel import GC_PAUSE_MIN
 
     one = line("ADDED", {"metadata": {"name": "x", "resourceVersion": "1"}, "data": {"k": "v"}})
     count = GC_PAUSE_MIN // len(one) + 1
@@ -616,7 +609,9 @@ def test_short_blank_lines_are_skipped_without_a_decode(
             lambda: (lambda b: calls.append(b) or line_decode(b), raw_decode, object_decode),
         )
     else:
-        kubemoon_core.set_json_backend("custom", lambda b: calls.append(b) or json.loads(b), dumps)
+        kubemoon_core.json_backends.set_json_backend(
+            "custom", lambda b: calls.append(b) or json.loads(b), dumps
+        )
     try:
         good = b'{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n'
         blanks = b"\n\r\n \t\r\n" * 10_000

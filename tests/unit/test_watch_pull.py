@@ -7,16 +7,10 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import (
-    PULL_WINDOW,
-    DecodeError,
-    LocalProtocolError,
-    RemoteProtocolError,
-    WatchDecoder,
-    set_json_backend,
-    use_standard_json,
-)
 from kubemoon_core._json import dumps
+from kubemoon_core.errors import DecodeError, LocalProtocolError, RemoteProtocolError
+from kubemoon_core.json_backends import set_json_backend, use_standard_json
+from kubemoon_core.lowlevel import PULL_WINDOW, WatchDecoder
 
 
 def line(name: str, pad: int = 0, kind: str = "ADDED") -> bytes:

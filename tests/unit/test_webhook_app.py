@@ -9,17 +9,17 @@ from typing import Any
 import pytest
 from test_admission import CONFIGMAP, review
 
-from kubemoon_core import (
+from kubemoon_core import PatchType
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.objects import apply_json_patch
+from kubemoon_core.webhooks import (
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_MAX_CONVERSION_BODY_SIZE,
     AdmissionRequest,
     AdmissionResponse,
     Converter,
-    LocalProtocolError,
-    PatchType,
     WebhookApp,
     WebhookKind,
-    apply_json_patch,
     ca_bundle_patch,
 )
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from test_admission import CONFIGMAP, review
 
-from kubemoon_core import (
+from kubemoon_core.webhooks import (
     AdmissionRequest,
     AdmissionResponse,
     PendingAdmission,

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import (
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.webhooks import (
     CertificateAction,
     CertificatePlan,
     CertificatePlanner,
     CertificatePolicy,
-    LocalProtocolError,
 )
 from kubemoon_io import CertificateMaterial, ServingCertificate, pem_fingerprints
 

@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import (
+from kubemoon_core import GroupVersionResource
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.webhooks import (
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_MAX_CONVERSION_BODY_SIZE,
     AdmissionRequest,
@@ -18,8 +20,6 @@ from kubemoon_core import (
     CertificatePolicy,
     CertificateState,
     Converter,
-    GroupVersionResource,
-    LocalProtocolError,
     WebhookDeclaration,
     WebhookDeclarations,
     WebhookEndpoint,
@@ -356,7 +356,7 @@ def _stored(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _declared() -> tuple[dict[str, Any], dict[str, Any]]:
-    from kubemoon_core import webhook_drift  # noqa: F401 (the public name exists)
+    from kubemoon_core.webhooks import webhook_drift  # noqa: F401 (the public name exists)
 
     configs = hooks().configurations(WebhookEndpoint(url="https://h:9443"), ca_bundle=b"PEM")
     assert configs.validating is not None and configs.mutating is not None
@@ -364,7 +364,7 @@ def _declared() -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def test_a_stored_copy_with_apiserver_defaults_has_no_drift() -> None:
-    from kubemoon_core import webhook_drift
+    from kubemoon_core.webhooks import webhook_drift
 
     for body in _declared():
         assert webhook_drift(body, _stored(body)) == []
@@ -386,7 +386,7 @@ def test_a_stored_copy_with_apiserver_defaults_has_no_drift() -> None:
     ],
 )
 def test_every_field_that_changes_what_reaches_the_webhook_is_drift(field: str, value: Any) -> None:
-    from kubemoon_core import webhook_drift
+    from kubemoon_core.webhooks import webhook_drift
 
     validating, _ = _declared()
     live = _stored(validating)
@@ -396,7 +396,7 @@ def test_every_field_that_changes_what_reaches_the_webhook_is_drift(field: str, 
 
 
 def test_a_changed_ca_bundle_a_narrowed_rule_and_a_reinvocation_policy_are_drift() -> None:
-    from kubemoon_core import webhook_drift
+    from kubemoon_core.webhooks import webhook_drift
 
     validating, mutating = _declared()
     live = _stored(validating)
@@ -412,7 +412,7 @@ def test_a_changed_ca_bundle_a_narrowed_rule_and_a_reinvocation_policy_are_drift
 
 
 def test_missing_extra_and_reordered_webhooks_are_drift() -> None:
-    from kubemoon_core import webhook_drift
+    from kubemoon_core.webhooks import webhook_drift
 
     validating, _ = _declared()
     name = validating["webhooks"][0]["name"]

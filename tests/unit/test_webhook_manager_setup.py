@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from kubemoon_core import (
+from kubemoon_core import GroupVersionResource
+from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.kubeconfig import ClientConfig
+from kubemoon_core.webhooks import (
     AdmissionRequest,
     AdmissionResponse,
     CertificatePolicy,
-    ClientConfig,
-    GroupVersionResource,
-    LocalProtocolError,
     WebhookDeclarations,
 )
 from kubemoon_testing import WebhookCertificates

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kubemoon_core import WebhookEndpoint, WebhookKind
+from kubemoon_core.webhooks import WebhookEndpoint, WebhookKind
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "widgets" / "webhooks.py"
 

@@ -8,18 +8,11 @@ import pytest
 from test_leader import acquired, answer, lease, send, stamp
 from test_membership import join
 
-from kubemoon_core import (
-    HASH_SPACE,
-    AuthorityLost,
-    KubeMoonError,
-    LocalProtocolError,
-    MemberRecord,
-    MemberState,
-    ShardMember,
-    ShardRange,
-    WriteGate,
-)
+from kubemoon_core import KubeMoonError
 from kubemoon_core._leader import LeaderState
+from kubemoon_core.errors import AuthorityLost, LocalProtocolError
+from kubemoon_core.lowlevel import WriteGate
+from kubemoon_core.sharding import HASH_SPACE, MemberRecord, MemberState, ShardMember, ShardRange
 
 
 def test_a_gate_refuses_at_the_margin_and_past_the_end() -> None:

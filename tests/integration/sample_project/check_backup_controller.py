@@ -8,7 +8,7 @@ import pytest
 import trio
 from backup_controller import CONFIGMAPS, LABEL, run
 
-from kubemoon_core import NotFound
+from kubemoon_core.errors import NotFound
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client
 

@@ -1,0 +1,34 @@
+"""Role-based access: the rules a manager's declarations need, and the start-up permission
+check.
+"""
+
+from ._public import publish
+from ._rbac import Declared as RbacDeclared
+from ._rbac import (
+    DeclaredController,
+    DeclaredWebhooks,
+    GroupResource,
+    Permission,
+    PolicyRule,
+    access_review_allowed,
+    derive_rules,
+    describe_missing,
+    permissions_to_check,
+    rules_manifest,
+)
+
+__all__ = [
+    "access_review_allowed",
+    "DeclaredController",
+    "DeclaredWebhooks",
+    "derive_rules",
+    "describe_missing",
+    "GroupResource",
+    "Permission",
+    "permissions_to_check",
+    "PolicyRule",
+    "RbacDeclared",
+    "rules_manifest",
+]
+
+publish(__name__, globals(), __all__)
