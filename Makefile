@@ -58,6 +58,7 @@ lint: $(STAMP) $(BIN)/actionlint
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict $(PACKAGES)
+	$(BIN)/basedpyright --pythonpath $(BIN)/python  # the examples, pyright basic ([tool.basedpyright])
 
 # The real kube-apiserver, etcd and kube-controller-manager, cached outside the clone:
 # kube-apiserver and etcd from controller-tools' envtest release archive of that version

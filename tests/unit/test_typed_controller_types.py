@@ -10,8 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "widgets"
 
@@ -82,7 +80,21 @@ def test_mypy_passes_the_example_and_reports_each_mistake(tmp_path: Path) -> Non
 PYRIGHT = Path(sys.executable).parent / "basedpyright"
 
 
-@pytest.mark.skipif(not PYRIGHT.exists(), reason="basedpyright is not installed (it is optional)")
+def _pyright(folder: Path) -> list[str]:
+    """Pyright's (basic) errors over ``folder``, with the repository importable."""
+    config = {"extraPaths": [str(ROOT)], "pythonVersion": "3.11", "typeCheckingMode": "basic"}
+    (folder / "pyrightconfig.json").write_text(json.dumps(config), encoding="utf-8")
+    result = subprocess.run(
+        [str(PYRIGHT), "--pythonpath", sys.executable, "--level", "error"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    return [line for line in result.stdout.splitlines() if " - error:" in line]
+
+
 def test_pyright_reports_the_mistakes_too(tmp_path: Path) -> None:
     source = (EXAMPLE / "controller.py").read_text(encoding="utf-8")
     shutil.copy(EXAMPLE / "widget_api.py", tmp_path / "widget_api.py")
@@ -149,3 +161,21 @@ def test_mypy_passes_the_teamspace_example_and_reports_each_mistake(tmp_path: Pa
     for _, _, message in TEAMSPACE_MISTAKES:
         assert any(re.search(message, e) for e in errors), (message, errors)
     assert len(errors) == len(TEAMSPACE_MISTAKES), errors
+
+
+def test_pyright_passes_the_teamspace_example_and_reports_each_mistake(tmp_path: Path) -> None:
+    source = (ROOT / "examples" / "teamspace" / "operator.py").read_text(encoding="utf-8")
+    (tmp_path / "teamspace_operator.py").write_text(source, encoding="utf-8")
+    bad = source
+    for right, wrong, _ in TEAMSPACE_MISTAKES:
+        bad = bad.replace(right, wrong, 1)
+    (tmp_path / "bad_teamspace.py").write_text(bad, encoding="utf-8")
+    errors = _pyright(tmp_path)
+    assert not [e for e in errors if "bad_teamspace.py" not in e], errors
+    # Pyright words them its own way; each planted mistake is one error on its own line.
+    lines = {int(e.split(":")[1]) for e in errors}
+    planted = {
+        bad.splitlines().index(next(line for line in bad.splitlines() if wrong in line)) + 1
+        for _, wrong, _ in TEAMSPACE_MISTAKES
+    }
+    assert planted <= lines, (planted, errors)
