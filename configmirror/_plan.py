@@ -3,7 +3,7 @@
 Rules: a ConfigMap is modified or deleted only if it is a copy this ConfigMirror made: it
 has the source's name, the managed-by label and this ConfigMirror's UID in
 ``kubemoon.dev/owner-uid`` (anyone who may update a ConfigMap can add the annotation, so it
-alone widens nobody's rights: a look-alike is reported in :attr:`Plan.ignored`, never
+alone widens nobody's rights: a look-alike is reported in ``Plan.ignored``, never
 written); a copy already being deleted counts as deleted (it is not deleted again, and
 does not hold the finalizer); a copy made ``immutable`` that needs a change is deleted and
 created again on a later reconcile; a namespace receives a copy only if it allows it (the
@@ -348,15 +348,15 @@ def plan_reconcile(
     mirror's bucket (the sharded operator watches its copies by it), and a copy whose
     label is missing or wrong is rewritten; without it, the label is left as found.
 
-    Only copies are written: see :func:`is_copy` (the owner annotation alone, which
+    Only copies are written: see ``is_copy`` (the owner annotation alone, which
     whoever may update a ConfigMap can add, is not enough); the others of
-    ``managed_copies`` are named in :attr:`Plan.ignored`. A mirror being deleted keeps its
+    ``managed_copies`` are named in ``Plan.ignored``. A mirror being deleted keeps its
     finalizer until every copy is deleted or being deleted (a DELETE accepted is the
     operator's work done, whatever finalizers the receiving tenant added), whatever its
     owner-bucket label says. Caches are selected by labels, so an empty
     ``managed_copies`` is trusted only with ``copies_listed`` (it includes every
     ConfigMap the API server holds with the managed-by label and this mirror's UID);
-    otherwise the plan is a :attr:`Plan.list_copies` request.
+    otherwise the plan is a ``Plan.list_copies`` request.
 
     ``unauthorized`` maps the targets the mirror's author may no longer write to why:
     nothing is written there (a copy already there is left as it is) and Ready is False.

@@ -97,7 +97,7 @@ class ProbeServer:
         *,
         task_status: _backend.TaskStatus[int] = _backend.TASK_STATUS_IGNORED,
     ) -> None:
-        """Serve on ``host:port`` (0: a free port, see :attr:`port`) until cancelled."""
+        """Serve on ``host:port`` (0: a free port, see ``port``) until cancelled."""
         async with _backend.TaskGroup() as tasks:
             self.port = await tasks.start(_backend.serve_tcp, self._connection, host, port)
             task_status.started(self.port)

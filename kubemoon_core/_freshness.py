@@ -213,8 +213,8 @@ class WriteFloors:
     ``managedFields``, or keeping metadata only). ``indexers`` are the cache's index
     functions: each written object is indexed when recorded, so a read by index finds its
     floors without looking at the others (:meth:`indexed_keys`). Counters:
-    :attr:`stale_reads_avoided` (reads answered from a floor), :attr:`incomparable` (floors
-    dropped because the cached version could not be compared), :attr:`evicted` (floors
+    ``stale_reads_avoided`` (reads answered from a floor), ``incomparable`` (floors
+    dropped because the cached version could not be compared), ``evicted`` (floors
     forgotten beyond the bounds).
     """
 
@@ -415,7 +415,7 @@ class WriteFloors:
 
         ``watermark`` is the resourceVersion the cache's list and watch have reached; read
         it *before* calling, so the store is at least as new. A floor returned is counted
-        in :attr:`stale_reads_avoided` (a tombstone means: the object is gone). Nothing is
+        in ``stale_reads_avoided`` (a tombstone means: the object is gone). Nothing is
         decoded: the cached version is read as the store keeps it (see the module's rules).
         """
         floor = self._floors.get(key)

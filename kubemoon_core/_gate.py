@@ -5,8 +5,8 @@ Rules (pure: time comes in as ``now``, local monotonic seconds):
 - An *authority* is whatever makes a write safe: leadership of a Lease, or a shard range
   held in a member's Lease. It is described by a function ``valid_until(now)`` giving the
   local time the authority ends (``None``: not held at ``now``), for example
-  :meth:`~kubemoon_core.LeaderElector.valid_until` or
-  :meth:`~kubemoon_core.ShardMember.write_deadline`.
+  :meth:`~kubemoon_core.lowlevel.LeaderElector.valid_until` or
+  :meth:`~kubemoon_core.sharding.ShardMember.write_deadline`.
 - A :class:`WriteGate` lets a write be sent at ``now`` only when every authority it holds
   is valid until later than ``now + margin``. ``margin`` keeps back time for the window
   between the check and the request's arrival at the API server (writing the bytes and

@@ -37,7 +37,7 @@ class Histogram:
 
     @property
     def buckets(self) -> tuple[tuple[float, int], ...]:
-        """``(upper bound, cumulative count)`` pairs; +Inf is :attr:`count`."""
+        """``(upper bound, cumulative count)`` pairs; +Inf is ``count``."""
         return tuple(zip(self.bounds, self.cumulative, strict=True))
 
 

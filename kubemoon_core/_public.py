@@ -59,6 +59,9 @@ def publish(namespace: str, names: Mapping[str, Any], exported: list[str]) -> No
             continue
         try:
             obj.__module__ = namespace
+            if isinstance(obj, type) and obj.__qualname__ != name:
+                # Exported under another name (``RbacDeclared``): the path must resolve.
+                obj.__qualname__ = obj.__name__ = name
         except (AttributeError, TypeError):
             UNPUBLISHED.append(f"{module}.{name}")
 

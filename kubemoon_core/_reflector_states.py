@@ -1,6 +1,6 @@
 """The reflector's states, the inputs that move it, and its transition table, as data.
 
-Rules: every move of a :class:`~kubemoon_core.Reflector` is one entry of
+Rules: every move of a :class:`~kubemoon_core.lowlevel.Reflector` is one entry of
 ``_TRANSITIONS`` (``(state, input) -> next state``); a call the current state has no
 entry for is the caller's mistake, refused by the machine in :mod:`._reflector`. The
 frozensets and tuples below group states and inputs the machine asks about together

@@ -1,10 +1,10 @@
 """Sharded controllers: owner buckets and which keys a replica may reconcile.
 
 A sharded controller's primary objects are split by the hash of their uid
-(:func:`~kubemoon_core.shard_hash`); the API server can filter by uid or namespace only, so
+(:func:`~kubemoon_core.sharding.shard_hash`); the API server can filter by uid or namespace only, so
 the objects a controller *writes* carry the label :data:`OWNER_BUCKET_LABEL` naming their
 owner's bucket: the top :data:`OWNER_BUCKET_BITS` bits of the owner uid's hash, as two
-lower-case hex digits. :func:`~kubemoon_core.assign_ranges` cuts the hash space at bucket
+lower-case hex digits. :func:`~kubemoon_core.sharding.assign_ranges` cuts the hash space at bucket
 boundaries, so every assigned range is a whole set of buckets and a replica's bucket label
 selector (:func:`owner_bucket_selector`) selects exactly the owned objects of the
 primaries in its ranges.

@@ -161,7 +161,7 @@ class RedirectRefused(ApiError):
     """3xx: the server answered with a redirect, which is never followed.
 
     A request and its credentials only ever go to the configured API server, so a redirect
-    is an error. :attr:`location` is the raw ``Location`` header (None when absent); the
+    is an error. ``location`` is the raw ``Location`` header (None when absent); the
     message shows it without user information or control characters, cut short.
     """
 
@@ -211,8 +211,8 @@ class ResourceNotServed(NotFound):
     server answers an unknown group with the text ``404 page not found``), or the server's
     generic ``Status`` "the server could not find the requested resource" whose ``details``
     name no object (an unknown version, resource or subresource of a served group). A 404
-    ``Status`` with any other message is an object's :class:`NotFound`. :attr:`group`,
-    :attr:`version`, :attr:`resource` and :attr:`subresource` are read from the request
+    ``Status`` with any other message is an object's :class:`NotFound`. ``group``,
+    ``version``, :attr:`resource` and ``subresource`` are read from the request
     path (empty when it names none; ``group`` is ``""`` for the core group).
     """
 
@@ -436,7 +436,7 @@ def retry_delay(error: ApiError, attempt: int, *, max_retries: int) -> float | N
 
     Only retryable errors (429, 5xx) that carry a ``Retry-After`` are retried, at most
     ``max_retries`` times (``attempt`` counts the retries made so far); the delay is the
-    server's, capped at :data:`MAX_REQUEST_RETRY_AFTER` seconds.
+    server's, capped at ``MAX_REQUEST_RETRY_AFTER`` seconds.
     """
     if error.disposition is not Disposition.RETRY or error.retry_after is None:
         return None

@@ -282,7 +282,7 @@ class Store:
     owns: :meth:`get` costs one decode (about 1.3 us for a 900-byte ConfigMap with msgspec
     installed, 4 us with the standard library), :meth:`objects` one per object. Objects
     must then be JSON values (str keys; no NaN); one that cannot be encoded is refused with
-    :class:`~kubemoon_core.LocalProtocolError` and the store is left unchanged.
+    :class:`~kubemoon_core.errors.LocalProtocolError` and the store is left unchanged.
     """
 
     __slots__ = (
@@ -364,7 +364,7 @@ class Store:
     def json(self, key: ObjectKey) -> bytes | None:
         """The stored object's JSON document as a compact store keeps it (None when the key
         is absent, and always for a plain store, which keeps no bytes): for decoding it
-        straight into a declared class (:func:`~kubemoon_core.decode_json`)."""
+        straight into a declared class (:func:`~kubemoon_core.json_backends.decode_json`)."""
         if self._codec is None:
             return None
         found = self._objects.get((key.namespace, key.name))

@@ -4,7 +4,7 @@ Rules:
 
 - :func:`decode_json` gives what ``decode(cls, json.loads(data))`` gives (the same object,
   or a :class:`TypedDecodeError` naming the same JSON path), and malformed JSON is a
-  :class:`~kubemoon_core.DecodeError`. It never lets a foreign exception out.
+  :class:`~kubemoon_core.errors.DecodeError`. It never lets a foreign exception out.
 - With msgspec installed (``pip install 'kubemoon[msgspec]'``), each declaration gets a
   mirror of ``msgspec.Struct`` classes (JSON names, the same strictness: unknown fields
   forbidden, date-times with an offset, no coercion but int to float), generated once per
@@ -201,7 +201,7 @@ def decode_json(cls: type[T], data: bytes | str) -> T:
 
     The result and the errors are those of ``decode(cls, json.loads(data))``: a
     :class:`TypedDecodeError` naming the JSON path of a mismatch, a
-    :class:`~kubemoon_core.DecodeError` for malformed JSON. With msgspec installed (and
+    :class:`~kubemoon_core.errors.DecodeError` for malformed JSON. With msgspec installed (and
     :func:`use_msgspec` on) the bytes are parsed and checked in one pass.
     """
     if _ENABLED:

@@ -240,7 +240,7 @@ class WatchDecoder:
     :data:`GC_PAUSE_MIN` bytes given to :meth:`receive_data` is decoded inside it, for that
     call only (see the module rules); the decoder itself never touches the collector. With
     ``keep_raw`` every event also carries the exact bytes of its object in
-    :attr:`WatchEvent.raw` (None where they are not at hand without a second parse: see
+    ``WatchEvent.raw`` (None where they are not at hand without a second parse: see
     the module rules).
     """
 

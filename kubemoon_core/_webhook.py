@@ -110,7 +110,7 @@ class _Route:
 @dataclass(frozen=True, slots=True)
 class PendingAdmission:
     """An admission review whose handler returned an awaitable: the adapter awaits
-    :attr:`verdict`, then answers with :meth:`reply` (or :meth:`failed` if it raised)."""
+    ``verdict``, then answers with :meth:`reply` (or :meth:`failed` if it raised)."""
 
     webhook: str
     kind: WebhookKind
@@ -130,7 +130,7 @@ class PendingAdmission:
         return _verdict_reply(self.webhook, self.kind, self.request, verdict)
 
     def failed(self, error: Exception) -> WebhookReply:
-        """The answer when awaiting :attr:`verdict` raised ``error``: an HTTP 500."""
+        """The answer when awaiting ``verdict`` raised ``error``: an HTTP 500."""
         return _verdict_reply(self.webhook, self.kind, self.request, None, error)
 
 
@@ -182,7 +182,7 @@ class WebhookApp:
 
         ``handler`` may be an ``async def`` (:class:`AsyncAdmissionHandler`) when it needs
         I/O; an async webhook server awaits it. ``max_body_size`` is this route's body
-        limit (default: the app's :attr:`max_body_size`).
+        limit (default: the app's ``max_body_size``).
         """
         limit = self.max_body_size if max_body_size is None else _positive(max_body_size)
         self._add(path, _Route(name or path, WebhookKind.VALIDATING, handler, None, limit))

@@ -463,7 +463,7 @@ class ServingCertificate:
     def update(self, cert_pem: bytes, key_pem: bytes) -> bool:
         """Serve this pair from the next handshake on; False when it is the same pair.
 
-        A pair that does not load, or either part longer than :attr:`MAX_SIZE` bytes,
+        A pair that does not load, or either part longer than ``MAX_SIZE`` bytes,
         raises :class:`~kubemoon_core.errors.LocalProtocolError` and the previous certificate
         stays; the same refused pair offered again is refused without parsing it again.
         """

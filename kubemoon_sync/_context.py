@@ -72,7 +72,7 @@ class ReconcileContext(Generic[ObjT]):
 
     :attr:`obj` is the primary object as cached (None once it is gone), decoded into the
     controller's declared class if it has one; :meth:`cache` reads any resource the
-    controller watches; :attr:`events` records Kubernetes Events.
+    controller watches; ``events`` records Kubernetes Events.
     """
 
     def __init__(

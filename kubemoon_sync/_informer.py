@@ -45,7 +45,7 @@ class Informer:
     read :attr:`store`; ``informer.wait_synced()`` for the first complete list.
     ``on_change`` (and every handler added with :meth:`add_handler`) is called with every
     change the reflector applies, in order (bookmarks never produce one); a handler that
-    raises is logged and counted (:attr:`handler_errors`) and the informer keeps running.
+    raises is logged and counted (``handler_errors``) and the informer keeps running.
     ``on_failure`` hears how each LIST and WATCH attempt went. With ``metadata_only`` the
     cache holds each object's metadata only (``PartialObjectMetadata``). The reflector's options
     (``stall_margin``, ``watch_timeout``, ``backoff``,
