@@ -111,7 +111,7 @@ class WatchDecoder:
     call only (see the module rules); the decoder itself never touches the collector. With
     ``keep_raw`` every event also carries the exact bytes of its object in
     :attr:`WatchEvent.raw` (None where they are not at hand without a second parse: see
-    the module rules).
+    the rules of ``kubemoon_core._watch_lines``).
     """
 
     __slots__ = (
