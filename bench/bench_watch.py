@@ -66,7 +66,8 @@ from _table import Row
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kubemoon_core._watch import _SCAN, WatchDecoder
+from kubemoon_core._watch import WatchDecoder
+from kubemoon_core._watch_lines import _SCAN
 from kubemoon_core.json_backends import use_fast_json, use_msgspec_json, use_standard_json
 from kubemoon_core.lowlevel import PULL_WINDOW
 from kubemoon_io import paused_gc

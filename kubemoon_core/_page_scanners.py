@@ -20,7 +20,7 @@ from typing import Any
 from . import _json, _jsonsplit
 from ._errors import DecodeError
 from ._kept_out import KeptOut, _kept_out
-from ._watch import _SCAN
+from ._watch_lines import _SCAN
 
 __all__: list[str] = []
 

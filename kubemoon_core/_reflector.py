@@ -98,7 +98,8 @@ from ._resources import APIResource, GroupVersionResource, ObjectKey
 from ._shard import ShardSelector
 from ._status import ApiError, Disposition, Gone, error_from_response
 from ._store import Store
-from ._watch import DEFAULT_MAX_LINE_LENGTH, KeptOutEvent, WatchDecoder, WatchEvent
+from ._watch import DEFAULT_MAX_LINE_LENGTH, WatchDecoder
+from ._watch_events import KeptOutEvent, WatchEvent
 
 __all__ = ["Reflector", "ReflectorStats"]
 

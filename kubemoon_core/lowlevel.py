@@ -67,15 +67,8 @@ from ._request import METADATA_ONLY_ACCEPT, METADATA_ONLY_LIST_ACCEPT, USER_AGEN
 from ._restmapper import RefreshNeeded, RESTMapper
 from ._status import Disposition, decode_status, error_from_response, error_from_status, retry_delay
 from ._store import Store, label_indexer, namespace_indexer
-from ._watch import (
-    DEFAULT_MAX_LINE_LENGTH,
-    GC_PAUSE_MIN,
-    INITIAL_EVENTS_END_ANNOTATION,
-    PULL_WINDOW,
-    KeptOutEvent,
-    WatchDecoder,
-    WatchEvent,
-)
+from ._watch import DEFAULT_MAX_LINE_LENGTH, GC_PAUSE_MIN, PULL_WINDOW, WatchDecoder
+from ._watch_events import INITIAL_EVENTS_END_ANNOTATION, KeptOutEvent, WatchEvent
 
 __all__ = [
     "AGGREGATED_DISCOVERY_ACCEPT",

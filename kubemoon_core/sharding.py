@@ -1,20 +1,16 @@
 """Sharding: hash ranges, owner buckets and the member Leases that divide them."""
 
-from ._membership import (
+from ._member_leases import (
     CLAIMS_ANNOTATION,
     GROUP_LABEL,
     LEAVING_ANNOTATION,
     MemberRecord,
-    MemberState,
-    RangeInput,
-    RangeState,
-    ShardMember,
-    assign_ranges,
     decode_claims,
     encode_claims,
     member_lease,
     member_record_from_lease,
 )
+from ._membership import MemberState, RangeInput, RangeState, ShardMember, assign_ranges
 from ._public import publish
 from ._request import shard_probe_request, sharding_enabled
 from ._shard import HASH_SPACE, ShardField, ShardRange, ShardSelector, fnv1a_64, shard_hash

@@ -33,13 +33,15 @@ from ._webhook import (
     WebhookReply,
     ca_bundle_patch,
 )
-from ._webhook_config import (
+from ._webhook_certificates import (
     CertificateAction,
     CertificateFacts,
     CertificatePlan,
     CertificatePlanner,
     CertificatePolicy,
     CertificateState,
+)
+from ._webhook_config import (
     WebhookConfigurations,
     WebhookDeclaration,
     WebhookDeclarations,

@@ -16,7 +16,6 @@ import binascii
 import dataclasses
 import datetime
 import hashlib
-import ipaddress
 import math
 import ssl
 from collections.abc import Mapping, Sequence
@@ -33,6 +32,7 @@ from kubemoon_core.webhooks import (
 )
 
 from ._tls import _private_files, load_cert_chain
+from ._x509 import IssuedCertificate, issue_certificate
 
 __all__ = [
     "CertificateMaterial",
@@ -146,69 +146,23 @@ def _generate(
     not_after_cap: float | None = None,
 ) -> tuple[bytes, bytes]:
     """A CA (``issuer`` None) or a serving certificate signed by ``issuer`` (cert, key)."""
-    x509 = _x509()
-    from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
-    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID  # noqa: PLC0415
+    _x509()  # cryptography is installed, or LocalProtocolError
 
     def when(t: float) -> datetime.datetime:
         return datetime.datetime.fromtimestamp(int(t), datetime.UTC)
 
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    ca = issuer is None
-    if issuer is None:
-        signer_key: Any = key
-        issuer_name, issuer_key_id = subject, key.public_key()
-    else:
-        signer_cert = x509.load_pem_x509_certificate(issuer[0])
-        signer_key = serialization.load_pem_private_key(issuer[1], password=None)
-        issuer_name, issuer_key_id = signer_cert.subject, signer_cert.public_key()
     not_after = now + validity
     if not_after_cap is not None:
         not_after = min(not_after, not_after_cap)
-    usage = x509.KeyUsage(
-        digital_signature=True,
-        content_commitment=False,
-        key_encipherment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=ca,
-        crl_sign=ca,
-        encipher_only=False,
-        decipher_only=False,
+    issued = issue_certificate(
+        common_name,
+        not_before=when(now - backdate),
+        not_after=when(not_after),
+        issuer=None if issuer is None else IssuedCertificate(*issuer),
+        usage="server",
+        hosts=hosts,
     )
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(issuer_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(when(now - backdate))
-        .not_valid_after(when(not_after))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
-        .add_extension(usage, critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key_id), critical=False
-        )
-    )
-    if not ca:
-        sans: list[Any] = []
-        for host in hosts:
-            try:
-                sans.append(x509.IPAddress(ipaddress.ip_address(host)))
-            except ValueError:
-                sans.append(x509.DNSName(host))
-        builder = builder.add_extension(
-            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
-        ).add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    cert = builder.sign(signer_key, hashes.SHA256())
-    pem = serialization.Encoding.PEM
-    key_pem = key.private_bytes(
-        pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    return cert.public_bytes(pem), key_pem
+    return issued.cert_pem, issued.key_pem
 
 
 def _b64(value: object) -> bytes:

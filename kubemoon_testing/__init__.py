@@ -9,22 +9,14 @@ from kubemoon_core._public import publish
 
 from . import sim  # the simulated API server (preview): kubemoon_testing.sim
 from ._apiserver import (
-    ADMIN_USER,
-    CONTROLLER_MANAGER_USER,
     KUBERNETES_VERSION,
-    LIMITED_USER,
-    MONITORING_USER,
-    NOBODY_USER,
     ApiServer,
-    ApiServerError,
-    CrdInstallError,
-    CrdSource,
-    MissingBinariesError,
-    RawResponse,
     controller_manager_wanted,
     default_binary_dir,
 )
+from ._apiserver_errors import ApiServerError, CrdInstallError, MissingBinariesError
 from ._certs import WebhookCertificates
+from ._crds import CrdSource
 from ._envtest import (
     ENVTEST_INDEX_URL,
     ArchiveHashError,
@@ -38,6 +30,14 @@ from ._envtest import (
 from ._fake import Exchange, FakeTransport, FakeTransportError, json_response
 from ._running import ManagerStopTimeout, running_manager, running_manager_in_thread
 from ._scripted import RecordedRequest, Reply, ScriptedServer, watch_lines
+from ._stdlib_http import RawResponse
+from ._users import (
+    ADMIN_USER,
+    CONTROLLER_MANAGER_USER,
+    LIMITED_USER,
+    MONITORING_USER,
+    NOBODY_USER,
+)
 from ._versions import FEATURE_GATES, SUPPORTED_RELEASES, KubernetesRelease, UnsupportedVersionError
 
 __all__ = [

@@ -1,5 +1,13 @@
 """A real kube-apiserver, etcd and kube-controller-manager on 127.0.0.1, for tests and demos.
 
+This module is the fixture object, :class:`ApiServer`: its options, starting and stopping the
+three processes in order, and the helpers tests call. The pieces it drives live beside it:
+``_processes`` (children that never outlive Python), ``_pki`` (certificates and keys),
+``_config_files`` (kubeconfigs, tokens, tracing and admission configuration),
+``_command_lines`` (the flags of each process), ``_crds`` (installing CRDs),
+``_stdlib_http`` (its own HTTP client), ``_users`` (the identities) and
+``_apiserver_errors``.
+
 Rules of this module:
 
 - Binaries come from ``kubemoon-testenv build`` (``make testenv`` in the KubeMoon
@@ -9,145 +17,67 @@ Rules of this module:
   imported when a server actually starts, to generate the certificates.
 - HTTP to the server uses ``http.client`` and ``ssl`` only: this is a test fixture and must
   not depend on the KubeMoon adapters it helps to test.
-- Child processes never outlive the Python process: they run in their own session (so a
-  terminal's Ctrl-C reaches only Python, which then stops them in order), an ``atexit`` hook
-  stops them, and on Linux ``PR_SET_PDEATHSIG`` kills them if Python itself is killed.
+- Child processes never outlive the Python process (see ``kubemoon_testing._processes``);
+  an ``atexit`` hook stops every server still running.
 """
 
+# Longer than 700 lines because it is one object, the ApiServer fixture: the class
+# docstring documents its fourteen options, and the connection facts and test helpers
+# (namespaces, RBAC grants, CRDs, etcd) are its methods. What it drives is elsewhere:
+# processes, PKI, config files, command lines, CRD installation and HTTP (see above).
 from __future__ import annotations
 
 import atexit
-import base64
-import concurrent.futures
 import contextlib
-import ctypes
-import datetime
 import http.client
-import ipaddress
 import json
 import os
-import queue
 import secrets
 import shutil
-import signal
-import socket
 import ssl
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ._apiserver_errors import ApiServerError, MissingBinariesError, _PortInUse
+from ._command_lines import apiserver_command, controller_manager_command, etcd_command
+from ._config_files import (
+    write_admission_config,
+    write_controller_manager_kubeconfig,
+    write_kubeconfig,
+    write_tokens,
+    write_tracing_config,
+)
+from ._crds import CrdSource, install_crds
+from ._pki import _generate_pki, _Pki
+from ._processes import (
+    _OWNER_FILE,
+    _WORK_DIR_PREFIX,
+    _Child,
+    _free_port,
+    _remove_orphaned_work_dirs,
+)
+from ._stdlib_http import RawResponse, _b64, etcd_healthy, etcd_post, https_request
+from ._users import ADMIN_USER, LIMITED_USER, MONITORING_USER, NOBODY_USER
 from ._versions import DEFAULT_RELEASE, gates_for, selected_version
 
-__all__ = [
-    "ADMIN_USER",
-    "CONTROLLER_MANAGER_USER",
-    "KUBERNETES_VERSION",
-    "LIMITED_USER",
-    "MONITORING_USER",
-    "NOBODY_USER",
-    "ApiServer",
-    "ApiServerError",
-    "CrdInstallError",
-    "CrdSource",
-    "MissingBinariesError",
-    "RawResponse",
-    "controller_manager_wanted",
-    "default_binary_dir",
-]
+__all__ = ["KUBERNETES_VERSION", "ApiServer", "controller_manager_wanted", "default_binary_dir"]
 
 #: The newest supported Kubernetes release: what ``kubemoon-testenv build`` builds and
 #: ``ApiServer`` runs unless a version is chosen (``$KUBEMOON_KUBERNETES_VERSION``, the
 #: ``version`` argument, the pytest option ``--kubernetes-version``).
 KUBERNETES_VERSION = DEFAULT_RELEASE.version
-#: Client certificate CN of the test kube-controller-manager (also in ``system:masters``).
-CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
-#: Token user (and client certificate CN) in group ``system:masters``: bypasses RBAC.
-ADMIN_USER = "kubemoon-admin"
-# The common name of the client certificate the apiserver presents to webhooks.
-_WEBHOOK_CLIENT_USER = "kube-apiserver-webhook-client"
-#: Token user with no RBAC grant at all: gets 403 for anything but public endpoints.
-NOBODY_USER = "nobody"
-#: Token user with no grant until :meth:`ApiServer.grant_namespace_access` binds a Role.
-LIMITED_USER = "limited"
-# In group system:monitoring: a caller whose W3C traceparent a tracing kube-apiserver adopts.
-MONITORING_USER = "kubemoon-monitoring"
-_MONITORING_GROUP = "system:monitoring"
-
-_ADMIN_GROUP = "system:masters"
-_LOG_TAIL_LINES = 40
 #: ``0``/``1`` makes ``ApiServer()`` default to ``controller_manager=False``/``True``.
 _CONTROLLER_MANAGER_ENV = "KUBEMOON_TESTENV_CONTROLLER_MANAGER"
-#: The controllers the test kube-controller-manager runs: cascading deletion and namespace
-#: deletion. Everything else (service-account tokens, pods, nodes, ...) stays off.
-_CONTROLLERS = ("garbage-collector-controller", "namespace-controller")
 _BUILD_HINT = (
     "run `kubemoon-testenv build --version {version}` (it needs Go >= 1.26 on PATH and "
     "builds them once per machine; `make testenv` does the same in the KubeMoon repository), "
     "or set "
     "KUBEMOON_TESTENV_DIR to the cache directory that has them"
 )
-
-
-class ApiServerError(RuntimeError):
-    """The test kube-apiserver or etcd could not be started, reached or driven."""
-
-
-class MissingBinariesError(ApiServerError):
-    """A binary is not built yet (run ``kubemoon-testenv build``; it needs Go)."""
-
-
-class CrdInstallError(ApiServerError):
-    """A CRD given to :class:`ApiServer` could not be read, created or established."""
-
-
-#: What ``ApiServer(crds=...)`` takes: a YAML file, a CRD manifest, a declared class, or the
-#: declared classes of one kind's versions.
-CrdSource = str | os.PathLike[str] | Mapping[str, Any] | type | tuple[type, ...]
-_CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-
-
-def _crd_manifests(source: CrdSource) -> list[dict[str, Any]]:
-    """The CRD manifests ``source`` stands for (imports PyYAML and the core lazily)."""
-    if isinstance(source, (type, tuple)):
-        from kubemoon_core import KubeMoonError  # noqa: PLC0415
-        from kubemoon_core.typed import crd_manifest  # noqa: PLC0415
-
-        classes = (source,) if isinstance(source, type) else source
-        try:
-            return [crd_manifest(*classes)]
-        except KubeMoonError as exc:
-            raise CrdInstallError(f"cannot make a CRD of {classes!r}: {exc}") from None
-    if isinstance(source, Mapping):
-        documents: list[Any] = [dict(source)]
-        where = "a CRD manifest"
-    else:
-        import yaml  # noqa: PLC0415
-
-        where = os.fspath(source)
-        try:
-            with open(where, encoding="utf-8") as f:
-                documents = [d for d in yaml.safe_load_all(f) if d is not None]
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise CrdInstallError(f"cannot read CRDs from {where}: {exc}") from None
-    for document in documents:
-        if not (
-            isinstance(document, dict)
-            and document.get("kind") == "CustomResourceDefinition"
-            and isinstance(document.get("spec"), dict)
-            and isinstance(document["spec"].get("versions"), list)
-            and isinstance(document["spec"].get("names"), dict)
-        ):
-            raise CrdInstallError(f"{where}: not a CustomResourceDefinition with versions")
-    if not documents:
-        raise CrdInstallError(f"{where}: no CustomResourceDefinition in it")
-    return documents
 
 
 def default_binary_dir(version: str | None = None) -> Path:
@@ -176,366 +106,6 @@ def controller_manager_wanted(binary_dir: str | os.PathLike[str] | None = None) 
         return setting == "1"
     directory = Path(binary_dir) if binary_dir is not None else default_binary_dir()
     return os.access(directory / "kube-controller-manager", os.X_OK)
-
-
-@dataclass(frozen=True, slots=True)
-class RawResponse:
-    """One HTTP response, read completely (watches end when the server closes them)."""
-
-    status: int
-    reason: str
-    headers: Mapping[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        """The body decoded as JSON."""
-        return json.loads(self.body)
-
-    def events(self) -> list[dict[str, Any]]:
-        """The body of a watch response: one JSON object per line."""
-        return [json.loads(line) for line in self.body.splitlines() if line.strip()]
-
-
-# --- child processes ----------------------------------------------------------------------
-
-
-class _Spawner:
-    """Starts children from one long-lived daemon thread.
-
-    ``PR_SET_PDEATHSIG`` fires when the *thread* that forked the child ends, not the
-    process. Forking from a short-lived worker thread (``trio.to_thread``, a thread pool)
-    would kill the servers when that thread retires, so every fork happens here.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._jobs: queue.SimpleQueue[
-            tuple[
-                Callable[[], subprocess.Popen[bytes]],
-                concurrent.futures.Future[subprocess.Popen[bytes]],
-            ]
-        ] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-
-    def spawn(self, start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="kubemoon-apiserver-spawner", daemon=True
-                )
-                self._thread.start()
-        future: concurrent.futures.Future[subprocess.Popen[bytes]] = concurrent.futures.Future()
-        self._jobs.put((start, future))
-        return future.result()
-
-    def _run(self) -> None:
-        while True:
-            start, future = self._jobs.get()
-            try:
-                future.set_result(start())
-            except BaseException as exc:  # handed to the caller's thread
-                future.set_exception(exc)
-
-
-_SPAWNER = _Spawner()
-
-
-def _die_with_parent_hook() -> Callable[[], None] | None:
-    """A ``preexec_fn`` asking Linux to SIGKILL the child when its parent dies."""
-    if not sys.platform.startswith("linux"):
-        return None
-    # Resolved in the parent: the child only makes two plain syscalls before exec.
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    parent = os.getpid()
-    pr_set_pdeathsig = 1
-
-    def hook() -> None:
-        prctl(pr_set_pdeathsig, int(signal.SIGKILL))
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os._exit(1)
-
-    return hook
-
-
-class _Child:
-    """One child process whose output goes to a log file."""
-
-    def __init__(self, name: str, argv: Sequence[str], log_path: Path) -> None:
-        self.name = name
-        self.log_path = log_path
-        # setpriv sets the death signal and execs the program, so no Python code runs
-        # between fork and exec: a preexec_fn makes CPython fork for real, which runs the
-        # fork handlers of libraries such as grpcio in the child (they may abort it).
-        setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
-        hook = None if setpriv else _die_with_parent_hook()
-        if setpriv:
-            argv = [setpriv, "--pdeathsig", "KILL", "--", *argv]
-
-        def start() -> subprocess.Popen[bytes]:
-            # Append: a restarted apiserver keeps the previous run's log above.
-            with open(log_path, "ab") as log:
-                return subprocess.Popen(
-                    list(argv),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    # Without setpriv: forked from the spawner thread, and the hook
-                    # only makes syscalls through a function resolved before the fork.
-                    preexec_fn=hook,  # noqa: PLW1509
-                    close_fds=True,
-                )
-
-        self.proc = _SPAWNER.spawn(start)
-
-    def exited(self) -> int | None:
-        return self.proc.poll()
-
-    def stop(self, timeout: float) -> None:
-        """SIGTERM, then SIGKILL after ``timeout`` seconds; always reaps the process."""
-        if self.proc.poll() is None:
-            self._signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self._signal(signal.SIGKILL)
-        self.proc.wait()
-
-    def _signal(self, sig: signal.Signals) -> None:
-        # The child leads its own process group: signal the group, in case it forked.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, sig)
-
-    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
-
-
-# --- certificates ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Pki:
-    ca_file: Path
-    ca_pem: str
-    serving_cert: Path
-    serving_key: Path
-    client_cert: Path
-    client_key: Path
-    kcm_cert: Path
-    kcm_key: Path
-    webhook_client_cert: Path
-    webhook_client_key: Path
-    sa_key: Path
-
-
-def _generate_pki(directory: Path) -> _Pki:
-    """A CA, a serving cert for 127.0.0.1/localhost, an admin client cert, an SA key."""
-    # Imported here: cryptography is optional and only needed once a server starts.
-    try:
-        from cryptography import x509  # noqa: PLC0415
-        from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
-        from cryptography.hazmat.primitives.asymmetric import ec, rsa  # noqa: PLC0415
-        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID  # noqa: PLC0415
-    except ImportError as exc:  # an optional dependency of kubemoon_testing
-        raise ApiServerError(
-            "the real-apiserver fixture needs the 'cryptography' package to generate "
-            "certificates; install it (pip install cryptography)"
-        ) from exc
-
-    now = datetime.datetime.now(datetime.UTC)
-    # Backdated an hour so a slightly skewed clock never sees "not yet valid".
-    not_before = now - datetime.timedelta(hours=1)
-    not_after = now + datetime.timedelta(days=365)
-
-    def name(cn: str, org: str | None = None) -> x509.Name:
-        attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
-        if org is not None:
-            attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
-        return x509.Name(attrs)
-
-    def write_key(path: Path, key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> None:
-        fmt = (
-            serialization.PrivateFormat.TraditionalOpenSSL
-            if isinstance(key, rsa.RSAPrivateKey)
-            else serialization.PrivateFormat.PKCS8
-        )
-        path.write_bytes(
-            key.private_bytes(serialization.Encoding.PEM, fmt, serialization.NoEncryption())
-        )
-        path.chmod(0o600)
-
-    # P-256 keys: instant to generate, accepted by Go's TLS and by OpenSSL.
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = name("kubemoon-test-ca")
-    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(ca_ski, critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-
-    def leaf(
-        subject: x509.Name,
-        usage: x509.ObjectIdentifier,
-        sans: list[x509.GeneralName],
-    ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(ca_name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(not_before)
-            .not_valid_after(not_after)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-            .add_extension(
-                x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
-            )
-            # Python 3.13's default context (VERIFY_X509_STRICT) insists on the AKI.
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
-                critical=False,
-            )
-        )
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        return builder.sign(ca_key, hashes.SHA256()), key
-
-    serving, serving_key = leaf(
-        name("kube-apiserver"),
-        ExtendedKeyUsageOID.SERVER_AUTH,
-        [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")],
-    )
-    # O=system:masters: the client certificate is an admin that bypasses RBAC.
-    client, client_key = leaf(name(ADMIN_USER, _ADMIN_GROUP), ExtendedKeyUsageOID.CLIENT_AUTH, [])
-    # The controller manager's own identity. system:masters because the garbage collector
-    # and the namespace controller must read and delete every resource type, including
-    # CRDs a test installs later; a real cluster grants the same reach to their service
-    # accounts (roles system:controller:generic-garbage-collector and
-    # system:controller:namespace-controller: every verb they need on `*`), and this way
-    # the fixture writes no RBAC objects that a test could list or delete.
-    kcm, kcm_key = leaf(
-        name(CONTROLLER_MANAGER_USER, _ADMIN_GROUP), ExtendedKeyUsageOID.CLIENT_AUTH, []
-    )
-    # What the apiserver presents when a webhook asks for a client certificate (mutual
-    # TLS); no group, so it is nobody in particular should it be used against the apiserver.
-    webhook_client, webhook_client_key = leaf(
-        name(_WEBHOOK_CLIENT_USER), ExtendedKeyUsageOID.CLIENT_AUTH, []
-    )
-    # RSA because that is what a real cluster's service-account issuer uses; one key
-    # file serves both the signing and the verifying flag.
-    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-    pem = serialization.Encoding.PEM
-    pki = _Pki(
-        ca_file=directory / "ca.crt",
-        ca_pem=ca_cert.public_bytes(pem).decode("ascii"),
-        serving_cert=directory / "apiserver.crt",
-        serving_key=directory / "apiserver.key",
-        client_cert=directory / "admin.crt",
-        client_key=directory / "admin.key",
-        kcm_cert=directory / "controller-manager.crt",
-        kcm_key=directory / "controller-manager.key",
-        webhook_client_cert=directory / "webhook-client.crt",
-        webhook_client_key=directory / "webhook-client.key",
-        sa_key=directory / "sa.key",
-    )
-    pki.ca_file.write_text(pki.ca_pem, encoding="ascii")
-    pki.serving_cert.write_bytes(serving.public_bytes(pem))
-    write_key(pki.serving_key, serving_key)
-    pki.client_cert.write_bytes(client.public_bytes(pem))
-    write_key(pki.client_key, client_key)
-    pki.kcm_cert.write_bytes(kcm.public_bytes(pem))
-    write_key(pki.kcm_key, kcm_key)
-    pki.webhook_client_cert.write_bytes(webhook_client.public_bytes(pem))
-    write_key(pki.webhook_client_key, webhook_client_key)
-    write_key(pki.sa_key, sa_key)
-    return pki
-
-
-# --- helpers ----------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    """A port that was free a moment ago (startup retries if someone took it since)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _b64(data: bytes) -> str:
-    # bytes fields are base64 in etcd's JSON gateway (proto3 JSON mapping).
-    return base64.b64encode(data).decode("ascii")
-
-
-def _yaml_str(value: str) -> str:
-    # A JSON string is a valid YAML double-quoted scalar.
-    return json.dumps(value)
-
-
-_WORK_DIR_PREFIX = "kubemoon-apiserver-"
-_OWNER_FILE = "owner.pid"
-
-
-def _remove_orphaned_work_dirs() -> None:
-    """Delete work directories left by a process that was SIGKILLed (no atexit ran).
-
-    Its children died with it (PR_SET_PDEATHSIG); only the directory remained.
-    """
-    for path in Path(tempfile.gettempdir()).glob(_WORK_DIR_PREFIX + "*"):
-        try:
-            owner = int((path / _OWNER_FILE).read_text(encoding="ascii"))
-            os.kill(owner, 0)
-        except ProcessLookupError:
-            shutil.rmtree(path, ignore_errors=True)
-        except (OSError, ValueError):
-            pass  # alive but not ours (PermissionError), or not a directory we wrote
-
-
-class _PortInUse(ApiServerError):
-    """A child could not bind its port; start() retries with new ports."""
 
 
 _LIVE: set[ApiServer] = set()
@@ -802,17 +372,7 @@ class ApiServer:
             user: secrets.token_urlsafe(24)
             for user in (ADMIN_USER, NOBODY_USER, LIMITED_USER, MONITORING_USER)
         }
-        # token,user,uid,"groups"; only the admin has a group besides system:authenticated.
-        rows = [
-            f'{self._tokens[ADMIN_USER]},{ADMIN_USER},uid-{ADMIN_USER},"{_ADMIN_GROUP}"',
-            f"{self._tokens[NOBODY_USER]},{NOBODY_USER},uid-{NOBODY_USER}",
-            f"{self._tokens[LIMITED_USER]},{LIMITED_USER},uid-{LIMITED_USER}",
-            f"{self._tokens[MONITORING_USER]},{MONITORING_USER},uid-{MONITORING_USER},"
-            f'"{_MONITORING_GROUP}"',
-        ]
-        tokens_csv = self._work_dir / "tokens.csv"
-        tokens_csv.write_text("\n".join(rows) + "\n", encoding="ascii")
-        tokens_csv.chmod(0o600)
+        write_tokens(self._work_dir, self._tokens)
         self._ssl = ssl.create_default_context(cafile=str(self._pki.ca_file))
         self._ssl_cert = ssl.create_default_context(cafile=str(self._pki.ca_file))
         self._ssl_cert.load_cert_chain(str(self._pki.client_cert), str(self._pki.client_key))
@@ -824,20 +384,9 @@ class ApiServer:
         while self._port == self._etcd_port:
             self._port = _free_port()
         deadline = time.monotonic() + self._startup_timeout
-        etcd_url = self.etcd_url
         self._etcd = _Child(
             "etcd",
-            [
-                str(etcd_bin),
-                "--name=kubemoon",
-                f"--data-dir={self._work_dir / 'etcd-data'}",
-                f"--listen-client-urls={etcd_url}",
-                f"--advertise-client-urls={etcd_url}",
-                # Port 0: a single member never talks to peers, but etcd needs a URL.
-                "--listen-peer-urls=http://127.0.0.1:0",
-                "--unsafe-no-fsync=true",
-                "--log-level=warn",
-            ],
+            etcd_command(etcd_bin, self._work_dir, self.etcd_url),
             self._work_dir / "etcd.log",
         )
         self._wait(deadline, self._etcd, self._etcd_healthy, "etcd to be healthy")
@@ -846,142 +395,43 @@ class ApiServer:
         # would serve a watch from resourceVersion=1 instead of answering 410 Expired, as a
         # real cluster (whose caches never start at revision 1) does.
         self._etcd_post("/v3/kv/put", {"key": _b64(b"/kubemoon/testenv"), "value": _b64(b"1")})
-        self._write_kubeconfig()
+        assert self._pki is not None
+        write_kubeconfig(self._work_dir, self.url, self._pki, self._tokens)
         self._start_apiserver(apiserver_bin)
         self._wait_apiserver_ready(deadline)
 
     def _start_apiserver(self, apiserver_bin: Path) -> None:
         assert self._work_dir is not None
         assert self._pki is not None
-        args = [
-            str(apiserver_bin),
-            f"--etcd-servers={self.etcd_url}",
-            # Both addresses: without them the server fails where there is no default route.
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            f"--secure-port={self._port}",
-            f"--cert-dir={self._work_dir / 'apiserver-certs'}",
-            f"--tls-cert-file={self._pki.serving_cert}",
-            f"--tls-private-key-file={self._pki.serving_key}",
-            f"--client-ca-file={self._pki.ca_file}",
-            f"--token-auth-file={self._work_dir / 'tokens.csv'}",
-            "--authorization-mode=RBAC",
-            f"--service-account-issuer=https://127.0.0.1:{self._port}",
-            f"--service-account-signing-key-file={self._pki.sa_key}",
-            f"--service-account-key-file={self._pki.sa_key}",
-            "--service-cluster-ip-range=10.0.0.0/24",
-            # No controller would create the ServiceAccount that admission insists on.
-            "--disable-admission-plugins=ServiceAccount",
-            # A single apiserver without the endpoints controller.
-            "--endpoint-reconciler-type=none",
-            # Only tests compact etcd (ApiServer.compact), so 410s happen on purpose.
-            "--etcd-compaction-interval=0",
-        ]
+        admission_config = tracing_config = None
         if self._webhook_client_certificate:
-            args.append(f"--admission-control-config-file={self._write_admission_config()}")
-        if not self._watch_cache:
-            args.append("--watch-cache=false")
-        if self._min_request_timeout is not None:
-            args.append(f"--min-request-timeout={self._min_request_timeout}")
+            admission_config = write_admission_config(self._work_dir, self._pki)
         if self._tracing_endpoint is not None:
-            args.append(f"--tracing-config-file={self._write_tracing_config()}")
-        if self._feature_gates:
-            gates = ",".join(
-                f"{k}={str(v).lower()}" for k, v in sorted(self._feature_gates.items())
+            tracing_config = write_tracing_config(
+                self._work_dir, self._tracing_endpoint, self._tracing_rate
             )
-            args.append(f"--feature-gates={gates}")
-        args.extend(self._extra_args)
+        args = apiserver_command(
+            apiserver_bin,
+            etcd_url=self.etcd_url,
+            port=self._port,
+            work_dir=self._work_dir,
+            pki=self._pki,
+            admission_config=admission_config,
+            watch_cache=self._watch_cache,
+            min_request_timeout=self._min_request_timeout,
+            tracing_config=tracing_config,
+            feature_gates=self._feature_gates,
+            extra_args=self._extra_args,
+        )
         self._apiserver = _Child("kube-apiserver", args, self._work_dir / "kube-apiserver.log")
-
-    def _write_tracing_config(self) -> Path:
-        assert self._work_dir is not None
-        lines = [
-            "apiVersion: apiserver.config.k8s.io/v1",
-            "kind: TracingConfiguration",
-            f"endpoint: {_yaml_str(str(self._tracing_endpoint))}",
-        ]
-        if self._tracing_rate is not None:
-            lines.append(f"samplingRatePerMillion: {int(self._tracing_rate)}")
-        path = self._work_dir / "tracing.yaml"
-        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        return path
-
-    def _write_admission_config(self) -> Path:
-        """The AdmissionConfiguration giving admission webhooks a client certificate."""
-        assert self._work_dir is not None
-        assert self._pki is not None
-        kubeconfig = self._work_dir / "webhook-client.kubeconfig"
-        kubeconfig.write_text(
-            "apiVersion: v1\n"
-            "kind: Config\n"
-            "users:\n"
-            '- name: "*"\n'
-            "  user:\n"
-            f"    client-certificate: {_yaml_str(str(self._pki.webhook_client_cert))}\n"
-            f"    client-key: {_yaml_str(str(self._pki.webhook_client_key))}\n",
-            encoding="utf-8",
-        )
-        plugin = (
-            "  configuration:\n"
-            "    apiVersion: apiserver.config.k8s.io/v1\n"
-            "    kind: WebhookAdmissionConfiguration\n"
-            f"    kubeConfigFile: {_yaml_str(str(kubeconfig))}\n"
-        )
-        config = self._work_dir / "admission-config.yaml"
-        config.write_text(
-            "apiVersion: apiserver.config.k8s.io/v1\n"
-            "kind: AdmissionConfiguration\n"
-            "plugins:\n"
-            f"- name: ValidatingAdmissionWebhook\n{plugin}"
-            f"- name: MutatingAdmissionWebhook\n{plugin}",
-            encoding="utf-8",
-        )
-        return config
 
     def _start_controller_manager(self) -> None:
         assert self._work_dir is not None
         assert self._pki is not None
-        kubeconfig = self._work_dir / "controller-manager.kubeconfig"
-        q = _yaml_str
-        kubeconfig.write_text(
-            "\n".join(
-                [
-                    "apiVersion: v1",
-                    "kind: Config",
-                    "clusters:",
-                    "- name: kubemoon",
-                    "  cluster:",
-                    f"    server: {q(self.url)}",
-                    f"    certificate-authority: {q(str(self._pki.ca_file))}",
-                    "users:",
-                    "- name: controller-manager",
-                    "  user:",
-                    f"    client-certificate: {q(str(self._pki.kcm_cert))}",
-                    f"    client-key: {q(str(self._pki.kcm_key))}",
-                    "contexts:",
-                    "- name: controller-manager",
-                    "  context: {cluster: kubemoon, user: controller-manager}",
-                    "current-context: controller-manager",
-                    "",
-                ]
-            ),
-            encoding="utf-8",
+        kubeconfig = write_controller_manager_kubeconfig(self._work_dir, self.url, self._pki)
+        args = controller_manager_command(
+            self._binary_dir / "kube-controller-manager", kubeconfig, self._kcm_args
         )
-        kubeconfig.chmod(0o600)
-        args = [
-            str(self._binary_dir / "kube-controller-manager"),
-            f"--kubeconfig={kubeconfig}",
-            f"--controllers={','.join(_CONTROLLERS)}",
-            # One instance per apiserver: no Lease to wait for or to write.
-            "--leader-elect=false",
-            # No HTTPS endpoint at all (nothing listens; the probe below checks readiness).
-            "--secure-port=0",
-            # Deleting a namespace lists and empties every resource type: the default
-            # client rate limit (20 qps) would make each deletion take seconds.
-            "--kube-api-qps=200",
-            "--kube-api-burst=400",
-            *self._kcm_args,
-        ]
         self._kcm = _Child(
             "kube-controller-manager", args, self._work_dir / "kube-controller-manager.log"
         )
@@ -1057,13 +507,7 @@ class ApiServer:
             time.sleep(0.1)
 
     def _etcd_healthy(self) -> bool:
-        conn = http.client.HTTPConnection("127.0.0.1", self._etcd_port, timeout=2.0)
-        try:
-            conn.request("GET", "/health")
-            resp = conn.getresponse()
-            return resp.status == 200 and json.loads(resp.read()).get("health") == "true"
-        finally:
-            conn.close()
+        return etcd_healthy(self._etcd_port)
 
     def _apiserver_ready(self) -> bool:
         resp = self.request("GET", "/readyz", user=None, timeout=2.0)
@@ -1071,43 +515,6 @@ class ApiServer:
 
     def _default_namespace_exists(self) -> bool:
         return self.request("GET", "/api/v1/namespaces/default", timeout=2.0).status == 200
-
-    def _write_kubeconfig(self) -> None:
-        assert self._work_dir is not None
-        assert self._pki is not None
-        q = _yaml_str
-        lines = [
-            "apiVersion: v1",
-            "kind: Config",
-            "clusters:",
-            "- name: kubemoon",
-            "  cluster:",
-            f"    server: {q(self.url)}",
-            f"    certificate-authority: {q(str(self._pki.ca_file))}",
-            "users:",
-            f"- name: {q(ADMIN_USER)}",
-            "  user:",
-            f"    token: {q(self._tokens[ADMIN_USER])}",
-            f"- name: {q(ADMIN_USER + '-cert')}",
-            "  user:",
-            f"    client-certificate: {q(str(self._pki.client_cert))}",
-            f"    client-key: {q(str(self._pki.client_key))}",
-        ]
-        for user in (NOBODY_USER, LIMITED_USER):
-            lines += [f"- name: {q(user)}", "  user:", f"    token: {q(self._tokens[user])}"]
-        lines.append("contexts:")
-        for user in (ADMIN_USER, ADMIN_USER + "-cert", NOBODY_USER, LIMITED_USER):
-            lines += [
-                f"- name: {q(user)}",
-                "  context:",
-                "    cluster: kubemoon",
-                f"    user: {q(user)}",
-                "    namespace: default",
-            ]
-        lines.append(f"current-context: {q(ADMIN_USER)}")
-        path = self._work_dir / "kubeconfig"
-        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        path.chmod(0o600)
 
     # -- connection facts ----------------------------------------------------------------
 
@@ -1250,21 +657,9 @@ class ApiServer:
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
             send_headers["Content-Type"] = "application/json"
         send_headers.update(headers or {})
-        conn = http.client.HTTPSConnection(
-            "127.0.0.1", self._port, context=context, timeout=timeout
+        return https_request(
+            self._port, context, method, path, data=data, headers=send_headers, timeout=timeout
         )
-        try:
-            conn.request(method, path, body=data, headers=send_headers)
-            resp = conn.getresponse()
-            payload = resp.read()
-            return RawResponse(
-                status=resp.status,
-                reason=resp.reason,
-                headers={k.lower(): v for k, v in resp.getheaders()},
-                body=payload,
-            )
-        finally:
-            conn.close()
 
     def _checked(
         self, method: str, path: str, body: object = None, ok: Sequence[int] = (200, 201)
@@ -1294,39 +689,7 @@ class ApiServer:
         resync; pass ``crds=`` to the constructor to install them before it starts.
         """
         self._started()
-        manifests = [m for source in crds for m in _crd_manifests(source)]
-        names: list[str] = []
-        for manifest in manifests:
-            name = str(manifest.get("metadata", {}).get("name", ""))
-            resp = self.request("POST", _CRDS, body=manifest)
-            if resp.status != 201:
-                raise CrdInstallError(
-                    f"CRD {name or '<unnamed>'}: {resp.status} {resp.reason}: "
-                    f"{resp.body[:500].decode(errors='replace')}"
-                )
-            names.append(name)
-        deadline = time.monotonic() + timeout
-        for manifest, name in zip(manifests, names, strict=True):
-            # The apiserver accepted it, so these fields exist; serve-check the first served
-            # version (none served: Established is all there is to wait for).
-            spec = manifest["spec"]
-            version = next((v["name"] for v in spec["versions"] if v.get("served")), None)
-            served = f"/apis/{spec['group']}/{version}/{spec['names']['plural']}?limit=1"
-            while not (
-                self._established(name)
-                and (version is None or self.request("GET", served).status == 200)
-            ):
-                if time.monotonic() >= deadline:
-                    raise CrdInstallError(f"CRD {name} not established after {timeout:.0f} s")
-                time.sleep(0.05)
-        return names
-
-    def _established(self, name: str) -> bool:
-        resp = self.request("GET", f"{_CRDS}/{name}")
-        if resp.status != 200:
-            return False
-        conditions = resp.json().get("status", {}).get("conditions") or []
-        return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+        return install_crds(self.request, crds, timeout)
 
     def create_namespace(self, name: str | None = None, *, prefix: str = "kubemoon-test") -> str:
         """Create a namespace as admin and return its name (random if not given)."""
@@ -1440,26 +803,7 @@ class ApiServer:
 
     def _etcd_post(self, path: str, payload: Mapping[str, object]) -> dict[str, Any]:
         self._started()
-        conn = http.client.HTTPConnection("127.0.0.1", self._etcd_port, timeout=10.0)
-        try:
-            conn.request(
-                "POST",
-                path,
-                body=json.dumps(payload).encode(),
-                headers={"Content-Type": "application/json"},
-            )
-            resp = conn.getresponse()
-            raw = resp.read()
-        finally:
-            conn.close()
-        try:
-            answer: dict[str, Any] = json.loads(raw)
-        except ValueError:
-            answer = {}
-        if resp.status != 200:
-            message = answer.get("message") or raw[:300].decode("utf-8", "replace")
-            raise ApiServerError(f"etcd {path} -> {resp.status}: {message}")
-        return answer
+        return etcd_post(self._etcd_port, path, payload)
 
     def etcd_revision(self) -> int:
         """etcd's current revision (the newest ``resourceVersion`` of any object)."""

@@ -9,7 +9,6 @@ server may briefly see a new certificate with the old key and must cope.
 from __future__ import annotations
 
 import datetime
-import ipaddress
 import os
 import tempfile
 from collections.abc import Sequence
@@ -27,78 +26,16 @@ class _Material:
 
 
 def _generate(hosts: Sequence[str], common_name: str) -> _Material:
-    # Imported here: cryptography is an optional dependency (the ``testing`` extra).
-    from cryptography import x509  # noqa: PLC0415
-    from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
-    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID  # noqa: PLC0415
+    # kubemoon_io's builder imports cryptography (the ``testing`` extra) when called.
+    from kubemoon_io._x509 import issue_certificate  # noqa: PLC0415
 
     now = datetime.datetime.now(datetime.UTC)
     not_before, not_after = now - datetime.timedelta(hours=1), now + datetime.timedelta(days=365)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{common_name} CA")])
-    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
-
-    def usage(*, ca: bool) -> x509.KeyUsage:
-        return x509.KeyUsage(
-            digital_signature=True,
-            content_commitment=False,
-            key_encipherment=False,
-            data_encipherment=False,
-            key_agreement=False,
-            key_cert_sign=ca,
-            crl_sign=ca,
-            encipher_only=False,
-            decipher_only=False,
-        )
-
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(usage(ca=True), critical=True)
-        .add_extension(ca_ski, critical=False)
-        .sign(ca_key, hashes.SHA256())
+    ca = issue_certificate(f"{common_name} CA", not_before=not_before, not_after=not_after)
+    serving = issue_certificate(
+        common_name, not_before=not_before, not_after=not_after, issuer=ca, hosts=hosts
     )
-    sans: list[x509.GeneralName] = []
-    for host in hosts:
-        try:
-            sans.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            sans.append(x509.DNSName(host))
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(usage(ca=False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        # Python 3.13's strict verification wants the authority key identifier.
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    pem = serialization.Encoding.PEM
-    return _Material(
-        ca_pem=ca_cert.public_bytes(pem),
-        cert_pem=cert.public_bytes(pem),
-        key_pem=key.private_bytes(
-            pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        ),
-    )
+    return _Material(ca_pem=ca.cert_pem, cert_pem=serving.cert_pem, key_pem=serving.key_pem)
 
 
 def _replace(path: Path, data: bytes, mode: int) -> None:

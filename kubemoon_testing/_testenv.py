@@ -22,6 +22,11 @@ Rules of this module:
   was (the archive is checked whole before any binary is renamed into place).
 - Every download has an overall deadline (``--download-deadline``), so a server that
   trickles bytes cannot hold the build lock for long.
+
+This module is the command line and the build; the Go module itself (where it ships, how a
+release's is rendered, ``kubemoon-testenv module --write/--check``) is
+``kubemoon_testing._testenv_module``, and running ``go`` with progress lines is
+``kubemoon_testing._go_runs``.
 """
 
 from __future__ import annotations
@@ -31,27 +36,32 @@ import contextlib
 import fcntl
 import math
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, NoReturn
+from typing import NoReturn
 
-from . import _envtest
+from . import _envtest, _go_runs
 from ._apiserver import default_binary_dir
+from ._go_runs import _GO_HINT, _BuildError, _elapsed, _go_env, _GoRun, _say
+from ._testenv_module import (
+    _ETCD_MODULE,
+    _MODULE_DIR,
+    _MODULE_FILES,
+    _TOOLS,
+    _module,
+    _render_module,
+    module_dir,
+)
 from ._versions import (
-    DEFAULT_RELEASE,
     SUPPORTED_RELEASES,
     VERSION_ENV,
-    KubernetesRelease,
     UnsupportedVersionError,
     release_for,
     selected_version,
@@ -59,25 +69,10 @@ from ._versions import (
 
 __all__ = ["main"]
 
-#: Directory (package data) with the Go module that pins the programs: the newest
-#: release's ``go.mod``/``go.sum`` and ``tools.go`` here, each older release's ``go.mod``
-#: and ``go.sum`` in ``<version>/`` below it.
-_MODULE_DIR = Path(__file__).resolve().parent / "testenv"
-_MODULE_FILES = ("go.mod", "go.sum")
-_TOOLS = "tools.go"
-_MODULE_PATH = "kubemoon.dev/testenv"
-_KUBERNETES_MODULE = "k8s.io/kubernetes"
-#: Seconds between two progress lines while ``go`` works.
-_PROGRESS_EVERY = 15.0
-_GO_HINT = (
-    "Go >= 1.26 is required to build them (the `go` command on PATH; https://go.dev/dl/); "
-    "it fetches everything else from the Go module proxy"
-)
 _VERSION_PKG = "k8s.io/component-base/version"
 #: Where ``build`` looks for envtest archives unless ``--index`` says: a URL, a file, or
 #: ``none`` (a mirror, or no download at all).
 _INDEX_ENV = "KUBEMOON_TESTENV_INDEX"
-_ETCD_MODULE = "go.etcd.io/etcd/server/v3"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,16 +93,6 @@ _PROGRAMS = (
     # The reference of the kubeconfig differential tests (tests/differential).
     _Program("kubectl", "k8s.io/kubernetes/cmd/kubectl", ()),
 )
-# An import path printed by `go build -v`: no spaces, no colons.
-_PACKAGE_LINE = re.compile(r"^[A-Za-z0-9_.~/+-]+$")
-
-
-class _BuildError(Exception):
-    """A build step failed; the message is for the user."""
-
-
-def _say(message: str, stream: IO[str] | None = None) -> None:
-    print(f"kubemoon-testenv: {message}", file=stream or sys.stdout, flush=True)
 
 
 def _select(names: str | None) -> list[_Program]:
@@ -131,11 +116,6 @@ def _select(names: str | None) -> list[_Program]:
 
 def _missing(directory: Path, programs: Sequence[_Program]) -> list[_Program]:
     return [p for p in programs if not os.access(directory / p.name, os.X_OK)]
-
-
-def _elapsed(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
 def _size(num: float) -> str:
@@ -167,84 +147,6 @@ def _build_lock(directory: Path) -> Iterator[None]:
         yield  # the lock goes with the file descriptor
 
 
-class _GoRun:
-    """Run one ``go`` command, printing a progress line every ``_PROGRESS_EVERY`` seconds.
-
-    With ``go build -v`` each compiled package is printed on its own line: the latest one
-    and the count go into the progress line. Any other output (errors) is printed at once.
-    """
-
-    def __init__(self, what: str, argv: Sequence[str], cwd: Path, env: dict[str, str]) -> None:
-        self.what = what
-        self.packages = 0
-        self.latest = ""
-        self.other: deque[str] = deque(maxlen=200)
-        self._lock = threading.Lock()
-        self._proc = subprocess.Popen(
-            list(argv),
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-        )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self._proc.stdout is not None
-        for raw in self._proc.stdout:
-            line = raw.rstrip("\n")
-            if _PACKAGE_LINE.match(line):
-                with self._lock:
-                    self.packages += 1
-                    self.latest = line
-            elif line.strip():
-                self.other.append(line)
-                print(f"  {line}", flush=True)
-
-    def wait(self) -> float:
-        """Wait for the command; return its duration or raise :class:`_BuildError`."""
-        start = time.monotonic()
-        try:
-            while True:
-                try:
-                    code = self._proc.wait(timeout=_PROGRESS_EVERY)
-                    break
-                except subprocess.TimeoutExpired:
-                    with self._lock:
-                        detail = (
-                            f", {self.packages} packages compiled, now {self.latest}"
-                            if self.packages
-                            else ""
-                        )
-                    _say(f"{self.what}: {_elapsed(time.monotonic() - start)} elapsed{detail}")
-        finally:
-            if self._proc.poll() is None:  # interrupted: take go down with us
-                self._proc.terminate()
-                try:
-                    self._proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    self._proc.kill()
-                    self._proc.wait()
-            self._reader.join(5)
-            if self._proc.stdout is not None:
-                self._proc.stdout.close()
-        if code != 0:
-            raise _BuildError(f"{self.what} failed (exit status {code})")
-        return time.monotonic() - start
-
-
-def _go_env() -> dict[str, str]:
-    env = dict(os.environ)
-    # The shipped module alone decides versions: no go.work from a parent directory.
-    env["GOWORK"] = "off"
-    env["CGO_ENABLED"] = "0"
-    return env
-
-
 def _ldflags(program: _Program, etcd_version: str, version: str) -> str:
     if program.name == "etcd":
         return f"-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=module-{etcd_version}"
@@ -253,146 +155,6 @@ def _ldflags(program: _Program, etcd_version: str, version: str) -> str:
         f"-s -w -X {_VERSION_PKG}.gitVersion={version} -X {_VERSION_PKG}.gitMajor=1 "
         f"-X {_VERSION_PKG}.gitMinor={minor} -X {_VERSION_PKG}.gitTreeState=clean"
     )
-
-
-# --- the Go module of a release -------------------------------------------------------------
-
-# `k8s.io/<name> v0.0.0` exactly: the pseudo-versions of kube-openapi or utils
-# (v0.0.0-2026...) are published versions and need no replace.
-_STAGING_REQUIRE = re.compile(r"^\s*(?:require\s+)?(k8s\.io/[A-Za-z0-9._/-]+)\s+v0\.0\.0(?:\s|$)")
-_STAGING_REPLACE = re.compile(r"^\s*(?:replace\s+)?(k8s\.io/[A-Za-z0-9._/-]+)\s+=>\s+\./staging/")
-_GO_LINE = re.compile(r"^go\s+\S+\s*$")
-_GODEBUG_LINE = re.compile(r"^godebug\s+.*$")
-
-
-def module_dir(version: str) -> Path:
-    """Where the shipped ``go.mod`` and ``go.sum`` of supported release ``version`` are."""
-    return _MODULE_DIR if version == DEFAULT_RELEASE.version else _MODULE_DIR / version
-
-
-def staging_modules(kubernetes_gomod: str) -> list[str]:
-    """The staging modules of a ``k8s.io/kubernetes`` go.mod: its ``v0.0.0`` requires and
-    its ``./staging/`` replaces."""
-    names: set[str] = set()
-    for raw in kubernetes_gomod.splitlines():
-        line = raw.split("//", 1)[0]
-        match = _STAGING_REQUIRE.match(line) or _STAGING_REPLACE.match(line)
-        if match:
-            names.add(match.group(1))
-    return sorted(names)
-
-
-def render_gomod(release: KubernetesRelease, kubernetes_gomod: str) -> str:
-    """The skeleton ``go.mod`` of ``release`` (``go mod tidy`` completes it).
-
-    Kubernetes v1.X.Y requires its staging modules (k8s.io/api, ...) at the placeholder
-    v0.0.0 and replaces them with ./staging; Go ignores the replaces of a dependency, so
-    this module maps each to its published v0.X.Y. etcd is required at the version the
-    release pins, which may be newer than its go.mod's.
-    """
-    go_line = "go 1.26.0"
-    godebug: list[str] = []
-    for line in kubernetes_gomod.splitlines():
-        if _GO_LINE.match(line):
-            go_line = line.strip()
-        elif _GODEBUG_LINE.match(line):
-            godebug.append(line.strip())
-    staging = "v0" + release.version[2:]
-    replaces = [f"\t{name} => {name} {staging}" for name in staging_modules(kubernetes_gomod)]
-    return "\n".join(
-        [
-            f"// Rendered by `kubemoon-testenv module --write --version {release.version}`,",
-            "// completed by `go mod tidy`. Builds kube-apiserver, etcd, kube-controller-manager",
-            "// and kubectl for KubeMoon's real test environment.",
-            f"module {_MODULE_PATH}",
-            "",
-            go_line,
-            "",
-            *godebug,
-            "",
-            "require (",
-            f"\t{_ETCD_MODULE} {release.etcd}",
-            f"\t{_KUBERNETES_MODULE} {release.version}",
-            ")",
-            "",
-            "replace (",
-            *replaces,
-            ")",
-            "",
-        ]
-    )
-
-
-def _go_out(go: str, argv: Sequence[str], cwd: Path, env: dict[str, str]) -> str:
-    done = subprocess.run(
-        [go, *argv], cwd=cwd, env=env, capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip()[-2000:]
-        raise _BuildError(f"go {' '.join(argv)} failed (exit status {done.returncode}): {tail}")
-    return done.stdout
-
-
-def _render_module(release: KubernetesRelease, dest: Path, go: str) -> None:
-    """Write the complete Go module of ``release`` (``go.mod``, ``go.sum``, ``tools.go``)
-    into the empty directory ``dest``: fetch the release's own go.mod from the module
-    proxy, render the skeleton, ``go mod tidy``."""
-    env = _go_env()
-    env["GOFLAGS"] = "-mod=mod"
-    with tempfile.TemporaryDirectory(prefix="kubemoon-testenv-gomod-") as outside:
-        # Outside any module: a plain download, never an edit of a go.mod.
-        raw = _go_out(
-            go,
-            ["mod", "download", "-json", f"{_KUBERNETES_MODULE}@{release.version}"],
-            Path(outside),
-            env,
-        )
-    import json  # noqa: PLC0415
-
-    info = json.loads(raw)
-    kubernetes_gomod = Path(info["GoMod"]).read_text(encoding="utf-8")
-    (dest / "go.mod").write_text(render_gomod(release, kubernetes_gomod), encoding="utf-8")
-    shutil.copyfile(_MODULE_DIR / _TOOLS, dest / _TOOLS)
-    _say(f"go mod tidy for {release.version} (downloads its modules) ...")
-    took = _GoRun(f"go mod tidy ({release.version})", [go, "mod", "tidy"], dest, env).wait()
-    _say(f"module of {release.version} rendered in {_elapsed(took)}")
-
-
-def _module(version: str | None, *, write: bool, check: bool) -> int:
-    """``kubemoon-testenv module``: render (print, write, or check) releases' Go modules."""
-    go = shutil.which("go")
-    if go is None:
-        raise _BuildError(f"cannot render a Go module: {_GO_HINT}")
-    releases = [release_for(version)] if version else list(SUPPORTED_RELEASES)
-    stale: list[str] = []
-    for release in releases:
-        with tempfile.TemporaryDirectory(prefix="kubemoon-testenv-render-") as tmp:
-            rendered = Path(tmp)
-            _render_module(release, rendered, go)
-            shipped = module_dir(release.version)
-            for name in _MODULE_FILES:
-                new = (rendered / name).read_text(encoding="utf-8")
-                if write:
-                    shipped.mkdir(parents=True, exist_ok=True)
-                    (shipped / name).write_text(new, encoding="utf-8")
-                elif check:
-                    old = shipped / name
-                    if not old.exists() or old.read_text(encoding="utf-8") != new:
-                        stale.append(str(old))
-                else:
-                    print(new if name == "go.mod" else "", end="")
-            if write:
-                _say(f"wrote go.mod and go.sum of {release.version} into {shipped}")
-    if stale:
-        _say(
-            "not what the supported releases render (run `kubemoon-testenv module --write`): "
-            + ", ".join(stale),
-            sys.stderr,
-        )
-        return 1
-    if check:
-        _say(f"the Go modules of {', '.join(r.version for r in releases)} are up to date")
-    return 0
 
 
 def _build(directory: Path, programs: Sequence[_Program], go: str, version: str) -> None:
@@ -572,7 +334,7 @@ def _run_build(
             _say(
                 f"building {', '.join(p.name for p in todo)} {version} into "
                 f"{directory} (cold, all four take about 20 minutes on 2 idle "
-                f"cores; progress every {_PROGRESS_EVERY:.0f} s)"
+                f"cores; progress every {_go_runs._PROGRESS_EVERY:.0f} s)"
             )
             _build(directory, todo, go, version)
     _say(f"done in {_elapsed(time.monotonic() - start)}")

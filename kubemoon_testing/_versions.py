@@ -7,7 +7,7 @@ Rules of this module:
   than the etcd its ``go.mod`` requires). The newest is the default.
 - The Go module of each release (``kubemoon_testing/testenv/<version>/go.mod`` and
   ``go.sum``, the newest in ``testenv/`` itself) is rendered from this list
-  (:func:`kubemoon_testing._testenv.render_gomod`) and checked against it by
+  (:func:`kubemoon_testing._testenv_module.render_gomod`) and checked against it by
   ``kubemoon-testenv module --check``.
 - Feature gates are listed with the first minor that knows them, so a gate is passed only
   to a kube-apiserver that has it (an unknown gate makes kube-apiserver exit).

@@ -18,7 +18,8 @@ from typing import Protocol
 import httpcore
 
 from kubemoon_core import Request
-from kubemoon_core._watch import WatchDecoder, WatchEvent
+from kubemoon_core._watch import WatchDecoder
+from kubemoon_core._watch_events import WatchEvent
 from kubemoon_core.errors import LocalProtocolError
 from kubemoon_io import TransportTimeout, transport_error
 

@@ -35,10 +35,12 @@ from kubemoon_testing import (
     MissingBinariesError,
     RawResponse,
     UnsupportedVersionError,
+    _go_runs,
     _testenv,
+    _testenv_module,
     default_binary_dir,
 )
-from kubemoon_testing._apiserver import _remove_orphaned_work_dirs
+from kubemoon_testing._processes import _remove_orphaned_work_dirs
 from kubemoon_testing._versions import VERSION_ENV, release_for, selected_version
 
 pytestmark = pytest.mark.integration
@@ -350,7 +352,7 @@ def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
         f"""
         import threading, time
         from pathlib import Path
-        from kubemoon_testing._apiserver import _Child
+        from kubemoon_testing._processes import _Child
         box = []
         t = threading.Thread(target=lambda: box.append(
             _Child("sleep", ["sleep", "120"], Path({str(tmp_path / "log")!r}))))
@@ -457,7 +459,7 @@ def fake_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("KUBEMOON_TESTENV_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("KUBEMOON_TESTENV_INDEX", "none")  # no envtest archive: build all
     monkeypatch.delenv(VERSION_ENV, raising=False)  # the newest, whatever this run's version
-    monkeypatch.setattr(_testenv, "_PROGRESS_EVERY", 0.3)
+    monkeypatch.setattr(_go_runs, "_PROGRESS_EVERY", 0.3)
     return log
 
 
@@ -492,7 +494,7 @@ def test_build_reports_progress_and_a_summary(
     builds = [line.split() for line in fake_go.read_text().splitlines() if line.startswith("build")]
     assert [b[-1] for b in builds] == [
         "k8s.io/kubernetes/cmd/kube-apiserver",
-        _testenv._ETCD_MODULE,
+        _testenv_module._ETCD_MODULE,
     ]
     assert all({"-mod=readonly", "-trimpath", "-v"} <= set(b) for b in builds)
     assert f"gitVersion={release.version} " in " ".join(builds[0])
@@ -527,14 +529,14 @@ def test_build_version_chooses_the_directory_and_the_module(
 def test_the_shipped_go_module_of_each_release_pins_it(release: KubernetesRelease) -> None:
     # What `kubemoon-testenv module --check` compares in full (it needs the module proxy):
     # here, offline, that each shipped go.mod pins the release, its etcd and its staging.
-    gomod = (_testenv.module_dir(release.version) / "go.mod").read_text(encoding="utf-8")
+    gomod = (_testenv_module.module_dir(release.version) / "go.mod").read_text(encoding="utf-8")
     assert f"\tk8s.io/kubernetes {release.version}\n" in gomod
-    assert f"\t{_testenv._ETCD_MODULE} {release.etcd}\n" in gomod
+    assert f"\t{_testenv_module._ETCD_MODULE} {release.etcd}\n" in gomod
     staging = "v0" + release.version[2:]
     replaces = re.findall(r"^\t(k8s\.io/\S+) => (k8s\.io/\S+) (\S+)$", gomod, re.MULTILINE)
     assert len(replaces) > 30
     assert all(a == b and v == staging for a, b, v in replaces), replaces
-    assert (_testenv.module_dir(release.version) / "go.sum").stat().st_size > 10_000
+    assert (_testenv_module.module_dir(release.version) / "go.sum").stat().st_size > 10_000
 
 
 def test_path_prints_the_cache_dir_and_checks_a_binary(

@@ -27,13 +27,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubemoon_core._membership import (
-    MemberRecord,
-    MemberState,
-    RangeState,
-    ShardMember,
-    assign_ranges,
-)
+from kubemoon_core._member_leases import MemberRecord
+from kubemoon_core._membership import MemberState, RangeState, ShardMember, assign_ranges
 from kubemoon_core.errors import LocalProtocolError
 from kubemoon_core.sharding import HASH_SPACE, ShardRange
 

@@ -20,8 +20,7 @@ from typing import Any
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from kubemoon_core import ObjectKey
-from kubemoon_core import _store as store_module
+from kubemoon_core import ObjectKey, _store_codec
 from kubemoon_core._store import label_indexer, namespace_indexer
 from kubemoon_core.lowlevel import Store
 
@@ -179,7 +178,7 @@ def test_a_compact_store_reads_like_a_plain_store(
     plain = make(False, with_transform, with_indexers)
     compact = make(True, with_transform, with_indexers)
     if standard:
-        compact._codec = store_module._standard_codec()
+        compact._codec = _store_codec._standard_codec()
     for drawn, obj, data in operations:
         operation = drawn
         # Mostly what is allowed in the current state, sometimes what is not.

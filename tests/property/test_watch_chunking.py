@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kubemoon_core import KubeMoonError
-from kubemoon_core._watch import WatchDecoder, WatchEvent
+from kubemoon_core._watch import WatchDecoder
+from kubemoon_core._watch_events import WatchEvent
 from kubemoon_core.json_backends import use_fast_json, use_msgspec_json, use_standard_json
 
 TYPES = ("ADDED", "MODIFIED", "DELETED", "BOOKMARK")

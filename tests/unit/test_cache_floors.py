@@ -14,7 +14,7 @@ from kubemoon_core import (
     GroupVersionResource,
     ObjectKey,
     PatchType,
-    _store,
+    _store_codec,
     create_request,
     delete_request,
     patch_request,
@@ -187,7 +187,7 @@ class _Counts:
                 self.decodes += 1
                 return codec.load(blob)
 
-            store._codec = _store._Codec(codec.name, codec.encode, codec.decode, load)
+            store._codec = _store_codec._Codec(codec.name, codec.encode, codec.decode, load)
         judge = WriteFloors.fresher
 
         def fresher(floors: WriteFloors, *args: Any) -> Any:

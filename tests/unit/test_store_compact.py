@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import ObjectKey
+from kubemoon_core import ObjectKey, _store_codec
 from kubemoon_core import _store as store_module
 from kubemoon_core._changes import ChangeType
 from kubemoon_core._store import label_indexer, namespace_indexer
@@ -37,7 +37,7 @@ def stored_blob(store: Store, k: ObjectKey) -> bytes:
 def stored_bytes(store: Store, k: ObjectKey) -> bytes:
     """The JSON document a compact store holds for ``k`` (white-box: proves what is kept)."""
     blob = stored_blob(store, k)
-    return blob[store_module._blob_start(blob) :]
+    return blob[_store_codec._blob_start(blob) :]
 
 
 @pytest.fixture(params=["fast", "standard"])
@@ -45,15 +45,15 @@ def codec(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run a test with the fastest codec installed and with the standard library's."""
     if request.param == "standard":
         saved = store_module._codec
-        store_module._codec = store_module._standard_codec
+        store_module._codec = _store_codec._standard_codec
         yield "json"
         store_module._codec = saved
     else:
-        yield store_module._fast_codec().name
+        yield _store_codec._fast_codec().name
 
 
 def test_the_fast_codec_uses_the_installed_extras() -> None:
-    assert store_module._fast_codec().name == "orjson+msgspec"
+    assert _store_codec._fast_codec().name == "orjson+msgspec"
     assert Store(compact=True).compact
     assert not Store().compact
 

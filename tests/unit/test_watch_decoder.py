@@ -12,7 +12,8 @@ import pytest
 import kubemoon_core
 from kubemoon_core import KubeMoonError
 from kubemoon_core._json import dumps
-from kubemoon_core._watch import WatchDecoder, WatchEvent
+from kubemoon_core._watch import WatchDecoder
+from kubemoon_core._watch_events import WatchEvent
 from kubemoon_core.errors import DecodeError, Expired, LocalProtocolError, RemoteProtocolError
 from kubemoon_core.json_backends import use_fast_json, use_msgspec_json, use_standard_json
 
@@ -594,7 +595,7 @@ def test_short_blank_lines_are_skipped_without_a_decode(
 ) -> None:
     """A flood of blank lines (a megabyte of newlines once cost seconds of failed decodes)
     reaches no decoder; a long blank line is still tolerated after one."""
-    import kubemoon_core._watch as watch
+    import kubemoon_core._watch_lines as watch
 
     calls: list[object] = []
     if path == "scan":
