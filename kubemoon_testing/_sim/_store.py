@@ -155,9 +155,11 @@ class SimWatch:
         if not self.bookmarks:
             return None
         # Every minute, and once two seconds before the deadline (the watch cache's timing).
-        periodic = self.started + BOOKMARK_INTERVAL * (
-            int((now - self.started) // BOOKMARK_INTERVAL) + 1
-        )
+        periods = int((now - self.started) // BOOKMARK_INTERVAL) + 1
+        periodic = self.started + BOOKMARK_INTERVAL * periods
+        while periodic <= now:  # floating-point rounding may land it on ``now``
+            periods += 1
+            periodic = self.started + BOOKMARK_INTERVAL * periods
         final = self.deadline - 2.0
         if now < final:
             return min(periodic, final)
