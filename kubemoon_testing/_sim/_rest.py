@@ -101,6 +101,10 @@ def _body(request: Request) -> Any:
         return json.loads(request.body)
     except (ValueError, UnicodeDecodeError):
         raise NotModelled("a request body that is not JSON") from None
+    except RecursionError:
+        # kube-apiserver stores objects nested up to 10,000 levels; the model's JSON
+        # values are Python objects, which stop near the recursion limit.
+        raise NotModelled("an object nested deeper than Python's recursion limit") from None
 
 
 def handle_request(server: SimApiServer, request: Request, now: float) -> Response | SimWatch:

@@ -326,11 +326,13 @@ async def simulate(
     seed: int = 0,
     restart_delay: float = 1.0,
     until: Callable[[SimulationResult], bool] | None = None,
+    client_options: Mapping[str, Any] | None = None,
 ) -> SimulationResult:
     """Run ``replicas`` (name -> factory) on ``cluster`` for ``duration`` virtual seconds
     (or until ``until(result)`` holds, checked every virtual second after the schedule's
     last step), applying ``schedule``; the tenant's steps use a client of identity
-    ``"tenant"``. Every pause is lifted and every replica stopped at the end."""
+    ``"tenant"``; ``client_options`` are passed to every replica's ``Client`` (for example
+    ``max_body_size``). Every pause is lifted and every replica stopped at the end."""
     seed_trio_scheduler(seed)
     result = SimulationResult(cluster, {name: [] for name in replicas}, [])
     start = cluster.now()
@@ -338,7 +340,7 @@ async def simulate(
     async def replica(name: str, factory: ReplicaFactory) -> None:
         rng = random.Random(f"{seed}/{name}")
         while True:
-            async with cluster.client(identity=name) as client:
+            async with cluster.client(identity=name, **(client_options or {})) as client:
                 manager = factory(client, name, rng)
                 result.managers[name].append(manager)
                 try:

@@ -33,11 +33,13 @@ import kubemoon_trio as km
 from kubemoon_core import GroupVersionResource, NotFound, Reconciled, WriteGate
 from kubemoon_testing.sim import (
     FaultSchedule,
+    Pause,
     PauseOnWrite,
     SimulatedCluster,
     SimulationResult,
     StatusError,
     TenantCreate,
+    TenantFlood,
     lease_violations,
     simulate,
 )
@@ -185,3 +187,81 @@ def test_the_same_seed_gives_the_same_trace() -> None:
     second = paused_leader_run(30.0, "b", 7, faults=4)
     assert first.trace == second.trace
     assert len(first.trace) > 50
+
+
+# -- (c) a tenant's update flood ------------------------------------------------------------
+
+OTHERS = tuple(f"other{index:02d}" for index in range(20))
+
+
+def flood_run(updates: int, at: float, seed: int) -> SimulationResult:
+    async def main() -> SimulationResult:
+        cluster = SimulatedCluster(seed=seed)
+        async with cluster.client(identity="setup") as setup:
+            for name in OTHERS:
+                await setup.create(CONFIGMAPS, source(name), namespace="default")
+            await setup.create(CONFIGMAPS, source("flood", "0"), namespace="default")
+        schedule = FaultSchedule((TenantFlood(at, "default", "flood", updates),))
+        # Bounded: the first reconciles of all others within 20 virtual seconds of start.
+        return await simulate(cluster, {"a": elected_copier}, schedule, duration=20.0, seed=seed)
+
+    result: SimulationResult = run_sim(main)
+    result.cluster.check()
+    return result
+
+
+@settings(SIM_SETTINGS, max_examples=5)
+@given(updates=st.integers(200, 1_000), at=st.floats(0.0, 3.0), seed=st.integers(0, 2**16))
+def test_a_tenant_flood_does_not_starve_the_others(updates: int, at: float, seed: int) -> None:
+    result = flood_run(updates, at, seed)
+    tenant_writes = sum(1 for e in result.trace if e.identity == "tenant" and e.is_write)
+    assert tenant_writes == updates + 1  # the flood ran (a create, then its updates)
+    assert converged(result, dict.fromkeys(OTHERS, "v"))
+
+
+# -- (d) ConfigMaps past the client's body cap, across a restart ----------------------------
+
+BODY_CAP = 256 * 1024
+
+
+def huge_run(count: int, size: int, seed: int) -> SimulationResult:
+    late = tuple(f"late{index}" for index in range(3))
+
+    async def main() -> SimulationResult:
+        cluster = SimulatedCluster(seed=seed)
+        async with cluster.client(identity="setup") as setup:
+            for index in range(count):
+                await setup.create(
+                    CONFIGMAPS, source(f"huge{index:02d}", "x" * size), namespace="default"
+                )
+        schedule = FaultSchedule(
+            (
+                # Frozen past its Lease: it restarts with a cold cache (a fresh LIST).
+                Pause(10.0, "a", 30.0),
+                *(TenantCreate(20.0, CONFIGMAPS, "default", source(name)) for name in late),
+            )
+        )
+        return await simulate(
+            cluster,
+            {"a": elected_copier},
+            schedule,
+            duration=90.0,
+            seed=seed,
+            client_options={"max_body_size": BODY_CAP},
+        )
+
+    result: SimulationResult = run_sim(main)
+    result.cluster.check()
+    return result
+
+
+@settings(SIM_SETTINGS, max_examples=4)
+@given(count=st.integers(6, 12), size=st.integers(60_000, 120_000), seed=st.integers(0, 2**8))
+def test_huge_configmaps_do_not_stop_a_restart(count: int, size: int, seed: int) -> None:
+    result = huge_run(count, size, seed)
+    assert len(result.managers["a"]) >= 2, result.endings  # it did restart
+    for manager in result.managers["a"]:  # and each start's LIST shrank its pages to fit
+        assert all(informer.reflector.stats.page_shrinks > 0 for informer in manager.informers)
+    values = {f"huge{index:02d}": "x" * size for index in range(count)}
+    values.update(dict.fromkeys((f"late{index}" for index in range(3)), "v"))
+    assert converged(result, values)

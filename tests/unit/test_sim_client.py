@@ -3,6 +3,7 @@ in-memory HTTP on trio's virtual clock (issue 32). No sockets."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -19,8 +20,9 @@ from kubemoon_core import (
     NotFound,
     ObjectKey,
     PatchType,
+    Request,
 )
-from kubemoon_testing.sim import NotModelled, SimulatedCluster, custom
+from kubemoon_testing.sim import NotModelled, RequestFault, SimulatedCluster, custom
 from kubemoon_trio import Informer
 
 CONFIGMAPS = GroupVersionResource("", "v1", "configmaps")
@@ -222,3 +224,73 @@ async def test_a_manager_with_leader_election_reconciles(
                 lease["metadata"]["resourceVersion"]
             )
     assert cluster.refusals == []
+
+
+async def test_a_body_nested_past_the_recursion_limit_is_refused_loudly(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # kube-apiserver stores 10,000 levels; the model cannot: a typed refusal, not an answer.
+    cluster = SimulatedCluster([WIDGETS])
+    head = '{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"d"},"spec":'
+    raw = head + '{"a":' * 5_000 + "{}" + "}" * 5_001
+    async with cluster.client() as client:
+        response = await client.send(
+            Request(
+                "POST",
+                "/apis/example.com/v1/namespaces/default/widgets",
+                headers=(("Content-Type", "application/json"),),
+                body=raw.encode(),
+            )
+        )
+        assert response.status_code == 501
+        assert json.loads(response.body)["reason"] == "NotModelled"
+    with pytest.raises(NotModelled, match="recursion limit"):
+        cluster.check()
+
+
+async def test_injected_failures_are_worded_as_kube_apiserver_words_them(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    cluster = SimulatedCluster()
+    cluster.fail_requests(RequestFault(429, count=1, identity="x", retry_after=3))
+    cluster.fail_requests(RequestFault(409, count=1, method="PUT"))
+    async with cluster.client(identity="x") as client:
+        created = await client.create(CONFIGMAPS, cm("a"), namespace="default")  # retried
+        with pytest.raises(Conflict):
+            await client.replace(CONFIGMAPS, created, namespace="default")
+    assert [(e.time, e.code) for e in cluster.trace] == [(0.0, 429), (3.0, 201), (3.0, 409)]
+    assert [e.identity for e in cluster.trace] == ["x", "x", "x"]
+    assert cluster.faults[0].count == 0
+
+
+async def test_a_dropped_or_expired_watch_is_resumed_by_the_informer(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    cluster = SimulatedCluster()
+    async with cluster.client() as client:
+        await client.create(CONFIGMAPS, cm("m0"), namespace="default")
+        informer = Informer(client, CONFIGMAPS, namespace="default")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(informer.run)
+            await informer.wait_synced()
+            for index, fault in enumerate((cluster.drop_watches, cluster.expire_watches), 1):
+                await trio.sleep(1)
+                assert fault() == 1
+                await client.create(CONFIGMAPS, cm(f"m{index}"), namespace="default")
+                await trio.sleep(30)
+                assert ObjectKey("default", f"m{index}") in informer.store
+            nursery.cancel_scope.cancel()
+    assert informer.reflector.stats.relists >= 1  # the 410 made it list again
+    assert cluster.refusals == []
+
+
+async def test_a_paused_client_sends_nothing_until_it_resumes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    cluster = SimulatedCluster()
+    async with cluster.client(identity="p") as client:
+        cluster.pause("p", 25.0)
+        start = trio.current_time()
+        await client.create(CONFIGMAPS, cm("a"), namespace="default")
+        assert trio.current_time() - start == 25.0
+    assert [(e.time - start, e.method) for e in cluster.trace] == [(25.0, "POST")]
