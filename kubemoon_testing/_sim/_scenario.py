@@ -244,15 +244,20 @@ def lease_violations(
 # -- running -------------------------------------------------------------------------------
 
 
-def seed_trio_scheduler(seed: int) -> None:
+def seed_trio_scheduler(seed: int | None) -> bool:
     """Make trio's scheduling order depend on ``seed`` only (trio's own switch for
-    deterministic scheduling, the one pytest-trio's Hypothesis plugin turns on)."""
+    deterministic scheduling, the one pytest-trio's Hypothesis plugin turns on); ``None``
+    turns the switch off. Returns whether it was on before."""
     from trio._core import _run  # noqa: PLC0415 - private, but the only switch trio has
 
     if not hasattr(_run, "_ALLOW_DETERMINISTIC_SCHEDULING") or not hasattr(_run, "_r"):
         raise NotModelled(f"deterministic scheduling on trio {trio.__version__}")
-    setattr(_run, "_ALLOW_DETERMINISTIC_SCHEDULING", True)  # noqa: B010 - Final in trio
-    _run._r.seed(seed)
+    before = bool(_run._ALLOW_DETERMINISTIC_SCHEDULING)
+    # Final in trio's annotations; setattr is how a test switch is flipped.
+    setattr(_run, "_ALLOW_DETERMINISTIC_SCHEDULING", seed is not None)  # noqa: B010
+    if seed is not None:
+        _run._r.seed(seed)
+    return before
 
 
 @dataclass(slots=True)
@@ -333,7 +338,34 @@ async def simulate(
     last step), applying ``schedule``; the tenant's steps use a client of identity
     ``"tenant"``; ``client_options`` are passed to every replica's ``Client`` (for example
     ``max_body_size``). Every pause is lifted and every replica stopped at the end."""
-    seed_trio_scheduler(seed)
+    was_seeded = seed_trio_scheduler(seed)
+    try:
+        return await _simulate(
+            cluster,
+            replicas,
+            schedule,
+            duration=duration,
+            seed=seed,
+            restart_delay=restart_delay,
+            until=until,
+            client_options=client_options,
+        )
+    finally:
+        if not was_seeded:
+            seed_trio_scheduler(None)
+
+
+async def _simulate(
+    cluster: SimulatedCluster,
+    replicas: Mapping[str, ReplicaFactory],
+    schedule: FaultSchedule,
+    *,
+    duration: float,
+    seed: int,
+    restart_delay: float,
+    until: Callable[[SimulationResult], bool] | None,
+    client_options: Mapping[str, Any] | None,
+) -> SimulationResult:
     result = SimulationResult(cluster, {name: [] for name in replicas}, [])
     start = cluster.now()
 
