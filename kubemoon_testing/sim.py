@@ -10,6 +10,12 @@ kube-apiserver for tests of controllers.
   ``kubemoon_trio.Client`` (``cluster.client()``), on trio's clock (``MockClock`` for
   virtual time).
 
+- :func:`simulate`: N replicas of an operator (their real ``Manager``) on one cluster
+  under a seeded :class:`FaultSchedule` (pauses, dropped and expired watches, compactions,
+  injected 409/429/5xx, a tenant's writes), deterministic per seed; the run's
+  :attr:`SimulatedCluster.trace` and Lease history feed checks such as
+  :func:`lease_violations`.
+
 Whatever is not modelled raises :class:`NotModelled` (answered 501 over HTTP and kept in
 ``SimulatedCluster.refusals``) instead of an answer that could differ from kube-apiserver.
 See "Simulating your operator (preview)" in docs/testing.rst.

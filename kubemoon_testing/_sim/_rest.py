@@ -8,12 +8,12 @@ with a Status naming the feature (and recorded by the caller), never ignored.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from kubemoon_core import LocalProtocolError, Request, ResourcePath, Response
 
 from ._errors import NotModelled, StatusError
+from ._raw import dumps, loads
 from ._store import SimApiServer, SimWatch
 
 __all__ = ["handle_request", "not_modelled_response", "status_response"]
@@ -48,7 +48,7 @@ _DELETE = frozenset({"propagationPolicy", "gracePeriodSeconds"})
 
 
 def _dumps(document: Any) -> bytes:
-    return json.dumps(document, separators=(",", ":")).encode("utf-8")
+    return dumps(document)
 
 
 def status_response(error: StatusError) -> Response:
@@ -98,13 +98,13 @@ def _bool(request: Request, name: str) -> bool | None:
 
 def _body(request: Request) -> Any:
     try:
-        return json.loads(request.body)
+        return loads(request.body)
     except (ValueError, UnicodeDecodeError):
         raise NotModelled("a request body that is not JSON") from None
     except RecursionError:
-        # kube-apiserver stores objects nested up to 10,000 levels; the model's JSON
-        # values are Python objects, which stop near the recursion limit.
-        raise NotModelled("an object nested deeper than Python's recursion limit") from None
+        # A body that is not an object and too deep to decode (an object's deep members
+        # are kept as their text by loads).
+        raise NotModelled("a body nested too deep to decode that is not an object") from None
 
 
 def handle_request(server: SimApiServer, request: Request, now: float) -> Response | SimWatch:

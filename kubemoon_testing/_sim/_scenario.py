@@ -22,7 +22,7 @@ from typing import Any
 
 import trio
 
-from kubemoon_core import GroupVersionResource, KubeMoonError
+from kubemoon_core import GroupVersionResource, KubeMoonError, Request, ResourcePath
 from kubemoon_trio import Client, Manager
 
 from ._errors import NotModelled
@@ -111,12 +111,24 @@ class FailRequests:
 
 @dataclass(frozen=True, slots=True)
 class TenantCreate:
-    """At ``at``, a tenant creates ``body`` in ``namespace`` (hostile objects included)."""
+    """At ``at``, a tenant creates ``body`` in ``namespace``: a mapping, or the JSON text of
+    a hostile object (nested 10,000 levels, say) that no client library would encode."""
 
     at: float
     resource: GroupVersionResource
     namespace: str | None
-    body: Mapping[str, Any] = field(hash=False)
+    body: Mapping[str, Any] | bytes = field(hash=False)
+
+    def __repr__(self) -> str:
+        body = (
+            f"<{len(self.body)} bytes of JSON>"
+            if isinstance(self.body, bytes)
+            else repr(dict(self.body))
+        )
+        return (
+            f"TenantCreate(at={self.at!r}, resource={self.resource!r}, "
+            f"namespace={self.namespace!r}, body={body})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +312,14 @@ async def _apply(cluster: SimulatedCluster, step: Step, tenant: Client) -> None:
             )
         )
     elif isinstance(step, TenantCreate):
-        await tenant.create(step.resource, dict(step.body), namespace=step.namespace)
+        if isinstance(step.body, bytes):
+            path = ResourcePath(step.resource, step.namespace).render()
+            headers = (("Content-Type", "application/json"),)
+            response = await tenant.send(Request("POST", path, headers=headers, body=step.body))
+            if not response.ok:
+                raise NotModelled(f"the tenant's create was answered {response.status_code}")
+        else:
+            await tenant.create(step.resource, dict(step.body), namespace=step.namespace)
     else:
         await _flood(tenant, step)
 

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 import kubemoon_trio as km
-from kubemoon_core import GroupVersionResource, NotFound, Reconciled, WriteGate
+from kubemoon_core import AlreadyExists, GroupVersionResource, NotFound, Reconciled, WriteGate
 from kubemoon_testing.sim import (
     FaultSchedule,
     Pause,
@@ -40,6 +40,7 @@ from kubemoon_testing.sim import (
     StatusError,
     TenantCreate,
     TenantFlood,
+    custom,
     lease_violations,
     simulate,
 )
@@ -265,3 +266,76 @@ def test_huge_configmaps_do_not_stop_a_restart(count: int, size: int, seed: int)
     values = {f"huge{index:02d}": "x" * size for index in range(count)}
     values.update(dict.fromkeys((f"late{index}" for index in range(3)), "v"))
     assert converged(result, values)
+
+
+# -- (b) one object nested 10,000 levels ----------------------------------------------------
+
+BLOBS = custom("example.com", "v1", "blobs", "Blob")
+BLOB_GVR = GroupVersionResource("example.com", "v1", "blobs")
+
+
+def deep_blob(name: str, depth: int) -> bytes:
+    head = '{"apiVersion":"example.com/v1","kind":"Blob","metadata":{"name":"' + name + '"},"spec":'
+    return (head + '{"a":' * depth + "{}" + "}" * (depth + 1)).encode()
+
+
+async def seen_reconcile(ctx: km.ReconcileContext[Any]) -> Reconciled:
+    if ctx.raw is None:
+        return Reconciled()
+    seen = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{ctx.name}-seen"}}
+    try:
+        await ctx.client.create(CONFIGMAPS, seen, namespace=ctx.namespace)
+    except AlreadyExists:
+        pass
+    return Reconciled()
+
+
+def blob_watcher(client: km.Client, identity: str, rng: random.Random) -> km.Manager:
+    manager = km.Manager(client, registry=CollectorRegistry(), rng=rng)
+    manager.controller("blobs", BLOB_GVR, kind="Blob", namespace="default").complete(seen_reconcile)
+    return manager
+
+
+def deep_run(others: int, at: float, seed: int) -> SimulationResult:
+    async def main() -> SimulationResult:
+        cluster = SimulatedCluster([BLOBS], seed=seed)
+        async with cluster.client(identity="setup") as setup:
+            for index in range(others // 2):  # some before the first LIST, some after
+                body = {"apiVersion": "example.com/v1", "kind": "Blob"}
+                await setup.create(
+                    BLOB_GVR, {**body, "metadata": {"name": f"b{index}"}}, namespace="default"
+                )
+        late = [
+            TenantCreate(
+                at + 1.0 + index,
+                BLOB_GVR,
+                "default",
+                {"apiVersion": "example.com/v1", "kind": "Blob", "metadata": {"name": f"b{index}"}},
+            )
+            for index in range(others // 2, others)
+        ]
+        schedule = FaultSchedule(
+            (TenantCreate(at, BLOB_GVR, "default", deep_blob("deep", 9_990)), *late)
+        )
+        return await simulate(cluster, {"a": blob_watcher}, schedule, duration=60.0, seed=seed)
+
+    result: SimulationResult = run_sim(main)
+    result.cluster.check()
+    return result
+
+
+@settings(SIM_SETTINGS, max_examples=4)
+@given(others=st.integers(2, 10), at=st.floats(0.0, 5.0), seed=st.integers(0, 2**8))
+def test_one_deeply_nested_object_does_not_stop_the_informer(
+    others: int, at: float, seed: int
+) -> None:
+    result = deep_run(others, at, seed)
+    store = result.cluster.server
+    names = {
+        item["metadata"]["name"]
+        for item in store.list(store.resource(CONFIGMAPS), "default")["items"]
+    }
+    assert {f"b{index}-seen" for index in range(others)} <= names
+    assert "deep-seen" not in names  # kept out of the cache and of reconciles
+    (manager,) = result.managers["a"]
+    assert [informer.reflector.stats.kept_out for informer in manager.informers] == [1]

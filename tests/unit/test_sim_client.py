@@ -226,25 +226,32 @@ async def test_a_manager_with_leader_election_reconciles(
     assert cluster.refusals == []
 
 
-async def test_a_body_nested_past_the_recursion_limit_is_refused_loudly(
+async def test_an_object_nested_10000_levels_is_stored_and_served_as_sent(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    # kube-apiserver stores 10,000 levels; the model cannot: a typed refusal, not an answer.
+    # kube-apiserver stores up to 10,000 levels; Python decodes ~1,000: the model keeps the
+    # deep member as its text and serves it verbatim; past 10,000 it refuses (NotModelled).
     cluster = SimulatedCluster([WIDGETS])
-    head = '{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"d"},"spec":'
-    raw = head + '{"a":' * 5_000 + "{}" + "}" * 5_001
+    path = "/apis/example.com/v1/namespaces/default/widgets"
+
+    def body(name: str, depth: int) -> bytes:
+        head = '{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"%s"},"spec":'
+        return (head % name + '{"a":' * depth + "{}" + "}" * (depth + 1)).encode()
+
     async with cluster.client() as client:
-        response = await client.send(
-            Request(
-                "POST",
-                "/apis/example.com/v1/namespaces/default/widgets",
-                headers=(("Content-Type", "application/json"),),
-                body=raw.encode(),
-            )
-        )
-        assert response.status_code == 501
-        assert json.loads(response.body)["reason"] == "NotModelled"
-    with pytest.raises(NotModelled, match="recursion limit"):
+        deep = body("d", 9_990)
+        created = await client.send(Request("POST", path, body=deep))
+        assert created.status_code == 201
+        got = await client.send(Request("GET", path + "/d"))
+        spec = b'"spec":' + b'{"a":' * 9_990
+        assert got.status_code == 200 and spec in got.body
+        assert got.body.endswith(b"{}" + b"}" * 9_991)
+        listed = await client.send(Request("GET", path))
+        assert spec in listed.body
+        too_deep = await client.send(Request("POST", path, body=body("e", 10_000)))
+        assert too_deep.status_code == 501
+        assert json.loads(too_deep.body)["reason"] == "NotModelled"
+    with pytest.raises(NotModelled, match="10000"):
         cluster.check()
 
 
