@@ -38,6 +38,7 @@ from ._sim import (
     PauseOnWrite,
     ReplicaFactory,
     RequestFault,
+    ShardViolation,
     SimApiServer,
     SimNetworkBackend,
     SimResource,
@@ -54,6 +55,7 @@ from ._sim import (
     lease_violations,
     resource_of_class,
     seed_trio_scheduler,
+    shard_violations,
     simulate,
 )
 
@@ -79,6 +81,7 @@ __all__ = [
     "SimResource",
     "SimWatch",
     "SimulatedCluster",
+    "ShardViolation",
     "SimulationResult",
     "StatusError",
     "TenantCreate",
@@ -90,5 +93,6 @@ __all__ = [
     "lease_violations",
     "resource_of_class",
     "seed_trio_scheduler",
+    "shard_violations",
     "simulate",
 ]

@@ -18,11 +18,13 @@ from ._scenario import (
     Pause,
     PauseOnWrite,
     ReplicaFactory,
+    ShardViolation,
     SimulationResult,
     TenantCreate,
     TenantFlood,
     lease_violations,
     seed_trio_scheduler,
+    shard_violations,
     simulate,
 )
 from ._store import DEFAULT_EPOCH, SimApiServer, SimWatch, WatchLine
@@ -57,6 +59,7 @@ __all__ = [
     "SimResource",
     "SimWatch",
     "SimulatedCluster",
+    "ShardViolation",
     "SimulationResult",
     "StatusError",
     "TenantCreate",
@@ -68,5 +71,6 @@ __all__ = [
     "lease_violations",
     "resource_of_class",
     "seed_trio_scheduler",
+    "shard_violations",
     "simulate",
 ]

@@ -21,7 +21,9 @@ __all__ = ["handle_request", "not_modelled_response", "status_response"]
 _JSON = (("Content-Type", "application/json"),)
 
 # Query parameters read per verb; ignored ones change nothing the simulator models.
-_IGNORED = frozenset({"pretty", "timeout", "fieldManager", "fieldValidation"})
+# ``shardSelector`` belongs to the alpha ShardedListAndWatch feature gate, off by default:
+# kube-apiserver then drops it and answers the whole collection, as the simulator does.
+_IGNORED = frozenset({"pretty", "timeout", "fieldManager", "fieldValidation", "shardSelector"})
 _LIST = frozenset(
     {
         "labelSelector",

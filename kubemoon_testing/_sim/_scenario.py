@@ -22,7 +22,14 @@ from typing import Any
 
 import trio
 
-from kubemoon_core import GroupVersionResource, KubeMoonError, Request, ResourcePath
+from kubemoon_core import (
+    CLAIMS_ANNOTATION,
+    GroupVersionResource,
+    KubeMoonError,
+    Request,
+    ResourcePath,
+    decode_claims,
+)
 from kubemoon_trio import Client, Manager
 
 from ._errors import NotModelled
@@ -38,11 +45,13 @@ __all__ = [
     "Pause",
     "PauseOnWrite",
     "ReplicaFactory",
+    "ShardViolation",
     "SimulationResult",
     "TenantCreate",
     "TenantFlood",
     "lease_violations",
     "seed_trio_scheduler",
+    "shard_violations",
     "simulate",
 ]
 
@@ -231,7 +240,9 @@ def lease_violations(
 ) -> list[LeaseViolation]:
     """Every write of ``identities`` (not a Lease request) that reached the server at a time
     when the Lease ``lease`` (``namespace/name``) was not theirs: its latest stored record
-    names another holder, or its duration since that record had passed."""
+    names another holder, or its duration since that record had passed. Requests are
+    ordered by their place in the trace, so a renewal right after a write at the same
+    virtual instant does not cover it."""
     records = [record for record in history if record.lease == lease]
     found = []
     for entry in trace:
@@ -239,7 +250,7 @@ def lease_violations(
             continue
         current = None
         for record in records:
-            if record.time <= entry.time:
+            if record.seq < entry.seq:
                 current = record
             else:
                 break
@@ -250,6 +261,70 @@ def lease_violations(
         )
         if not valid:
             found.append(LeaseViolation(entry, current))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class ShardViolation:
+    """A write the server received for a key outside its sender's live claims."""
+
+    write: TraceEntry
+    lease: LeaseRecord | None
+    key_hash: int
+
+    def __str__(self) -> str:
+        w = self.write
+        held = (
+            "no membership Lease stored yet"
+            if self.lease is None
+            else f"its membership Lease stored at {self.lease.time:.3f} claims "
+            f"{dict(self.lease.annotations).get(CLAIMS_ANNOTATION, '')!r} "
+            f"(for {self.lease.duration} s)"
+        )
+        return (
+            f"{w.identity} sent {w.method} {w.path} ({w.name}, hash {self.key_hash:x}) at "
+            f"{w.time:.3f} s: {held}"
+        )
+
+
+def shard_violations(
+    trace: Sequence[TraceEntry],
+    history: Sequence[LeaseRecord],
+    *,
+    group: str,
+    namespace: str,
+    identities: Sequence[str],
+    key_hash: Callable[[TraceEntry], int | None],
+) -> list[ShardViolation]:
+    """Every write of ``identities`` (not a Lease request) whose key -- ``key_hash(write)``,
+    None for a write no shard gates -- was not in its sender's claims, as its membership
+    Lease ``namespace/<group>-<identity>`` stood when the server received the write (the
+    latest record, still within its duration)."""
+    found = []
+    for entry in trace:
+        if entry.identity not in identities or not entry.is_write or entry.is_lease:
+            continue
+        value = key_hash(entry)
+        if value is None:
+            continue
+        lease = f"{namespace}/{group}-{entry.identity}"
+        current = None
+        for record in history:
+            if record.lease != lease:
+                continue
+            if record.seq > entry.seq:
+                break
+            current = record
+        valid = False
+        if (
+            current is not None
+            and current.holder == entry.identity
+            and entry.time < current.time + (current.duration or 0.0)
+        ):
+            claims = decode_claims(dict(current.annotations).get(CLAIMS_ANNOTATION, ""))
+            valid = any(claim.contains_hash(value) for claim in claims)
+        if not valid:
+            found.append(ShardViolation(entry, current, value))
     return found
 
 

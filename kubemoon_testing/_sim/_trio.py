@@ -24,12 +24,13 @@ import h11
 import httpcore
 import trio
 
-from kubemoon_core import ClientConfig, Request, ResourcePath, Response
+from kubemoon_core import ClientConfig, KubeMoonError, Request, ResourcePath, Response
 from kubemoon_io import check_armed_guard
 from kubemoon_trio import Client
 
 from ._errors import NotModelled, StatusError
 from ._kinds import SimResource
+from ._raw import loads
 from ._rest import handle_request, not_modelled_response, status_response
 from ._store import SimApiServer, SimWatch, WatchLine
 
@@ -56,6 +57,10 @@ class TraceEntry:
     method: str
     path: str
     code: int
+    name: str | None = None
+    """The object a write names (from the path, or a create's body); None for reads."""
+    seq: int = 0
+    """Its place in the trace (requests at one virtual instant are still ordered)."""
 
     @property
     def is_write(self) -> bool:
@@ -76,6 +81,10 @@ class LeaseRecord:
     lease: str  # namespace/name
     holder: str | None
     duration: float | None
+    annotations: tuple[tuple[str, str], ...] = ()
+    """The Lease's annotations as stored (a shard member's claims are one)."""
+    seq: int = 0
+    """The place in the trace of the request that stored it."""
 
 
 @dataclass(slots=True)
@@ -191,29 +200,34 @@ class SimulatedCluster:
             self.refusals.append(refusal)
             answer = not_modelled_response(refusal)
         code = answer.status_code if isinstance(answer, Response) else 0
-        self.trace.append(TraceEntry(now, identity, request.method, request.path, code))
+        name = _written_name(request) if request.method != "GET" else None
+        seq = len(self.trace)
+        self.trace.append(TraceEntry(now, identity, request.method, request.path, code, name, seq))
         if self.server.writes != writes:
             if (
                 isinstance(answer, Response)
                 and 200 <= code < 300
                 and request.path.startswith(LEASES)
             ):
-                self._record_lease(now, answer)
+                self._record_lease(now, answer, seq)
             self.notify()
         return answer
 
-    def _record_lease(self, now: float, answer: Response) -> None:
+    def _record_lease(self, now: float, answer: Response, seq: int) -> None:
         document = json.loads(answer.body)
         if document.get("kind") != "Lease":
             return
         meta, spec = document.get("metadata", {}), document.get("spec") or {}
         duration = spec.get("leaseDurationSeconds")
+        annotations = meta.get("annotations") or {}
         self.lease_history.append(
             LeaseRecord(
                 now,
                 f"{meta.get('namespace', '')}/{meta.get('name', '')}",
                 spec.get("holderIdentity") or None,
                 None if duration is None else float(duration),
+                tuple(sorted((str(k), str(v)) for k, v in annotations.items())),
+                seq,
             )
         )
 
@@ -328,6 +342,22 @@ class SimulatedCluster:
     def open_connections(self) -> int:
         """In-memory connections not yet closed by their client."""
         return len(self._streams)
+
+
+def _written_name(request: Request) -> str | None:
+    try:
+        path = ResourcePath.parse(request.path)
+    except KubeMoonError:
+        return None
+    if path.name is not None:
+        return path.name
+    try:
+        body = loads(request.body)
+    except (NotModelled, RecursionError):
+        return None
+    metadata = body.get("metadata") if isinstance(body, dict) else None
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    return name if isinstance(name, str) else None
 
 
 class SimNetworkBackend(httpcore.AsyncNetworkBackend):

@@ -11,7 +11,9 @@ One property per fault class the outside probes found (issue 31's hardening):
     object reconciles;
 (c) a tenant's flood of updates does not starve the first reconciles of the others;
 (d) ConfigMaps whose page is past the client's body cap do not stop a restart (the LIST
-    page shrinks until it fits).
+    page shrinks until it fits);
+(a') a member of three sharded replicas frozen past its membership Lease never writes
+    outside its claimed range (with its own ``..._catches_the_reverted_fix``).
 
 And the simulation itself: the same seed gives the same trace.
 """
@@ -30,7 +32,14 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 import kubemoon_trio as km
-from kubemoon_core import AlreadyExists, GroupVersionResource, NotFound, Reconciled, WriteGate
+from kubemoon_core import (
+    AlreadyExists,
+    GroupVersionResource,
+    NotFound,
+    Reconciled,
+    WriteGate,
+    shard_hash,
+)
 from kubemoon_testing.sim import (
     FaultSchedule,
     Pause,
@@ -40,8 +49,10 @@ from kubemoon_testing.sim import (
     StatusError,
     TenantCreate,
     TenantFlood,
+    TraceEntry,
     custom,
     lease_violations,
+    shard_violations,
     simulate,
 )
 
@@ -339,3 +350,87 @@ def test_one_deeply_nested_object_does_not_stop_the_informer(
     assert "deep-seen" not in names  # kept out of the cache and of reconciles
     (manager,) = result.managers["a"]
     assert [informer.reflector.stats.kept_out for informer in manager.informers] == [1]
+
+
+# -- (a) for shards: a member paused past its membership Lease ------------------------------
+
+SHARDED = ("a", "b", "c")
+SHARD_SOURCES = tuple(f"s{index}" for index in range(8))
+
+
+def sharded_copier(client: km.Client, identity: str, rng: random.Random) -> km.Manager:
+    manager = km.Manager(client, registry=CollectorRegistry(), rng=rng, grace_period=1.0)
+    manager.controller(
+        "copier", CONFIGMAPS, namespace="default", label_selector="role=source"
+    ).sharded(km.ShardingConfig(identity=identity)).complete(copy_reconcile)
+    return manager
+
+
+def paused_member_run(
+    pause_seconds: float, paused: str, fault_seed: int, *, faults: int
+) -> tuple[SimulationResult, list[Any]]:
+    schedule = FaultSchedule(
+        (
+            *(
+                TenantCreate(1.0 + i, CONFIGMAPS, "default", source(n))
+                for i, n in enumerate(SHARD_SOURCES)
+            ),
+            PauseOnWrite(0.0, paused, pause_seconds),
+            *FaultSchedule.generate(fault_seed, SHARDED, steps=faults, duration=60.0).steps,
+        )
+    )
+
+    async def main() -> SimulationResult:
+        cluster = SimulatedCluster(seed=fault_seed)
+        return await simulate(
+            cluster,
+            dict.fromkeys(SHARDED, sharded_copier),
+            schedule,
+            duration=180.0,
+            seed=fault_seed,
+        )
+
+    result: SimulationResult = run_sim(main)
+    result.cluster.check()
+    server = result.cluster.server
+    uids = {
+        item["metadata"]["name"]: item["metadata"]["uid"]
+        for item in server.list(server.resource(CONFIGMAPS), "default")["items"]
+    }
+
+    def key_hash(write: TraceEntry) -> int | None:
+        source_name = (write.name or "").removesuffix("-copy")
+        uid = uids.get(source_name)
+        return None if uid is None else shard_hash({"metadata": {"uid": uid}})
+
+    violations = shard_violations(
+        result.trace,
+        result.cluster.lease_history,
+        group="copier",
+        namespace="default",
+        identities=SHARDED,
+        key_hash=key_hash,
+    )
+    return result, violations
+
+
+@settings(SIM_SETTINGS, max_examples=5)
+@given(
+    pause_seconds=st.floats(5.0, 60.0),
+    paused=st.sampled_from(SHARDED),
+    fault_seed=st.integers(0, 2**16),
+    faults=st.integers(0, 3),
+)
+def test_a_paused_shard_member_never_writes_outside_its_range(
+    pause_seconds: float, paused: str, fault_seed: int, faults: int
+) -> None:
+    result, violations = paused_member_run(pause_seconds, paused, fault_seed, faults=faults)
+    assert violations == [], "\n".join(map(str, violations))
+    assert converged(result, dict.fromkeys(SHARD_SOURCES, "v"))
+
+
+def test_a_paused_shard_member_catches_the_reverted_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(WriteGate, "check", lambda self, now, what="a write": None)
+    _, violations = paused_member_run(40.0, "a", 0, faults=0)
+    assert violations, "the property must detect a write outside the member's range"
+    print(*violations, sep="\n")
