@@ -5,6 +5,7 @@ collection); :class:`SimulatedCluster` serves it to a real ``kubemoon_trio.Clien
 in-memory HTTP/1.1. What is not modelled is refused with :class:`NotModelled`.
 """
 
+from ._asyncio import VirtualTimeEventLoop, run_virtual
 from ._errors import NotModelled, StatusError
 from ._kinds import BUILTIN_RESOURCES, Generation, SimResource, custom, resource_of_class
 from ._rest import handle_request
@@ -54,22 +55,24 @@ __all__ = [
     "ReplicaFactory",
     "RequestFault",
     "SIM_SERVER_URL",
+    "ShardViolation",
     "SimApiServer",
     "SimNetworkBackend",
     "SimResource",
     "SimWatch",
     "SimulatedCluster",
-    "ShardViolation",
     "SimulationResult",
     "StatusError",
     "TenantCreate",
     "TenantFlood",
     "TraceEntry",
+    "VirtualTimeEventLoop",
     "WatchLine",
     "custom",
     "handle_request",
     "lease_violations",
     "resource_of_class",
+    "run_virtual",
     "seed_trio_scheduler",
     "shard_violations",
     "simulate",

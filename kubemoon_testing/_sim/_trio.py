@@ -1,4 +1,6 @@
-"""The simulated API server over HTTP/1.1 on in-memory streams, for the trio adapter.
+"""The simulated API server over HTTP/1.1 on in-memory streams, for the trio and asyncio
+adapters (its waits and clock are anyio's, so one cluster serves either loop:
+``cluster.client()`` on trio, ``cluster.asyncio_client()`` on asyncio).
 
 Rules: no sockets. ``SimulatedCluster.client()`` is a real ``kubemoon_trio.Client`` whose
 connections are h11 server connections in memory: the client's bytes are parsed by h11,
@@ -20,9 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
+import anyio
+import anyio.lowlevel
 import h11
 import httpcore
-import trio
 
 from kubemoon_core import ClientConfig, KubeMoonError, Request, ResourcePath, Response
 from kubemoon_io import check_armed_guard
@@ -172,15 +175,16 @@ class SimulatedCluster:
         self.trace: list[TraceEntry] = []
         self.lease_history: list[LeaseRecord] = []
         self.faults: list[RequestFault] = []
-        self._changed = trio.Event()
+        self._changed = _Event()
         self._streams: set[_SimStream] = set()
         self._paused: dict[str, float] = {}
         self._pause_on_write: dict[str, float] = {}
-        self._pause_changed = trio.Event()
+        self._pause_changed = _Event()
 
     def now(self) -> float:
-        """Virtual time: trio's clock (a ``MockClock`` in simulations)."""
-        return trio.current_time()
+        """Virtual time: the running loop's clock (trio's ``MockClock``, or asyncio's
+        :func:`~kubemoon_testing.sim.run_virtual` loop, in simulations)."""
+        return anyio.current_time()
 
     def answer(self, request: Request, identity: str = "") -> Response | SimWatch:
         """Answer one request now (what each in-memory connection calls), sent by the
@@ -276,7 +280,7 @@ class SimulatedCluster:
 
     def _wake_paused(self) -> None:
         self._pause_changed.set()
-        self._pause_changed = trio.Event()
+        self._pause_changed = _Event()
 
     async def hold(self, identity: str) -> None:
         """Return once ``identity`` is not paused; the wait is shielded from cancellation
@@ -287,7 +291,7 @@ class SimulatedCluster:
                 self._paused.pop(identity, None)
                 return
             changed = self._pause_changed
-            with trio.CancelScope(shield=True), trio.move_on_at(until):
+            with anyio.CancelScope(shield=True), anyio.CancelScope(deadline=until):
                 await changed.wait()
 
     def drop_watches(self, identity: str | None = None) -> int:
@@ -322,7 +326,7 @@ class SimulatedCluster:
     def notify(self) -> None:
         """Wake every open watch (after a change made on the model directly)."""
         self._changed.set()
-        self._changed = trio.Event()
+        self._changed = _Event()
 
     def check(self) -> None:
         """Raise the first :class:`NotModelled` refusal served, if any."""
@@ -333,6 +337,17 @@ class SimulatedCluster:
         """A real ``kubemoon_trio.Client`` connected to this cluster (no sockets); its
         requests are traced, paused and failed as ``identity``'s."""
         return Client(
+            ClientConfig(server=SIM_SERVER_URL),
+            network_backend=SimNetworkBackend(self, identity),
+            **kwargs,
+        )
+
+    def asyncio_client(self, identity: str = "", **kwargs: Any) -> Any:
+        """A real ``kubemoon_asyncio.Client`` connected to this cluster (run it on
+        :func:`~kubemoon_testing.sim.run_virtual` for virtual time)."""
+        from kubemoon_asyncio import Client as AsyncioClient  # noqa: PLC0415 - optional loop
+
+        return AsyncioClient(
             ClientConfig(server=SIM_SERVER_URL),
             network_backend=SimNetworkBackend(self, identity),
             **kwargs,
@@ -360,6 +375,10 @@ def _written_name(request: Request) -> str | None:
     return name if isinstance(name, str) else None
 
 
+def _Event() -> anyio.Event:
+    return anyio.Event()
+
+
 class SimNetworkBackend(httpcore.AsyncNetworkBackend):
     """httpcore's network backend interface, connecting to a :class:`SimulatedCluster`."""
 
@@ -375,7 +394,7 @@ class SimNetworkBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Any = None,
     ) -> httpcore.AsyncNetworkStream:
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
         await self._cluster.hold(self._identity)
         return _SimStream(self._cluster, self._identity)
 
@@ -385,7 +404,7 @@ class SimNetworkBackend(httpcore.AsyncNetworkBackend):
         raise httpcore.ConnectError("the simulated cluster has no unix sockets")
 
     async def sleep(self, seconds: float) -> None:
-        await trio.sleep(seconds)
+        await anyio.sleep(seconds)
 
 
 class _SimStream(httpcore.AsyncNetworkStream):
@@ -493,20 +512,20 @@ class _SimStream(httpcore.AsyncNetworkStream):
     _cut = False
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        deadline = math.inf if timeout is None else trio.current_time() + timeout
+        deadline = math.inf if timeout is None else anyio.current_time() + timeout
         while True:
             if self._cluster._paused:
                 await self._cluster.hold(self.identity)
             if self._cut:
-                await trio.lowlevel.checkpoint()
+                await anyio.lowlevel.checkpoint()
                 return b""
             if self._out:
                 data = bytes(self._out[:max_bytes])
                 del self._out[:max_bytes]
-                await trio.lowlevel.checkpoint()
+                await anyio.lowlevel.checkpoint()
                 return data
             if self._closed or self._h11.our_state in (h11.MUST_CLOSE, h11.CLOSED):
-                await trio.lowlevel.checkpoint()
+                await anyio.lowlevel.checkpoint()
                 return b""
             watch = self._watch
             if watch is None:
@@ -527,9 +546,9 @@ class _SimStream(httpcore.AsyncNetworkStream):
             wake = watch.next_deadline()
             until = min(deadline, math.inf if wake is None else wake)
             changed = self._cluster._changed
-            with trio.move_on_at(until):
+            with anyio.CancelScope(deadline=until):
                 await changed.wait()
-            if not changed.is_set() and trio.current_time() >= deadline and not watch.has_pending:
+            if not changed.is_set() and anyio.current_time() >= deadline and not watch.has_pending:
                 raise httpcore.ReadTimeout("the simulated watch sent nothing in time")
 
     async def aclose(self) -> None:
