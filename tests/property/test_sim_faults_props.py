@@ -434,3 +434,18 @@ def test_a_paused_shard_member_catches_the_reverted_fix(monkeypatch: pytest.Monk
     _, violations = paused_member_run(40.0, "a", 0, faults=0)
     assert violations, "the property must detect a write outside the member's range"
     print(*violations, sep="\n")
+
+
+def test_a_sharded_run_is_deterministic_too() -> None:
+    first, _ = paused_member_run(30.0, "b", 3, faults=3)
+    second, _ = paused_member_run(30.0, "b", 3, faults=3)
+    assert first.trace == second.trace
+
+
+@given(seed=st.integers(0, 2**32 - 1), steps=st.integers(0, 12))
+def test_a_drawn_schedule_prints_as_a_replayable_snippet(seed: int, steps: int) -> None:
+    from kubemoon_testing import sim
+
+    drawn = FaultSchedule.generate(seed, SHARDED, steps=steps)
+    assert eval(repr(drawn), vars(sim)) == drawn  # the snippet a failure prints
+    assert FaultSchedule.generate(seed, SHARDED, steps=steps) == drawn
