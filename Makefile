@@ -38,6 +38,7 @@ lint: $(STAMP) $(BIN)/actionlint
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python scripts/unasync.py --check
+	$(BIN)/python scripts/migrate_imports.py --check .  # no import of a moved name by its old path
 	$(BIN)/python scripts/gen_builtins.py --check
 	$(BIN)/kubemoon crd check deploy/base/crd.yaml $(CONFIGMIRROR_CRD)
 	$(BIN)/kubemoon crd check examples/widgets/crd.yaml examples/widgets/widget_api.py:Widget

@@ -10,6 +10,12 @@ kube-apiserver for tests of controllers.
   ``kubemoon_trio.Client`` (``cluster.client()``), on trio's clock (``MockClock`` for
   virtual time).
 
+- :func:`simulate`: N replicas of an operator (their real ``Manager``) on one cluster
+  under a seeded :class:`FaultSchedule` (pauses, dropped and expired watches, compactions,
+  injected 409/429/5xx, a tenant's writes), deterministic per seed; the run's
+  :attr:`SimulatedCluster.trace` and Lease history feed checks such as
+  :func:`lease_violations`.
+
 Whatever is not modelled raises :class:`NotModelled` (answered 501 over HTTP and kept in
 ``SimulatedCluster.refusals``) instead of an answer that could differ from kube-apiserver.
 See "Simulating your operator (preview)" in docs/testing.rst.
@@ -21,36 +27,80 @@ from ._sim import (
     BUILTIN_RESOURCES,
     DEFAULT_EPOCH,
     SIM_SERVER_URL,
+    CompactHistory,
+    DropWatches,
+    ExpireWatches,
+    FailRequests,
+    FaultSchedule,
     Generation,
+    LeaseRecord,
+    LeaseViolation,
     NotModelled,
+    Pause,
+    PauseOnWrite,
+    ReplicaFactory,
+    RequestFault,
+    ShardViolation,
     SimApiServer,
     SimNetworkBackend,
     SimResource,
     SimulatedCluster,
+    SimulationResult,
     SimWatch,
     StatusError,
+    TenantCreate,
+    TenantFlood,
+    TraceEntry,
+    VirtualTimeEventLoop,
     WatchLine,
     custom,
     handle_request,
+    lease_violations,
     resource_of_class,
+    run_virtual,
+    seed_trio_scheduler,
+    shard_violations,
+    simulate,
 )
 
 __all__ = [
     "BUILTIN_RESOURCES",
+    "CompactHistory",
     "DEFAULT_EPOCH",
-    "SIM_SERVER_URL",
+    "DropWatches",
+    "ExpireWatches",
+    "FailRequests",
+    "FaultSchedule",
     "Generation",
+    "LeaseRecord",
+    "LeaseViolation",
     "NotModelled",
+    "Pause",
+    "PauseOnWrite",
+    "ReplicaFactory",
+    "RequestFault",
+    "SIM_SERVER_URL",
+    "ShardViolation",
     "SimApiServer",
     "SimNetworkBackend",
     "SimResource",
     "SimWatch",
     "SimulatedCluster",
+    "SimulationResult",
     "StatusError",
+    "TenantCreate",
+    "TenantFlood",
+    "TraceEntry",
+    "VirtualTimeEventLoop",
     "WatchLine",
     "custom",
     "handle_request",
+    "lease_violations",
     "resource_of_class",
+    "run_virtual",
+    "seed_trio_scheduler",
+    "shard_violations",
+    "simulate",
 ]
 
 # Objects report the path users import them from, not the private module.

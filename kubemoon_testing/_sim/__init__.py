@@ -5,26 +5,75 @@ collection); :class:`SimulatedCluster` serves it to a real ``kubemoon_trio.Clien
 in-memory HTTP/1.1. What is not modelled is refused with :class:`NotModelled`.
 """
 
+from ._asyncio import VirtualTimeEventLoop, run_virtual
 from ._errors import NotModelled, StatusError
 from ._kinds import BUILTIN_RESOURCES, Generation, SimResource, custom, resource_of_class
 from ._rest import handle_request
+from ._scenario import (
+    CompactHistory,
+    DropWatches,
+    ExpireWatches,
+    FailRequests,
+    FaultSchedule,
+    LeaseViolation,
+    Pause,
+    PauseOnWrite,
+    ReplicaFactory,
+    ShardViolation,
+    SimulationResult,
+    TenantCreate,
+    TenantFlood,
+    lease_violations,
+    seed_trio_scheduler,
+    shard_violations,
+    simulate,
+)
 from ._store import DEFAULT_EPOCH, SimApiServer, SimWatch, WatchLine
-from ._trio import SIM_SERVER_URL, SimNetworkBackend, SimulatedCluster
+from ._trio import (
+    SIM_SERVER_URL,
+    LeaseRecord,
+    RequestFault,
+    SimNetworkBackend,
+    SimulatedCluster,
+    TraceEntry,
+)
 
 __all__ = [
     "BUILTIN_RESOURCES",
+    "CompactHistory",
     "DEFAULT_EPOCH",
-    "SIM_SERVER_URL",
+    "DropWatches",
+    "ExpireWatches",
+    "FailRequests",
+    "FaultSchedule",
     "Generation",
+    "LeaseRecord",
+    "LeaseViolation",
     "NotModelled",
+    "Pause",
+    "PauseOnWrite",
+    "ReplicaFactory",
+    "RequestFault",
+    "SIM_SERVER_URL",
+    "ShardViolation",
     "SimApiServer",
     "SimNetworkBackend",
     "SimResource",
     "SimWatch",
     "SimulatedCluster",
+    "SimulationResult",
     "StatusError",
+    "TenantCreate",
+    "TenantFlood",
+    "TraceEntry",
+    "VirtualTimeEventLoop",
     "WatchLine",
     "custom",
     "handle_request",
+    "lease_violations",
     "resource_of_class",
+    "run_virtual",
+    "seed_trio_scheduler",
+    "shard_violations",
+    "simulate",
 ]

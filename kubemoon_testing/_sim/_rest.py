@@ -8,13 +8,13 @@ with a Status naming the feature (and recorded by the caller), never ignored.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from kubemoon_core import Request, ResourcePath, Response
 from kubemoon_core.errors import LocalProtocolError
 
 from ._errors import NotModelled, StatusError
+from ._raw import dumps, loads
 from ._store import SimApiServer, SimWatch
 
 __all__ = ["handle_request", "not_modelled_response", "status_response"]
@@ -22,7 +22,9 @@ __all__ = ["handle_request", "not_modelled_response", "status_response"]
 _JSON = (("Content-Type", "application/json"),)
 
 # Query parameters read per verb; ignored ones change nothing the simulator models.
-_IGNORED = frozenset({"pretty", "timeout", "fieldManager", "fieldValidation"})
+# ``shardSelector`` belongs to the alpha ShardedListAndWatch feature gate, off by default:
+# kube-apiserver then drops it and answers the whole collection, as the simulator does.
+_IGNORED = frozenset({"pretty", "timeout", "fieldManager", "fieldValidation", "shardSelector"})
 _LIST = frozenset(
     {
         "labelSelector",
@@ -49,7 +51,7 @@ _DELETE = frozenset({"propagationPolicy", "gracePeriodSeconds"})
 
 
 def _dumps(document: Any) -> bytes:
-    return json.dumps(document, separators=(",", ":")).encode("utf-8")
+    return dumps(document)
 
 
 def status_response(error: StatusError) -> Response:
@@ -99,9 +101,13 @@ def _bool(request: Request, name: str) -> bool | None:
 
 def _body(request: Request) -> Any:
     try:
-        return json.loads(request.body)
+        return loads(request.body)
     except (ValueError, UnicodeDecodeError):
         raise NotModelled("a request body that is not JSON") from None
+    except RecursionError:
+        # A body that is not an object and too deep to decode (an object's deep members
+        # are kept as their text by loads).
+        raise NotModelled("a body nested too deep to decode that is not an object") from None
 
 
 def handle_request(server: SimApiServer, request: Request, now: float) -> Response | SimWatch:

@@ -35,6 +35,7 @@ from kubemoon_core.typed import decode, encode
 
 from ._errors import NotModelled, StatusError, qualified_resource
 from ._kinds import BUILTIN_RESOURCES, Generation, SimResource, resource_of_class
+from ._raw import RawJSON, dumps
 from ._selectors import Selector, parse_field_selector, parse_label_selector
 
 __all__ = ["DEFAULT_EPOCH", "SimApiServer", "SimWatch", "WatchLine"]
@@ -109,12 +110,7 @@ class WatchLine:
 
     def encode(self) -> bytes:
         """The JSON line kube-apiserver writes for it."""
-        return (
-            json.dumps({"type": self.type, "object": self.object}, separators=(",", ":")).encode(
-                "utf-8"
-            )
-            + b"\n"
-        )
+        return dumps({"type": self.type, "object": self.object}) + b"\n"
 
 
 class SimWatch:
@@ -151,9 +147,11 @@ class SimWatch:
         if not self.bookmarks:
             return None
         # Every minute, and once two seconds before the deadline (the watch cache's timing).
-        periodic = self.started + BOOKMARK_INTERVAL * (
-            int((now - self.started) // BOOKMARK_INTERVAL) + 1
-        )
+        periods = int((now - self.started) // BOOKMARK_INTERVAL) + 1
+        periodic = self.started + BOOKMARK_INTERVAL * periods
+        while periodic <= now:  # floating-point rounding may land it on ``now``
+            periods += 1
+            periodic = self.started + BOOKMARK_INTERVAL * periods
         final = self.deadline - 2.0
         if now < final:
             return min(periodic, final)
@@ -420,6 +418,8 @@ class SimApiServer:
         """The parts of kube-apiserver's validation that are modelled; the rest refused."""
         metadata = body["metadata"]
         if resource.cls is not None:
+            if any(isinstance(value, RawJSON) for value in body.values()):
+                raise NotModelled(f"an object of {resource.gvr} too deep to decode")
             try:
                 encoded = encode(decode(resource.cls, body))
             except KubeMoonError as exc:
@@ -702,6 +702,8 @@ class SimApiServer:
                 raise NotModelled("a merge patch that is not a JSON object")
             patched = _merge_patch(base, patch)
         elif content_type == "application/json-patch+json":
+            if any(isinstance(value, RawJSON) for value in base.values()):
+                raise NotModelled("a JSON patch of an object too deep to decode")
             try:
                 patched = apply_json_patch(base, patch)
             except JSONPatchError as exc:
@@ -1120,6 +1122,8 @@ def _merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch."""
     if not isinstance(patch, dict):
         return _clone(patch)
+    if isinstance(target, RawJSON):
+        raise NotModelled("a merge patch into a value too deep to decode")
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:

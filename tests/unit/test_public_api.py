@@ -3,6 +3,8 @@
 The public namespaces are the packages and ``kubemoon_core``'s sub-namespaces; everything
 else is a private module. Names that moved out of ``kubemoon_core``'s top level still
 import from there, with a DeprecationWarning naming the new home.
+
+This file names the old paths on purpose (migrate-imports: keep).
 """
 
 import importlib

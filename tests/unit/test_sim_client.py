@@ -3,15 +3,16 @@ in-memory HTTP on trio's virtual clock (issue 32). No sockets."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 import trio
 import trio.testing
 
-from kubemoon_core import ApiError, GroupVersionResource, ListOptions, ObjectKey, PatchType
+from kubemoon_core import ApiError, GroupVersionResource, ListOptions, ObjectKey, PatchType, Request
 from kubemoon_core.errors import AlreadyExists, Conflict, Expired, NotFound
-from kubemoon_testing.sim import NotModelled, SimulatedCluster, custom
+from kubemoon_testing.sim import NotModelled, RequestFault, SimulatedCluster, custom
 from kubemoon_trio import Informer
 
 CONFIGMAPS = GroupVersionResource("", "v1", "configmaps")
@@ -213,3 +214,80 @@ async def test_a_manager_with_leader_election_reconciles(
                 lease["metadata"]["resourceVersion"]
             )
     assert cluster.refusals == []
+
+
+async def test_an_object_nested_10000_levels_is_stored_and_served_as_sent(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # kube-apiserver stores up to 10,000 levels; Python decodes ~1,000: the model keeps the
+    # deep member as its text and serves it verbatim; past 10,000 it refuses (NotModelled).
+    cluster = SimulatedCluster([WIDGETS])
+    path = "/apis/example.com/v1/namespaces/default/widgets"
+
+    def body(name: str, depth: int) -> bytes:
+        head = '{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"%s"},"spec":'
+        return (head % name + '{"a":' * depth + "{}" + "}" * (depth + 1)).encode()
+
+    async with cluster.client() as client:
+        deep = body("d", 9_990)
+        created = await client.send(Request("POST", path, body=deep))
+        assert created.status_code == 201
+        got = await client.send(Request("GET", path + "/d"))
+        spec = b'"spec":' + b'{"a":' * 9_990
+        assert got.status_code == 200 and spec in got.body
+        assert got.body.endswith(b"{}" + b"}" * 9_991)
+        listed = await client.send(Request("GET", path))
+        assert spec in listed.body
+        too_deep = await client.send(Request("POST", path, body=body("e", 10_000)))
+        assert too_deep.status_code == 501
+        assert json.loads(too_deep.body)["reason"] == "NotModelled"
+    with pytest.raises(NotModelled, match="10000"):
+        cluster.check()
+
+
+async def test_injected_failures_are_worded_as_kube_apiserver_words_them(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    cluster = SimulatedCluster()
+    cluster.fail_requests(RequestFault(429, count=1, identity="x", retry_after=3))
+    cluster.fail_requests(RequestFault(409, count=1, method="PUT"))
+    async with cluster.client(identity="x") as client:
+        created = await client.create(CONFIGMAPS, cm("a"), namespace="default")  # retried
+        with pytest.raises(Conflict):
+            await client.replace(CONFIGMAPS, created, namespace="default")
+    assert [(e.time, e.code) for e in cluster.trace] == [(0.0, 429), (3.0, 201), (3.0, 409)]
+    assert [e.identity for e in cluster.trace] == ["x", "x", "x"]
+    assert cluster.faults[0].count == 0
+
+
+async def test_a_dropped_or_expired_watch_is_resumed_by_the_informer(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    cluster = SimulatedCluster()
+    async with cluster.client() as client:
+        await client.create(CONFIGMAPS, cm("m0"), namespace="default")
+        informer = Informer(client, CONFIGMAPS, namespace="default")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(informer.run)
+            await informer.wait_synced()
+            for index, fault in enumerate((cluster.drop_watches, cluster.expire_watches), 1):
+                await trio.sleep(1)
+                assert fault() == 1
+                await client.create(CONFIGMAPS, cm(f"m{index}"), namespace="default")
+                await trio.sleep(30)
+                assert ObjectKey("default", f"m{index}") in informer.store
+            nursery.cancel_scope.cancel()
+    assert informer.reflector.stats.relists >= 1  # the 410 made it list again
+    assert cluster.refusals == []
+
+
+async def test_a_paused_client_sends_nothing_until_it_resumes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    cluster = SimulatedCluster()
+    async with cluster.client(identity="p") as client:
+        cluster.pause("p", 25.0)
+        start = trio.current_time()
+        await client.create(CONFIGMAPS, cm("a"), namespace="default")
+        assert trio.current_time() - start == 25.0
+    assert [(e.time - start, e.method) for e in cluster.trace] == [(25.0, "POST")]
