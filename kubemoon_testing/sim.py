@@ -13,7 +13,7 @@ kube-apiserver for tests of controllers.
 - :func:`simulate`: N replicas of an operator (their real ``Manager``) on one cluster
   under a seeded :class:`FaultSchedule` (pauses, dropped and expired watches, compactions,
   injected 409/429/5xx, a tenant's writes), deterministic per seed; the run's
-  :attr:`SimulatedCluster.trace` and Lease history feed checks such as
+  ``SimulatedCluster.trace`` and Lease history feed checks such as
   :func:`lease_violations`.
 
 Whatever is not modelled raises :class:`NotModelled` (answered 501 over HTTP and kept in

@@ -7,7 +7,7 @@ seed and nothing else. :func:`simulate` runs inside ``trio.run`` with a
 ``MockClock(autojump_threshold=0)`` (pytest-trio's ``autojump_clock``); it seeds trio's
 scheduler (trio's deterministic-scheduling switch, the one pytest-trio's Hypothesis plugin
 uses), gives every replica a seeded ``random.Random``, and so the same seed gives the same
-:attr:`SimulatedCluster.trace`. A replica whose manager ends (a lost Lease) is started again
+``SimulatedCluster.trace``. A replica whose manager ends (a lost Lease) is started again
 as a fresh process (new client, new manager, cold caches) after ``restart_delay``.
 Checks of the recorded run (:func:`lease_violations`) read only the trace and the Lease
 history the server stored.
