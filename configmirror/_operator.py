@@ -386,7 +386,7 @@ class ConfigMirrorOperator:
 
         outcome: Outcome | None = Requeue()  # if every attempt needed another
         read_unseen = sharded
-        for _attempt in range(3):
+        for _attempt in range(5):
             plan = plan_now()
             if plan.list_copies:
                 # The finalizer would go: first read every copy from the API server, so
@@ -398,10 +398,19 @@ class ConfigMirrorOperator:
                 unauthorized.update(refusals)
                 plan = plan_now()
             self._report_ignored(ctx, uid, plan)
+            before = ctx.writes
             try:
-                outcome, unseen, frozen = await self._write(ctx, plan, read_unseen=read_unseen)
+                outcome, unseen, frozen, created = await self._write(
+                    ctx, plan, read_unseen=read_unseen
+                )
             finally:
-                self.writes += ctx.writes
+                self.writes += ctx.writes - before
+            # The status records every copy's UID (cleanup deletes no other outside the
+            # targets): the next plan sees the copies just created.
+            fetched.update(created)
+            if created and not (frozen or unseen):
+                outcome = Requeue()
+                continue
             if frozen:
                 # Updates refused because the copy is immutable: so the plan learns, and
                 # replaces those copies (deleted now, created again on the next reconcile).
@@ -477,7 +486,8 @@ class ConfigMirrorOperator:
             self._ignored_counter.inc()
             ctx.log.warning(
                 "ConfigMap %s carries this mirror's owner UID but is not its copy (name or "
-                "managed-by label differs): never written or deleted",
+                "managed-by label differs, or it is outside the mirror's targets and its UID "
+                "was never recorded): never written or deleted",
                 where,
             )
 
@@ -511,46 +521,56 @@ class ConfigMirrorOperator:
 
     async def _write(
         self, ctx: ReconcileContext, plan: Plan, *, read_unseen: bool = False
-    ) -> tuple[Outcome | None, list[str], list[str]]:
+    ) -> tuple[Outcome | None, list[str], list[str], dict[str, Mapping[str, Any]]]:
         """The plan's copy writes together, then the mirror's own in order; a Requeue if
-        one of them lost a race (someone wrote first, or the cache was behind). With
-        ``read_unseen``, creates refused as AlreadyExists are returned (their namespaces)
-        instead, and nothing else is written; so are updates refused because the copy is
-        immutable (third). What each written copy holds is remembered."""
+        one of them lost a race (someone wrote first, or the cache was behind). Instead of
+        the mirror's writes, it returns (and nothing else is written): with
+        ``read_unseen``, the namespaces of creates refused as AlreadyExists; those of
+        updates refused because the copy is immutable; else the copies created (metadata
+        only, by namespace), for a plan whose status records them. What each copy written
+        holds is remembered."""
         results = await ctx.write_all(plan.copies, concurrency=self.options.write_concurrency)
         self._remember(plan.copies, results)
+        pairs = list(zip(plan.copies, results, strict=True))
+        created: dict[str, Mapping[str, Any]] = {
+            _namespace_of(request): as_metadata(result)
+            for request, result in pairs
+            if request.method == "POST" and isinstance(result, Mapping)
+        }
         unseen = [
             _namespace_of(request)
-            for request, result in zip(plan.copies, results, strict=True)
+            for request, result in pairs
             if read_unseen and isinstance(result, AlreadyExists) and request.method == "POST"
         ]
         if unseen:
-            return None, unseen, []
+            return None, unseen, [], created
         frozen = [
             _namespace_of(request)
-            for request, result in zip(plan.copies, results, strict=True)
+            for request, result in pairs
             if request.method == "PUT" and _refused_as_immutable(result)
         ]
         if frozen:
-            return None, [], frozen
-        for request, result in zip(plan.copies, results, strict=True):
+            return None, [], frozen, created
+        for request, result in pairs:
             if isinstance(result, NotFound) and request.method == "DELETE":
                 continue  # gone already: what the delete wanted
             if isinstance(result, Conflict | AlreadyExists):
                 ctx.log.info("write conflict, requeueing: %s", result)
-                return Requeue(), [], []
+                return Requeue(), [], [], {}
             if isinstance(result, ApiError):
                 raise result
             ctx.log.debug("%s %s", request.method, request.path)
+        if created:
+            return None, [], [], created
         for request in plan.mirror:
             try:
                 await ctx.client.request(request)
             except Conflict as exc:
                 ctx.log.info("write conflict, requeueing: %s", exc)
-                return Requeue(), [], []
+                return Requeue(), [], [], {}
             ctx.writes += 1
             ctx.log.debug("%s %s", request.method, request.path)
-        return None, [], []
+        return None, [], [], {}
 
     def _remember(self, requests: Iterable[Request], results: Iterable[Any]) -> None:
         """Keep what each copy written holds (the answer is the copy as stored)."""

@@ -177,7 +177,9 @@ class Plan:
     changed): the plan writes nothing, and the caller lists the copies and plans again
     with ``copies_listed=True``. ``ignored`` names (``namespace/name``) the ConfigMaps that
     carry the mirror's UID but are not its copies (another name, or no managed-by label):
-    never written, for the caller to report.
+    never written, for the caller to report; so are copies outside the namespaces the
+    mirror targets and that accept copies whose UID the status does not record (a
+    look-alike made where the mirror never wrote).
     """
 
     copies: tuple[Request, ...] = ()
@@ -270,6 +272,13 @@ def is_copy(configmap: Obj, uid: str, source_name: object) -> bool:
         and labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
         and _owner_uid(configmap) == uid
     )
+
+
+def _recorded_uids(mirror: Obj) -> set[str]:
+    """The UIDs of the copies the mirror's status says the operator keeps."""
+    targets = (mirror.get("status") or {}).get("targets")
+    listed = targets if isinstance(targets, list) else ()
+    return {t["uid"] for t in listed if isinstance(t, Mapping) and isinstance(t.get("uid"), str)}
 
 
 def _deleting(configmap: Obj) -> bool:
@@ -447,7 +456,9 @@ def plan_reconcile(
     label is missing or wrong is rewritten; without it, the label is left as found.
 
     Only copies are written: see :func:`is_copy` (the owner annotation alone, which
-    whoever may update a ConfigMap can add, is not enough); the others of
+    whoever may update a ConfigMap can add, is not enough), and outside the targets that
+    accept copies only those whose UID the mirror's status records (``targets[].uid``,
+    written for every copy kept; the status subresource is the operator's); the others of
     ``managed_copies`` are named in :attr:`Plan.ignored`. A mirror being deleted keeps its
     finalizer until every copy is deleted or being deleted (a DELETE accepted is the
     operator's work done, whatever finalizers the receiving tenant added), whatever its
@@ -471,8 +482,14 @@ def plan_reconcile(
     source_name = spec.get("source", "")
     managed: list[Obj] = []
     ignored: list[str] = []
+    # Where this mirror may write now; elsewhere only the copies it recorded are its own.
+    accepting = set(mirror_targets(mirror, namespace_labels)) & set(allowed_namespaces)
+    recorded = _recorded_uids(mirror)
     for c in managed_copies:
-        if is_copy(c, uid, source_name):
+        cm = _meta(c)
+        if is_copy(c, uid, source_name) and (
+            cm.get("namespace") in accepting or cm.get("uid") in recorded
+        ):
             managed.append(c)
         else:
             ignored.append(_where(c))
@@ -560,7 +577,10 @@ def plan_reconcile(
                 )
                 continue
             writes.append(replace_request(CONFIGMAPS, desired, namespace=target))
-        target_states.append({"namespace": target, "state": "Synced", "message": ""})
+        synced = {"namespace": target, "state": "Synced", "message": ""}
+        if existing is not None and isinstance(kept := _meta(existing).get("uid"), str):
+            synced["uid"] = kept  # recorded: deleted wherever it ends up, see is_copy
+        target_states.append(synced)
 
     wanted = set(targets) - set(refused)
     for copy in live:

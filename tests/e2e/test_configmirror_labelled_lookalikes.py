@@ -7,7 +7,7 @@ label ``app.kubernetes.io/managed-by=kubemoon-configmirror`` (sharded: that labe
 of the replica's owner buckets). Any tenant may put those labels on its own ConfigMaps, in
 its own namespace: ``COUNT`` of about 1 MB each, labelled so, were all cached with their
 data, and the operator's peak RSS went past its deployed 256 Mi limit (measured before the
-fix: 540 MiB unsharded, 541 MiB sharded), so it is OOM-killed and no mirror is served.
+fix: 537 MiB, sharded or not), so it is OOM-killed and no mirror is served.
 
 Expected: no ConfigMap is held in full in the operator's memory by virtue of its labels
 (copies are cached as metadata too; what a copy holds is known from the digest of the data

@@ -111,10 +111,18 @@ SYNCED_STATUS = {
         }
     ],
     "targets": [
-        {"namespace": "a", "state": "Synced", "message": ""},
-        {"namespace": "b", "state": "Synced", "message": ""},
+        {"namespace": "a", "state": "Synced", "message": "", "uid": "cm-a"},
+        {"namespace": "b", "state": "Synced", "message": "", "uid": "cm-b"},
     ],
 }
+
+
+def recording(*namespaces: str) -> dict[str, Any]:
+    """A status recording the copies (uid ``cm-<namespace>``) kept in ``namespaces``."""
+    kept = [
+        {"namespace": n, "state": "Synced", "message": "", "uid": f"cm-{n}"} for n in namespaces
+    ]
+    return {**SYNCED_STATUS, "targets": kept}
 
 
 def summary(plan: Any) -> list[tuple[str, str]]:
@@ -198,15 +206,67 @@ def test_an_unmanaged_copy_is_never_touched_and_named_in_status() -> None:
 def test_removed_namespaces_lose_their_copies() -> None:
     leftover = copy("c")
     plan = plan_reconcile(
-        mirror(status=SYNCED_STATUS),
+        mirror(status=recording("a", "b", "c")),
         SOURCE,
         {"a": copy("a"), "b": copy("b")},
         [copy("a"), copy("b"), leftover],
         NOW,
     )
-    assert summary(plan) == [("DELETE", "/api/v1/namespaces/c/configmaps/settings")]
+    assert summary(plan)[0] == ("DELETE", "/api/v1/namespaces/c/configmaps/settings")
     body = json.loads(plan.writes[0].body)
     assert body["preconditions"] == {"uid": "cm-c", "resourceVersion": "7"}
+    # The status then records the copies kept, and no longer the deleted one.
+    status = json.loads(plan.writes[1].body)["status"]
+    assert [t.get("uid") for t in status["targets"]] == ["cm-a", "cm-b"]
+
+
+def test_a_look_alike_outside_the_targets_is_deleted_only_if_recorded() -> None:
+    """Issue 31: a ConfigMap of the source's name, the managed-by label and the mirror's
+    UID, made (or edited, by someone who may update but not delete it) in a namespace the
+    mirror does not target: the operator never wrote it, so it is neither deleted while
+    the mirror lives nor on cleanup, and it does not hold the finalizer."""
+    lookalike = copy("c")
+    lookalike["metadata"]["uid"] = "someone-elses"
+    plan = plan_reconcile(
+        mirror(status=recording("a", "b", "c")),
+        SOURCE,
+        {"a": copy("a"), "b": copy("b")},
+        [copy("a"), copy("b"), lookalike],
+        NOW,
+    )
+    assert all(r.method != "DELETE" for r in plan.writes)
+    assert plan.ignored == ("c/settings",)
+    deleting = mirror(
+        metadata={"deletionTimestamp": NOW, "finalizers": [FINALIZER]},
+        status=recording("a", "b"),
+    )
+    cleanup = plan_with_allowed(
+        deleting,
+        SOURCE,
+        {},
+        [copy("a"), lookalike],
+        NOW,
+        allowed_namespaces=EVERY_TARGET,
+        copies_listed=True,
+    )
+    assert summary(cleanup) == [("DELETE", "/api/v1/namespaces/a/configmaps/settings")]
+    assert cleanup.ignored == ("c/settings",)
+    done = plan_with_allowed(
+        deleting, SOURCE, {}, [lookalike], NOW, allowed_namespaces=EVERY_TARGET, copies_listed=True
+    )
+    assert json.loads(done.writes[0].body)["metadata"]["finalizers"] == []
+    # In a namespace it targets and that accepts copies, a copy is its own (it writes it
+    # there anyway): deleted on cleanup even if never recorded (made by an older version).
+    unrecorded = plan_with_allowed(
+        mirror(metadata={"deletionTimestamp": NOW, "finalizers": [FINALIZER]}),
+        SOURCE,
+        {},
+        [copy("b")],
+        NOW,
+        allowed_namespaces=EVERY_TARGET,
+        copies_listed=True,
+    )
+    assert summary(unrecorded) == [("DELETE", "/api/v1/namespaces/b/configmaps/settings")]
 
 
 def test_missing_source_reports_source_not_found_and_keeps_copies() -> None:
@@ -245,7 +305,10 @@ def test_the_finalizer_goes_only_once_the_copies_were_listed_from_the_api_server
     decides: the relabelled copy is deleted, then the finalizer goes. (Attack defect 3: a
     ConfigMap without the managed-by label is not a copy, whatever its annotation: it is
     left alone and reported, not deleted.)"""
-    deleting = mirror(metadata={"deletionTimestamp": NOW, "finalizers": ["other", FINALIZER]})
+    deleting = mirror(
+        metadata={"deletionTimestamp": NOW, "finalizers": ["other", FINALIZER]},
+        status=recording("a", "b", "c"),
+    )
     cached_none = plan_with_allowed(
         deleting, SOURCE, {}, [], NOW, allowed_namespaces=EVERY_TARGET, sharded=True
     )
@@ -460,7 +523,9 @@ def test_targets_named_and_selected() -> None:
 
 def test_copy_writes_are_independent_and_the_status_follows_them() -> None:
     stale = copy("b", data={"k": "old"})
-    plan = plan_reconcile(mirror(), SOURCE, {"b": stale}, [stale, copy("gone")], NOW)
+    plan = plan_reconcile(
+        mirror(status=recording("b", "gone")), SOURCE, {"b": stale}, [stale, copy("gone")], NOW
+    )
     assert [(r.method, r.path) for r in plan.copies] == [
         ("POST", "/api/v1/namespaces/a/configmaps"),
         ("PUT", "/api/v1/namespaces/b/configmaps/settings"),
