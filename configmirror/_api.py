@@ -64,6 +64,13 @@ class TargetStatus:
     namespace: str
     state: Literal["Synced", "Conflict", "Pending", "NotAllowed"]
     message: str | None = None
+    uid: Annotated[
+        str | None,
+        Description(
+            "The UID of the copy the operator keeps there. Outside the namespaces that the "
+            "mirror targets and that accept copies, only a copy recorded here is deleted."
+        ),
+    ] = None
 
 
 @dataclass(slots=True)

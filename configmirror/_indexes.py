@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from kubemoon_core import Change, ObjectKey
 from kubemoon_trio import CacheReader
 
-from ._plan import _meta, _selector, copy_settled, mirror_targets
+from ._plan import CopyData, _meta, _selector, copy_settled, mirror_targets
 from ._plan import _owner_uid as owner_uid
 
 __all__ = [
@@ -67,7 +67,12 @@ def owner_uid_index(obj: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def mirrors_of_configmap(
-    mirrors: CacheReader, configmaps: SourceLookup, change: Change, *, sharded: bool = False
+    mirrors: CacheReader,
+    configmaps: SourceLookup,
+    change: Change,
+    *,
+    sharded: bool = False,
+    known: Callable[[Mapping[str, Any]], CopyData | None] | None = None,
 ) -> Iterable[ObjectKey]:
     """The mirrors a ConfigMap change concerns: its owner, and those using its name.
 
@@ -76,7 +81,9 @@ def mirrors_of_configmap(
     reconcile, and cannot start one from a cache that has seen only some of its writes.
     ``configmaps`` is where sources are found in full (data included: a source it does
     not know in full leaves the copy unsettled); ``sharded`` as for
-    :func:`~configmirror.plan_reconcile`.
+    :func:`~configmirror.plan_reconcile`. ``known`` tells what a copy seen as metadata
+    only holds (see :class:`~configmirror.CopyData`): a copy whose data it does not know at
+    its resourceVersion (someone else wrote it) is not settled.
     """
     where = f"{change.key.namespace}/{change.key.name}"
     keys = mirrors.keys_by_index(BY_SOURCE, where) + mirrors.keys_by_index(BY_TARGET, where)
@@ -91,7 +98,8 @@ def mirrors_of_configmap(
                 if mirror is None:
                     continue
                 source = configmaps.get("".join(source_of(mirror)), key.namespace)
-                if copy_settled(new, mirror, source, sharded=sharded):
+                facts = known(new) if known is not None else None
+                if copy_settled(new, mirror, source, sharded=sharded, known=facts):
                     keys = [k for k in keys if k != key]
     return dict.fromkeys(keys)
 

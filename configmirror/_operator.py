@@ -8,19 +8,26 @@ probes, metrics and graceful shutdown. Namespaces are watched through the target
 selector, so the namespace cache holds exactly the namespaces that accept copies and a
 label change re-reconciles the mirrors that target that namespace.
 
-Only the copies (labelled ``app.kubernetes.io/managed-by=kubemoon-configmirror``) are
-cached with their data; every other ConfigMap is cached as metadata only (a tenant's
-ConfigMaps that no mirror uses cost the operator a few hundred bytes each, whatever
-their size). A change of a source still reaches its mirrors (by its resourceVersion);
-the reconcile reads the source's data with one GET, kept in a small memory bounded in
-bytes and valid only at the resourceVersion it was read at. Unsharded, every ConfigMap's
-metadata is cached (so a lookup sees this runtime's own creates at once) besides the
-copies in full; a copy of the mirror's own that the full cache has not caught up with is
-read with a GET.
+No ConfigMap is cached with its data, not even the copies: their label
+(``app.kubernetes.io/managed-by=kubemoon-configmirror``) is no proof, as any tenant may put
+it on its own ConfigMaps, so a cache selected by it would hold whatever a tenant labels.
+Every ConfigMap is cached as metadata only (a few hundred bytes each, whatever their size).
+A change of a source still reaches its mirrors (by its resourceVersion); the reconcile reads
+the source's data with one GET, kept in a small memory bounded in bytes and valid only at
+the resourceVersion it was read at.
+
+A copy's data is known without caching it: each copy carries the digest of the data the
+operator wrote (``kubemoon.dev/data-sha256``), and the :class:`CopyMemory` remembers, per
+copy, the digest of the data it held at the resourceVersion the operator last wrote or read
+(a few hundred bytes each). A copy at another resourceVersion -- someone else wrote it, or
+the operator restarted -- whose annotation says it is in sync is read once with a GET and
+the answer dropped once its digest is taken; one whose annotation differs from the source
+is simply written again. An immutable copy is learned from the 422 its update gets: it is
+deleted and created again.
 
 Sharded, the ConfigMaps are watched in two parts: the copies of this replica's owner
 buckets only -- every copy carries its mirror's :data:`~kubemoon_core.sharding.OWNER_BUCKET_LABEL`
--- in full, and every other ConfigMap (the sources) as metadata. A copy this replica
+-- and every other ConfigMap (the sources), both as metadata. A copy this replica
 cannot see (another replica's bucket, a label changed by hand) makes its create fail with
 AlreadyExists: the reconcile then reads it from the API server and plans again, so
 conflicts are still reported and a mislabelled copy of its own is repaired.
@@ -31,7 +38,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -39,11 +45,11 @@ from prometheus_client import Counter
 
 from kubemoon_core import (
     ApiError,
-    Change,
     ListOptions,
     ObjectKey,
     Outcome,
     Reconciled,
+    Request,
     Requeue,
     RequeueAfter,
 )
@@ -71,6 +77,7 @@ from ._indexes import (
     owner_uid_index,
     source_of,
 )
+from ._memory import CopyMemory, SourceMemory, as_metadata
 from ._options import OperatorOptions
 from ._plan import (
     CONFIGMAPS,
@@ -78,9 +85,15 @@ from ._plan import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
     NAMESPACES,
+    CopyData,
     Plan,
+    _claimed_digest,
+    _deleting,
     _meta,
+    _metadata_only,
     _owner_uid,
+    data_digest,
+    is_copy,
     mirror_targets,
     namespace_labels,
     plan_reconcile,
@@ -102,12 +115,8 @@ _IGNORED_REMEMBERED = 10_000
 NOT_COPIES_SELECTOR = f"{MANAGED_BY_LABEL}!={MANAGED_BY_VALUE}"
 
 
-# (cache, whether it holds data): the copies are cached in full, other ConfigMaps as metadata.
+# (cache, whether it holds data): every ConfigMap cache of the operator is metadata only.
 Caches = tuple[tuple[CacheReader, bool], ...]
-
-# What the source memory may hold, in characters of data plus a fixed cost per entry.
-SOURCE_MEMORY_BYTES = 16 * 1024 * 1024
-_ENTRY_COST = 1024
 
 
 def _lookup(caches: Caches, name: str, namespace: str) -> tuple[Mapping[str, Any] | None, bool]:
@@ -118,59 +127,6 @@ def _lookup(caches: Caches, name: str, namespace: str) -> tuple[Mapping[str, Any
         if found is not None:
             return found, full
     return None, False
-
-
-def _data_size(configmap: Mapping[str, Any]) -> int:
-    size = _ENTRY_COST
-    for field in ("data", "binaryData"):
-        values = configmap.get(field)
-        if isinstance(values, Mapping):
-            size += sum(len(str(k)) + len(str(v)) for k, v in values.items())
-    return size
-
-
-def _is_copy(configmap: Mapping[str, Any]) -> bool:
-    labels = _meta(configmap).get("labels") or {}
-    return isinstance(labels, Mapping) and labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
-
-
-class SourceMemory:
-    """ConfigMaps read in full (the sources), least recently used first, at most
-    ``max_bytes`` of data; an entry answers only for the resourceVersion it was read at."""
-
-    def __init__(self, max_bytes: int = SOURCE_MEMORY_BYTES) -> None:
-        self.max_bytes = max_bytes
-        self.bytes = 0
-        self._entries: OrderedDict[tuple[str, str], tuple[Mapping[str, Any], int]] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, metadata: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        """The ConfigMap ``metadata`` describes, in full, if it was read at its version."""
-        meta = _meta(metadata)
-        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-        entry = self._entries.get(key)
-        if entry is None or _meta(entry[0]).get("resourceVersion") != meta.get("resourceVersion"):
-            return None
-        self._entries.move_to_end(key)
-        return entry[0]
-
-    def put(self, configmap: Mapping[str, Any]) -> None:
-        """Keep ``configmap`` (replacing what was kept of it), evicting the oldest."""
-        meta = _meta(configmap)
-        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-        old = self._entries.pop(key, None)
-        if old is not None:
-            self.bytes -= old[1]
-        size = _data_size(configmap)
-        if size > self.max_bytes:
-            return  # read again by every reconcile that needs it
-        self._entries[key] = (configmap, size)
-        self.bytes += size
-        while self.bytes > self.max_bytes:
-            _, (_, evicted) = self._entries.popitem(last=False)
-            self.bytes -= evicted
 
 
 class _FullSources:
@@ -188,21 +144,10 @@ class _FullSources:
         return self._memory.get(found)
 
 
-def _unless_copies(
-    mapper: functools.partial[Iterable[ObjectKey]], change: Change
-) -> Iterable[ObjectKey]:
-    """``mapper``, for the metadata cache of every ConfigMap: a change of a copy (before
-    and after) is mapped from the full cache of the copies, which can tell it settled."""
-    seen = [obj for obj in (change.old, change.new) if obj is not None]
-    if seen and all(_is_copy(obj) for obj in seen):
-        return ()
-    return mapper(change)
-
-
 # What the declarations cannot show: the planner writes the ConfigMaps it only watches (POST
 # a copy, PUT it conditionally, DELETE it with preconditions), the reconcile reads a
-# source's data (and, unsharded, a copy its full cache has not caught up with) with a GET
-# because other ConfigMaps are cached as metadata only, and the validating webhook asks a
+# source's data (and a copy whose data it does not know) with a GET because every
+# ConfigMap is cached as metadata only, and the validating webhook asks a
 # SubjectAccessReview per target namespace; so does the operator before it writes a copy
 # for a mirror's recorded author.
 RBAC_EXTRA = (
@@ -277,7 +222,7 @@ class ConfigMirrorOperator:
         informers = self.manager.informers
         indexers = {BY_OWNER_UID: owner_uid_index}
         sharded = opts.sharding is not None
-        # Metadata only: what is kept of a ConfigMap nobody copies does not grow with it.
+        # Metadata only: what is kept of a ConfigMap does not grow with it, whatever its labels.
         if sharded:
             # Sources (and any ConfigMap that is no copy) cluster-wide; copies per shard.
             self.configmaps: Informer = informers.get(
@@ -293,18 +238,11 @@ class ConfigMirrorOperator:
         self._copies: dict[str, CacheReader] = {}
         self._sources = configmap_cache
         self.source_memory = SourceMemory()
-        # Unsharded: every copy in full (the metadata of every ConfigMap is in _sources).
-        self._all_copies = (
-            self.manager.informers.reader(informers.get(CONFIGMAPS, label_selector=COPIES_SELECTOR))
-            if not sharded
-            else configmap_cache
-        )
-        source_lookup = (
-            ((configmap_cache, False),)
-            if sharded
-            else ((self._all_copies, True), (configmap_cache, False))
-        )
-        full_sources = _FullSources(source_lookup, self.source_memory)
+        # What each copy held when last written or read (the caches hold no data).
+        self.copy_memory = CopyMemory()
+        # GETs of copies whose data was not known (someone else wrote them, or a restart).
+        self.copy_reads = 0
+        full_sources = _FullSources(((configmap_cache, False),), self.source_memory)
         selector = opts.target_namespace_selector
         self.namespaces: Informer = informers.get(NAMESPACES, label_selector=selector)
         for namespace in opts.namespaces or (None,):
@@ -319,7 +257,13 @@ class ConfigMirrorOperator:
             else:
                 informers.get(CONFIGMIRRORS_V1BETA1, namespace=namespace, indexers=MIRROR_INDEXERS)
             mirrors = builder.primary_cache()
-            mapper = functools.partial(mirrors_of_configmap, mirrors, full_sources, sharded=sharded)
+            mapper = functools.partial(
+                mirrors_of_configmap,
+                mirrors,
+                full_sources,
+                sharded=sharded,
+                known=self.copy_memory.get,
+            )
             if sharded:
                 builder.watches(
                     CONFIGMAPS,
@@ -327,18 +271,19 @@ class ConfigMirrorOperator:
                     label_selector=COPIES_SELECTOR,
                     sharded_by_owner_bucket=True,
                     indexers=indexers,
+                    metadata_only=True,
                 )
                 self._copies[name] = builder.watched_cache(
-                    CONFIGMAPS, label_selector=COPIES_SELECTOR, sharded_by_owner_bucket=True
+                    CONFIGMAPS,
+                    label_selector=COPIES_SELECTOR,
+                    sharded_by_owner_bucket=True,
+                    metadata_only=True,
                 )
                 builder.watches(
                     CONFIGMAPS, mapper, label_selector=NOT_COPIES_SELECTOR, metadata_only=True
                 )
             else:
-                builder.watches(
-                    CONFIGMAPS, functools.partial(_unless_copies, mapper), metadata_only=True
-                )
-                builder.watches(CONFIGMAPS, mapper, label_selector=COPIES_SELECTOR)
+                builder.watches(CONFIGMAPS, mapper, metadata_only=True)
             builder.watches(
                 NAMESPACES,
                 functools.partial(mirrors_targeting, mirrors),
@@ -348,9 +293,10 @@ class ConfigMirrorOperator:
             controller.status_verbs = ("update",)  # its planner PUTs the status
 
     def copies_cache(self, controller: str = "configmirror") -> CacheReader:
-        """The cache of the copies a controller of this replica watches, in full: sharded,
-        only the copies of the mirrors in its owner buckets; unsharded, every copy."""
-        return self._copies.get(controller, self._all_copies)
+        """The cache (metadata only) where a controller of this replica finds its copies:
+        sharded, only the copies of the mirrors in its owner buckets; unsharded, every
+        ConfigMap."""
+        return self._copies.get(controller, self._sources)
 
     async def aclose(self) -> None:
         """Close what the operator opened besides the client (the access reviews' pool)."""
@@ -373,42 +319,46 @@ class ConfigMirrorOperator:
         sources = self._sources
         caches: Caches
         if copies_cache is not None:
-            caches = ((copies_cache, True), (sources, False))
+            caches = ((copies_cache, False), (sources, False))
             source_caches: Caches = ((sources, False), *caches)
             managed_caches: tuple[CacheReader, ...] = (copies_cache, sources)
         else:
-            # The metadata of every ConfigMap (it sees this runtime's creates at once) is
-            # where copies are found, and their deletion; their data is in the copies' cache.
-            caches = ((self._all_copies, True), (sources, False))
+            # The metadata of every ConfigMap (it sees this runtime's writes at once) is
+            # where copies are found, and their deletion; what they hold is in copy_memory.
+            caches = ((sources, False),)
             source_caches = caches
             managed_caches = (sources,)
         source_name = "".join(source_of(mirror))
         labels = namespace_labels(ctx.cache(NAMESPACES).objects())
         targets = mirror_targets(mirror, labels)
         uid = _meta(mirror)["uid"]
-        # Read from the API server: ConfigMaps a sharded replica's caches cannot hold, and
-        # (unsharded) copies of this mirror's own the full cache has not caught up with.
+        memory = self.copy_memory
+        # Read from the API server (kept as metadata): copies whose data was not known, and
+        # ConfigMaps a sharded replica's caches cannot hold.
         fetched: dict[str, Mapping[str, Any]] = {}
         # Every copy of this mirror the API server holds, once a cleanup asked for them.
         listed: list[Mapping[str, Any]] | None = None
         # Targets the mirror's author may not write now: nothing is written there.
         unauthorized: dict[str, str] = {}
         source = await self._read_source(ctx, source_caches, source_name)
-        if not sharded:
+        if source is not None:
+            digest = data_digest(source)
             for target in targets:
-                found, full = _lookup(caches, source_name, target)
-                if found is not None and not full and _is_copy(found) and _owner_uid(found) == uid:
-                    try:
-                        fetched[target] = await ctx.client.get(
-                            CONFIGMAPS, source_name, namespace=target
-                        )
-                    except NotFound:
-                        return Requeue()  # deleted meanwhile: plan again from the caches
+                found, _ = _lookup(caches, source_name, target)
+                if found is None or not self._unknown_in_sync(found, uid, source_name, digest):
+                    continue
+                read = await self._read_copy(ctx, source_name, target)
+                if read is None:
+                    return Requeue()  # deleted meanwhile: plan again from the caches
+                fetched[target] = read
 
-        def plan_now() -> Plan:
-            copies = {
+        def copies_now() -> dict[str, Mapping[str, Any]]:
+            return {
                 t: c for t in targets if (c := fetched.get(t) or _lookup(caches, source_name, t)[0])
             }
+
+        def plan_now() -> Plan:
+            copies = copies_now()
             managed = {
                 ObjectKey(_meta(c).get("namespace", ""), _meta(c).get("name", "")): c
                 for cache in managed_caches
@@ -429,9 +379,12 @@ class ConfigMirrorOperator:
                 sharded=sharded,
                 copies_listed=listed is not None,
                 unauthorized=unauthorized,
+                known={t: k for t, c in copies.items() if (k := memory.get(c)) is not None},
             )
 
-        for _attempt in range(2):
+        outcome: Outcome | None = Requeue()  # if every attempt needed another
+        read_unseen = sharded
+        for _attempt in range(5):
             plan = plan_now()
             if plan.list_copies:
                 # The finalizer would go: first read every copy from the API server, so
@@ -443,23 +396,48 @@ class ConfigMirrorOperator:
                 unauthorized.update(refusals)
                 plan = plan_now()
             self._report_ignored(ctx, uid, plan)
+            before = ctx.writes
             try:
-                outcome, unseen = await self._write(ctx, plan, read_unseen=sharded and not fetched)
+                outcome, unseen, frozen, created = await self._write(
+                    ctx, plan, read_unseen=read_unseen
+                )
             finally:
-                self.writes += ctx.writes
+                self.writes += ctx.writes - before
+            # The status records every copy's UID (cleanup deletes no other outside the
+            # targets): the next plan sees the copies just created.
+            fetched.update(created)
+            if created and not (frozen or unseen):
+                outcome = Requeue()
+                continue
+            if frozen:
+                # Updates refused because the copy is immutable: so the plan learns, and
+                # replaces those copies (deleted now, created again on the next reconcile).
+                copies = copies_now()
+                for namespace in frozen:
+                    if (c := copies.get(namespace)) is not None:
+                        cm = _meta(c)
+                        refused = CopyData(cm["uid"], cm["resourceVersion"], "", immutable=True)
+                        memory.put(c, refused)
+                outcome = Requeue()
+                continue
             if not unseen:
                 break
+            read_unseen = False
             # Creates refused as AlreadyExists: ConfigMaps these caches do not hold (another
             # replica's copy, a copy whose bucket label was changed): read them and replan.
             # (A LIST by name: the generated RBAC grants list and watch, not get.)
             by_name = ListOptions(field_selector=f"metadata.name={source_name}")
+            found_any = False
             for namespace in unseen:
                 async for found in ctx.client.list(
                     CONFIGMAPS, namespace=namespace, options=by_name
                 ):
-                    fetched[namespace] = found
-            if not fetched:
+                    memory.put(found)
+                    fetched[namespace] = as_metadata(found)
+                    found_any = True
+            if not found_any:
                 return Requeue()  # deleted meanwhile: plan again from the caches
+            outcome = Requeue()
         if outcome is not None:
             return outcome
         if ctx.writes:
@@ -467,6 +445,32 @@ class ConfigMirrorOperator:
         for event in plan.events:
             ctx.events.record(mirror, event.type, event.reason, event.note)
         return RequeueAfter(1.0) if plan.wait_for_deletions else Reconciled()
+
+    def _unknown_in_sync(
+        self, found: Mapping[str, Any], uid: str, source_name: str, digest: str
+    ) -> bool:
+        """Whether ``found`` (cached, metadata only) is a copy of this mirror that says it
+        holds the source's data, at a version whose data this replica does not know: it
+        must be read to tell. (One that says otherwise is written again anyway.)"""
+        return (
+            _metadata_only(found)
+            and is_copy(found, uid, source_name)
+            and not _deleting(found)
+            and _claimed_digest(found) == digest
+            and self.copy_memory.get(found) is None
+        )
+
+    async def _read_copy(
+        self, ctx: ReconcileContext, name: str, namespace: str
+    ) -> Mapping[str, Any] | None:
+        """GET one copy, remember what it holds, and keep only its metadata (None if gone)."""
+        try:
+            found = await ctx.client.get(CONFIGMAPS, name, namespace=namespace)
+        except NotFound:
+            return None
+        self.copy_reads += 1
+        self.copy_memory.put(found)
+        return as_metadata(found)
 
     def _report_ignored(self, ctx: ReconcileContext, uid: str, plan: Plan) -> None:
         """Log at WARNING, once each, the look-alikes the plan left alone, and count them."""
@@ -480,7 +484,8 @@ class ConfigMirrorOperator:
             self._ignored_counter.inc()
             ctx.log.warning(
                 "ConfigMap %s carries this mirror's owner UID but is not its copy (name or "
-                "managed-by label differs): never written or deleted",
+                "managed-by label differs, or it is outside the mirror's targets and its UID "
+                "was never recorded): never written or deleted",
                 where,
             )
 
@@ -506,45 +511,91 @@ class ConfigMirrorOperator:
         """The ConfigMaps annotated with owner ``uid`` that the API server holds with the
         managed-by label, across namespaces and whatever their other labels: a copy whose
         owner-bucket label was changed is in no cache of its mirror's replica. (One without
-        the managed-by label is no copy: the planner leaves it alone, see ``is_copy``.)"""
+        the managed-by label is no copy: the planner leaves it alone, see ``is_copy``.)
+        Metadata only: a tenant's ConfigMaps carrying the label cost no more than theirs."""
         options = ListOptions(label_selector=COPIES_SELECTOR)
-        return [
-            c async for c in ctx.client.list(CONFIGMAPS, options=options) if _owner_uid(c) == uid
-        ]
+        listed = ctx.client.list(CONFIGMAPS, options=options, metadata_only=True)
+        return [c async for c in listed if _owner_uid(c) == uid]
 
     async def _write(
         self, ctx: ReconcileContext, plan: Plan, *, read_unseen: bool = False
-    ) -> tuple[Outcome | None, list[str]]:
+    ) -> tuple[Outcome | None, list[str], list[str], dict[str, Mapping[str, Any]]]:
         """The plan's copy writes together, then the mirror's own in order; a Requeue if
-        one of them lost a race (someone wrote first, or the cache was behind). With
-        ``read_unseen``, creates refused as AlreadyExists are returned (their namespaces)
-        instead, and nothing else is written."""
+        one of them lost a race (someone wrote first, or the cache was behind). Instead of
+        the mirror's writes, it returns (and nothing else is written): with
+        ``read_unseen``, the namespaces of creates refused as AlreadyExists; those of
+        updates refused because the copy is immutable; else the copies created (metadata
+        only, by namespace), for a plan whose status records them. What each copy written
+        holds is remembered."""
         results = await ctx.write_all(plan.copies, concurrency=self.options.write_concurrency)
+        self._remember(plan.copies, results)
+        pairs = list(zip(plan.copies, results, strict=True))
+        created: dict[str, Mapping[str, Any]] = {
+            _namespace_of(request): as_metadata(result)
+            for request, result in pairs
+            if request.method == "POST" and isinstance(result, Mapping)
+        }
         unseen = [
-            request.path.split("/")[-2]  # POST /api/v1/namespaces/<namespace>/configmaps
-            for request, result in zip(plan.copies, results, strict=True)
+            _namespace_of(request)
+            for request, result in pairs
             if read_unseen and isinstance(result, AlreadyExists) and request.method == "POST"
         ]
         if unseen:
-            return None, unseen
-        for request, result in zip(plan.copies, results, strict=True):
+            return None, unseen, [], created
+        frozen = [
+            _namespace_of(request)
+            for request, result in pairs
+            if request.method == "PUT" and _refused_as_immutable(result)
+        ]
+        if frozen:
+            return None, [], frozen, created
+        for request, result in pairs:
             if isinstance(result, NotFound) and request.method == "DELETE":
                 continue  # gone already: what the delete wanted
             if isinstance(result, Conflict | AlreadyExists):
                 ctx.log.info("write conflict, requeueing: %s", result)
-                return Requeue(), []
+                return Requeue(), [], [], {}
             if isinstance(result, ApiError):
                 raise result
             ctx.log.debug("%s %s", request.method, request.path)
+        if created:
+            return None, [], [], created
         for request in plan.mirror:
             try:
                 await ctx.client.request(request)
             except Conflict as exc:
                 ctx.log.info("write conflict, requeueing: %s", exc)
-                return Requeue(), []
+                return Requeue(), [], [], {}
             ctx.writes += 1
             ctx.log.debug("%s %s", request.method, request.path)
-        return None, []
+        return None, [], [], {}
+
+    def _remember(self, requests: Iterable[Request], results: Iterable[Any]) -> None:
+        """Keep what each copy written holds (the answer is the copy as stored)."""
+        for request, result in zip(requests, results, strict=True):
+            if isinstance(result, ApiError) and not isinstance(result, NotFound):
+                continue
+            if request.method == "DELETE":
+                parts = request.path.split("/")  # .../namespaces/<ns>/configmaps/<name>
+                self.copy_memory.forget(parts[-3], parts[-1])
+            elif isinstance(result, Mapping) and result.get("kind") == "ConfigMap":
+                self.copy_memory.put(result)
+
+
+def _namespace_of(request: Request) -> str:
+    """The namespace of a write of a copy (POST .../namespaces/<namespace>/configmaps, PUT
+    and DELETE .../namespaces/<namespace>/configmaps/<name>)."""
+    parts = request.path.split("/")
+    return parts[-2] if request.method == "POST" else parts[-3]
+
+
+def _refused_as_immutable(result: object) -> bool:
+    """Whether a write was refused (422) because the ConfigMap is ``immutable: true``."""
+    return (
+        isinstance(result, ApiError)
+        and result.code == 422
+        and any("immutable" in cause.message for cause in result.causes)
+    )
 
 
 def rbac_manager() -> Manager:

@@ -4,20 +4,30 @@ Rules: a ConfigMap is modified or deleted only if it is a copy this ConfigMirror
 has the source's name, the managed-by label and this ConfigMirror's UID in
 ``kubemoon.dev/owner-uid`` (anyone who may update a ConfigMap can add the annotation, so it
 alone widens nobody's rights: a look-alike is reported in ``Plan.ignored``, never
-written); a copy already being deleted counts as deleted (it is not deleted again, and
-does not hold the finalizer); a copy made ``immutable`` that needs a change is deleted and
-created again on a later reconcile; a namespace receives a copy only if it allows it (the
-caller passes the namespaces that match the target selector, by default those labelled
-``kubemoon.dev/accept-mirrors=true``), and a managed copy in a namespace that no longer
-allows it is deleted; every update and delete is conditional on the resourceVersion
-(and UID) the plan was made from, so a concurrent change makes the write fail with 409 and
-the key is reconciled again. Status is written only when it changes, so a converged
-mirror costs no writes. Events are planned only when the Ready condition changes, so a
-mirror that stays broken does not repeat its Warning at every reconcile.
+written); a copy already being deleted counts as deleted (it is not deleted again, and does
+not hold the finalizer); a copy made ``immutable`` that needs a change is deleted and
+created again on a later reconcile (immutability is known from a full read of the copy, or
+from a :class:`CopyData` the caller learned from a refused update); a namespace receives a
+copy only if it allows it (the caller passes the namespaces that match the target selector,
+by default those labelled ``kubemoon.dev/accept-mirrors=true``), and a managed copy in a
+namespace that no longer allows it is deleted; every update and delete is conditional on the
+resourceVersion (and UID) the plan was made from, so a concurrent change makes the write
+fail with 409 and the key is reconciled again. Status is written only when it changes, so a
+converged mirror costs no writes. Events are planned only when the Ready condition changes,
+so a mirror that stays broken does not repeat its Warning at every reconcile.
+
+Copies may be passed as metadata only (``PartialObjectMetadata``): each copy carries the
+digest of its data in :data:`DATA_DIGEST_ANNOTATION`, and a copy is in sync only when that
+annotation is the source's digest *and* the digest of the data it actually holds (from the
+copy itself when passed in full, else from a :class:`CopyData` at the copy's very
+resourceVersion) is too. The annotation alone proves nothing (whoever edits the data can
+leave it as it was); a copy whose data is not known is not in sync.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -40,14 +50,18 @@ __all__ = [
     "CONFIGMAPS",
     "CONFIGMIRRORS",
     "CONFIGMIRRORS_V1BETA1",
+    "DATA_DIGEST_ANNOTATION",
     "FINALIZER",
     "MANAGED_BY_LABEL",
     "MANAGED_BY_VALUE",
     "NAMESPACES",
     "OWNER_UID_ANNOTATION",
+    "CopyData",
     "Plan",
     "PlannedEvent",
+    "copy_data",
     "copy_settled",
+    "data_digest",
     "is_copy",
     "mirror_targets",
     "plan_reconcile",
@@ -66,8 +80,75 @@ FINALIZER = "kubemoon.dev/cleanup"
 OWNER_UID_ANNOTATION = "kubemoon.dev/owner-uid"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "kubemoon-configmirror"
+DATA_DIGEST_ANNOTATION = "kubemoon.dev/data-sha256"
+"""On every copy the operator writes: :func:`data_digest` of the data it wrote."""
 
 Obj = Mapping[str, Any]
+
+
+def _strings(value: object) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
+
+
+def data_digest(configmap: Obj) -> str:
+    """The SHA-256 (hex) of a ConfigMap's ``data`` and ``binaryData``, canonically encoded:
+    a JSON array of the two objects (absent or empty alike), keys sorted, no whitespace,
+    UTF-8. Two ConfigMaps have the same digest exactly when their data are equal."""
+    canonical = [_strings(configmap.get("data")), _strings(configmap.get("binaryData"))]
+    encoded = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(encoded.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class CopyData:
+    """What a copy held at one version, for a copy the caller passes as metadata only.
+
+    ``digest`` is :func:`data_digest` of the data it held at ``resource_version`` (``""``
+    when unknown, as after an update refused because the copy is ``immutable``), and
+    ``immutable`` whether it was ``immutable: true``. It answers only for that copy
+    (``uid``) at that ``resource_version``.
+    """
+
+    uid: str
+    resource_version: str
+    digest: str
+    immutable: bool = False
+
+    def describes(self, configmap: Obj) -> bool:
+        """Whether this is what ``configmap`` (its metadata) holds: same uid and version."""
+        meta = _meta(configmap)
+        return meta.get("uid") == self.uid and meta.get("resourceVersion") == self.resource_version
+
+
+def copy_data(configmap: Obj) -> CopyData:
+    """The :class:`CopyData` of a ConfigMap read in full."""
+    meta = _meta(configmap)
+    return CopyData(
+        str(meta.get("uid", "")),
+        str(meta.get("resourceVersion", "")),
+        data_digest(configmap),
+        configmap.get("immutable") is True,
+    )
+
+
+def _metadata_only(configmap: Obj) -> bool:
+    return configmap.get("kind") == "PartialObjectMetadata"
+
+
+def _actual(configmap: Obj, known: CopyData | None) -> CopyData | None:
+    """What ``configmap`` holds: read from it if it is whole, else ``known`` if it
+    describes this very version, else None (not known)."""
+    if not _metadata_only(configmap):
+        return copy_data(configmap)
+    return known if known is not None and known.describes(configmap) else None
+
+
+def _claimed_digest(configmap: Obj) -> str | None:
+    """The digest a copy's :data:`DATA_DIGEST_ANNOTATION` claims (anyone may edit it)."""
+    value = (_meta(configmap).get("annotations") or {}).get(DATA_DIGEST_ANNOTATION)
+    return value if isinstance(value, str) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +176,9 @@ class Plan:
     changed): the plan writes nothing, and the caller lists the copies and plans again
     with ``copies_listed=True``. ``ignored`` names (``namespace/name``) the ConfigMaps that
     carry the mirror's UID but are not its copies (another name, or no managed-by label):
-    never written, for the caller to report.
+    never written, for the caller to report; so are copies outside the namespaces the
+    mirror targets and that accept copies whose UID the status does not record (a
+    look-alike made where the mirror never wrote).
     """
 
     copies: tuple[Request, ...] = ()
@@ -190,6 +273,13 @@ def is_copy(configmap: Obj, uid: str, source_name: object) -> bool:
     )
 
 
+def _recorded_uids(mirror: Obj) -> set[str]:
+    """The UIDs of the copies the mirror's status says the operator keeps."""
+    targets = (mirror.get("status") or {}).get("targets")
+    listed = targets if isinstance(targets, list) else ()
+    return {t["uid"] for t in listed if isinstance(t, Mapping) and isinstance(t.get("uid"), str)}
+
+
 def _deleting(configmap: Obj) -> bool:
     return bool(_meta(configmap).get("deletionTimestamp"))
 
@@ -242,6 +332,7 @@ def _desired_copy(
         labels[OWNER_BUCKET_LABEL] = owner_bucket_label(uid)
     annotations = dict(base_meta.get("annotations") or {})
     annotations[OWNER_UID_ANNOTATION] = uid
+    annotations[DATA_DIGEST_ANNOTATION] = data_digest(source)
     metadata: dict[str, Any] = {
         "name": _meta(source)["name"],
         "namespace": namespace,
@@ -257,25 +348,38 @@ def _desired_copy(
     return copy
 
 
-def _in_sync(existing: Obj, desired: Obj) -> bool:
+def _in_sync(existing: Obj, desired: Obj, actual: CopyData | None) -> bool:
+    """Whether ``existing`` is ``desired``: its labels, its owner, the digest it claims and
+    the data it holds (``actual``; None when not known, which is not in sync)."""
     meta, want = _meta(existing), _meta(desired)
     labels = meta.get("labels") or {}
+    digest = want["annotations"][DATA_DIGEST_ANNOTATION]
     return (
-        (existing.get("data") or {}) == (desired.get("data") or {})
-        and (existing.get("binaryData") or {}) == (desired.get("binaryData") or {})
+        actual is not None
+        and actual.digest == digest
+        and _claimed_digest(existing) == digest
         and labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
         and _owner_uid(existing) == want["annotations"][OWNER_UID_ANNOTATION]
         and labels.get(OWNER_BUCKET_LABEL) == want["labels"].get(OWNER_BUCKET_LABEL)
     )
 
 
-def copy_settled(copy: Obj, mirror: Obj, source: Obj | None, *, sharded: bool = False) -> bool:
+def copy_settled(
+    copy: Obj,
+    mirror: Obj,
+    source: Obj | None,
+    *,
+    sharded: bool = False,
+    known: CopyData | None = None,
+) -> bool:
     """Whether ``copy`` is exactly what ``mirror`` wants there, as planning would find it.
 
     Typically it is the echo of the mirror's own write: a change that leaves a copy
     settled needs no reconcile of its mirror. Anything in doubt is not settled: a mirror
     being deleted, a missing source, a copy in a namespace the mirror only selects by label
-    (the decision needs the namespace's labels). ``sharded`` as for :func:`plan_reconcile`.
+    (the decision needs the namespace's labels), a copy passed as metadata only whose data
+    ``known`` does not describe at its resourceVersion. ``sharded`` as for
+    :func:`plan_reconcile`.
     """
     meta, mirror_meta = _meta(copy), _meta(mirror)
     uid = mirror_meta.get("uid")
@@ -286,7 +390,8 @@ def copy_settled(copy: Obj, mirror: Obj, source: Obj | None, *, sharded: bool = 
     namespace = meta.get("namespace")
     if not isinstance(namespace, str) or namespace not in mirror_targets(mirror):
         return False
-    return _in_sync(copy, _desired_copy(source, namespace, str(uid), copy, sharded=sharded))
+    desired = _desired_copy(source, namespace, str(uid), copy, sharded=sharded)
+    return _in_sync(copy, desired, _actual(copy, known))
 
 
 def _condition(status: bool, reason: str, message: str, generation: int) -> dict[str, Any]:
@@ -333,6 +438,7 @@ def plan_reconcile(
     sharded: bool = False,
     copies_listed: bool = False,
     unauthorized: Mapping[str, str] | None = None,
+    known: Mapping[str, CopyData] | None = None,
 ) -> Plan:
     """Plan one reconcile of ``mirror``.
 
@@ -349,7 +455,9 @@ def plan_reconcile(
     label is missing or wrong is rewritten; without it, the label is left as found.
 
     Only copies are written: see ``is_copy`` (the owner annotation alone, which
-    whoever may update a ConfigMap can add, is not enough); the others of
+    whoever may update a ConfigMap can add, is not enough), and outside the targets that
+    accept copies only those whose UID the mirror's status records (``targets[].uid``,
+    written for every copy kept; the status subresource is the operator's); the others of
     ``managed_copies`` are named in ``Plan.ignored``. A mirror being deleted keeps its
     finalizer until every copy is deleted or being deleted (a DELETE accepted is the
     operator's work done, whatever finalizers the receiving tenant added), whatever its
@@ -360,6 +468,11 @@ def plan_reconcile(
 
     ``unauthorized`` maps the targets the mirror's author may no longer write to why:
     nothing is written there (a copy already there is left as it is) and Ready is False.
+
+    A copy of ``copies_by_namespace`` may be metadata only; ``known`` (target namespace ->
+    :class:`CopyData`) then says what it holds, if it describes that copy at that
+    resourceVersion. A copy whose data is not known is written again (a conditional PUT),
+    so callers read the ones that may be in sync first.
     """
     meta = _meta(mirror)
     uid, namespace = meta["uid"], meta["namespace"]
@@ -368,8 +481,14 @@ def plan_reconcile(
     source_name = spec.get("source", "")
     managed: list[Obj] = []
     ignored: list[str] = []
+    # Where this mirror may write now; elsewhere only the copies it recorded are its own.
+    accepting = set(mirror_targets(mirror, namespace_labels)) & set(allowed_namespaces)
+    recorded = _recorded_uids(mirror)
     for c in managed_copies:
-        if is_copy(c, uid, source_name):
+        cm = _meta(c)
+        if is_copy(c, uid, source_name) and (
+            cm.get("namespace") in accepting or cm.get("uid") in recorded
+        ):
             managed.append(c)
         else:
             ignored.append(_where(c))
@@ -436,10 +555,11 @@ def plan_reconcile(
             )
             continue
         desired = _desired_copy(source, target, uid, existing, sharded=sharded)
+        actual = None if existing is None else _actual(existing, (known or {}).get(target))
         if existing is None:
             writes.append(create_request(CONFIGMAPS, desired, namespace=target))
-        elif not _in_sync(existing, desired):
-            if _deleting(existing) or existing.get("immutable") is True:
+        elif not _in_sync(existing, desired, actual):
+            if _deleting(existing) or (actual is not None and actual.immutable):
                 # An immutable copy refuses every update (422): the operator's own object,
                 # it is deleted and created again once gone. One being deleted is waited for.
                 if not _deleting(existing):
@@ -456,7 +576,10 @@ def plan_reconcile(
                 )
                 continue
             writes.append(replace_request(CONFIGMAPS, desired, namespace=target))
-        target_states.append({"namespace": target, "state": "Synced", "message": ""})
+        synced = {"namespace": target, "state": "Synced", "message": ""}
+        if existing is not None and isinstance(kept := _meta(existing).get("uid"), str):
+            synced["uid"] = kept  # recorded: deleted wherever it ends up, see is_copy
+        target_states.append(synced)
 
     wanted = set(targets) - set(refused)
     for copy in live:

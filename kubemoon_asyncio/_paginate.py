@@ -5,8 +5,10 @@
 Rules: one page is held at a time; a page whose body is over the client's cap
 (``ResponseTooLarge``) is asked for again with half the limit (``next_page_limit``, down
 to one object) for the rest of the list, and counted in ``page_shrinks``; a response that
-is not a list of objects is a ``DecodeError`` naming ``items``; after the iteration,
-``resource_version`` is the list's resourceVersion. Requests go through the client's
+is not a list of objects is a ``DecodeError`` naming ``items`` (``null`` items, as an empty
+metadata-only list has, are none); after the iteration,
+``resource_version`` is the list's resourceVersion; with ``metadata_only`` the items are
+``PartialObjectMetadata``. Requests go through the client's
 ``request`` (its retries, credentials and write gate), which this module only calls.
 """
 
@@ -44,8 +46,11 @@ class Items:
         resource: Target,
         namespace: str | None,
         options: ListOptions,
+        *,
+        metadata_only: bool = False,
     ) -> None:
         self._client = client
+        self._metadata_only = metadata_only
         self._resource = resource
         self._namespace = namespace
         self._options = options
@@ -65,7 +70,12 @@ class Items:
             options = dataclasses.replace(self._options, continue_token=self._continue)
             try:
                 page = await self._client.request(
-                    list_request(self._resource, namespace=self._namespace, options=options)
+                    list_request(
+                        self._resource,
+                        namespace=self._namespace,
+                        options=options,
+                        metadata_only=self._metadata_only,
+                    )
                 )
             except ResponseTooLarge:
                 # Ask for the same page in halves (down to one object) for the rest of
@@ -82,7 +92,9 @@ class Items:
                 self._options = dataclasses.replace(self._options, limit=smaller)
                 self.page_shrinks += 1
                 continue
-            items = page.get("items") if isinstance(page, dict) else None
+            items = page.get("items", ()) if isinstance(page, dict) else None
+            if items is None and isinstance(page, dict):
+                items = []  # an empty PartialObjectMetadataList has "items": null
             metadata = page.get("metadata") if isinstance(page, dict) else None
             if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
                 raise DecodeError("a list response has no list of objects", path="items")

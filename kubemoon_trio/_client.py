@@ -543,16 +543,19 @@ class Client:
         *,
         namespace: str | None = None,
         options: ListOptions | None = None,
+        metadata_only: bool = False,
     ) -> Items:
         """Iterate over every object of a collection, following ``continue`` page by page.
 
         Pages hold ``options.limit`` objects (500 by default). After the iteration, the
-        iterator's ``resource_version`` is the list's resourceVersion.
+        iterator's ``resource_version`` is the list's resourceVersion. With
+        ``metadata_only`` each object is its ``PartialObjectMetadata`` (no data, no spec:
+        what a list costs does not grow with the objects' contents).
         """
         options = options or ListOptions()
         if options.limit is None:
             options = dataclasses.replace(options, limit=DEFAULT_PAGE_SIZE)
-        return Items(self, resource, namespace, options)
+        return Items(self, resource, namespace, options, metadata_only=metadata_only)
 
     def watch(
         self,

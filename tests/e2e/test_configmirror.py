@@ -14,9 +14,11 @@ from configmirror import (
     ACCEPT_MIRRORS_SELECTOR,
     CONFIGMAPS,
     CONFIGMIRRORS,
+    DATA_DIGEST_ANNOTATION,
     FINALIZER,
     NAMESPACES,
     OWNER_UID_ANNOTATION,
+    data_digest,
 )
 from kubemoon_core import EVENTS
 from kubemoon_core.errors import NotFound
@@ -138,6 +140,53 @@ async def test_mirrors_updates_and_heals(
     await eventually(lambda: s.copies_are({"a": "2"}), what="deleted copy re-created")
 
 
+async def test_a_copy_edited_behind_its_digest_is_repaired(
+    scenario: Scenario, client: Client, start_operator: StartOperator
+) -> None:
+    """Copies are cached as metadata only and carry the digest of the data the operator
+    wrote: a tenant that edits a copy's data (or binaryData) and leaves the annotation as it
+    was is still repaired, whether the operator runs or was stopped meanwhile."""
+    s = scenario
+    await client.create(
+        CONFIGMAPS, configmap("settings", {"a": "1"}, {"b": BINARY}), namespace=s.home
+    )
+    await client.create(CONFIGMIRRORS, mirror("m", "settings", s.targets), namespace=s.home)
+    running = await start_operator(namespaces=(s.home,))
+    await eventually(lambda: s.copies_are({"a": "1"}), what="copies created")
+    written = await s.copy(s.targets[0])
+    assert written is not None
+    digest = written["metadata"]["annotations"][DATA_DIGEST_ANNOTATION]
+    assert digest == data_digest(written)
+
+    async def repaired(namespace: str) -> bool:
+        found = await s.copy(namespace)
+        return (
+            found is not None
+            and found.get("data") == {"a": "1"}
+            and found.get("binaryData") == {"b": BINARY}
+            and found["metadata"]["annotations"][DATA_DIGEST_ANNOTATION] == digest
+        )
+
+    written["data"] = {"a": "edited"}
+    await client.replace(CONFIGMAPS, written, namespace=s.targets[0])
+    await eventually(lambda: repaired(s.targets[0]), what="the edited data repaired")
+    other = await s.copy(s.targets[1])
+    assert other is not None
+    other["binaryData"] = {"b": base64.b64encode(b"other").decode()}
+    await client.replace(CONFIGMAPS, other, namespace=s.targets[1])
+    await eventually(lambda: repaired(s.targets[1]), what="the edited binaryData repaired")
+    # Edited while no operator runs: the next one reads the copy (its version is not one
+    # it knows) and repairs it.
+    await running.stop()
+    behind = await s.copy(s.targets[0])
+    assert behind is not None
+    behind["data"] = {"a": "edited while stopped"}
+    await client.replace(CONFIGMAPS, behind, namespace=s.targets[0])
+    await start_operator(namespaces=(s.home,))
+    await eventually(lambda: repaired(s.targets[0]), what="repaired by the next operator")
+    assert await repaired(s.targets[1])
+
+
 async def test_an_unmanaged_configmap_is_never_touched(
     scenario: Scenario, client: Client, start_operator: StartOperator
 ) -> None:
@@ -205,6 +254,58 @@ async def test_deletion_cleans_up_before_the_finalizer_goes(
     assert await get_or_none(client, CONFIGMAPS, "settings", s.home) is not None
 
 
+async def test_a_look_alike_outside_the_targets_survives_the_mirror(
+    configmirror_api: ApiServer, scenario: Scenario, client: Client, start_operator: StartOperator
+) -> None:
+    """Issue 31: a ConfigMap of the source's name in a namespace the mirror does not target,
+    given the managed-by label and the mirror's UID by someone who may update it (not
+    necessarily delete it), was deleted by the operator, while the mirror lived (as a copy
+    in a namespace no longer wanted) and on cleanup. Only copies whose UID the mirror's
+    status recorded are deleted outside its targets."""
+    s = scenario
+    elsewhere = configmirror_api.create_namespace(prefix="cm-elsewhere")
+    accept_mirrors(configmirror_api, elsewhere)  # accepts copies, but is no target of m
+    await client.create(CONFIGMAPS, configmap("settings", {"a": "1"}), namespace=s.home)
+    created = await client.create(
+        CONFIGMIRRORS, mirror("m", "settings", s.targets), namespace=s.home
+    )
+    await start_operator(namespaces=(s.home,))
+    await eventually(lambda: s.copies_are({"a": "1"}), what="copies created")
+
+    theirs = configmap("settings", {"theirs": "yes"})
+    theirs["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "kubemoon-configmirror"}
+    theirs["metadata"]["annotations"] = {OWNER_UID_ANNOTATION: created["metadata"]["uid"]}
+    await client.create(CONFIGMAPS, theirs, namespace=elsewhere)
+    # A source change reconciles the mirror: it must leave the look-alike alone.
+    source = await client.get(CONFIGMAPS, "settings", namespace=s.home)
+    source["data"] = {"a": "2"}
+    await client.replace(CONFIGMAPS, source, namespace=s.home)
+    await eventually(lambda: s.copies_are({"a": "2"}), what="the change mirrored")
+    await trio.sleep(1.0)  # give a wrong delete time to happen
+    assert await s.copy(elsewhere) is not None, "deleted while the mirror lived"
+
+    async def recorded() -> bool:
+        status = (await s.mirror() or {}).get("status") or {}
+        uids = {t["namespace"]: t.get("uid") for t in status.get("targets") or []}
+        copies = [await s.copy(t) for t in s.targets]
+        return all(
+            c is not None and uids.get(t) == c["metadata"]["uid"]
+            for t, c in zip(s.targets, copies, strict=True)
+        )
+
+    await eventually(recorded, what="the copies' UIDs recorded in the status")
+    await client.delete(CONFIGMIRRORS, "m", namespace=s.home)
+
+    async def mirror_gone() -> bool:
+        return await s.mirror() is None
+
+    await eventually(mirror_gone, what="the ConfigMirror gone")
+    for target in s.targets:
+        assert await s.copy(target) is None
+    left = await s.copy(elsewhere)
+    assert left is not None and left.get("data") == {"theirs": "yes"}, "deleted on cleanup"
+
+
 async def test_a_missing_source_is_reported_and_recovers(
     scenario: Scenario, client: Client, start_operator: StartOperator
 ) -> None:
@@ -243,6 +344,8 @@ async def test_steady_state_and_restart_make_no_writes(
     ((_, metrics),) = second.operator.manager.controller_metrics()
     assert metrics.reconcile_total.get("success", 0) >= 1
     assert second.operator.writes == 0, "a restarted operator rewrote converged objects"
+    # Its caches hold no data: it read each copy once to know what it holds.
+    assert second.operator.copy_reads == len(s.targets)
 
 
 async def test_a_stale_write_gets_409_and_requeues(

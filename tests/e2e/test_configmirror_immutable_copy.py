@@ -93,3 +93,53 @@ async def test_a_copy_made_immutable_is_not_reported_synced_while_stale(
 
 async def _is(value: Any, expected: Any) -> bool:
     return bool(await value == expected)
+
+
+async def test_an_immutable_copy_is_learned_from_the_refused_update(
+    configmirror_api: ApiServer, client: Client, start_operator: StartOperator
+) -> None:
+    """Copies are cached as metadata only, which carries no ``immutable``. A copy frozen and
+    a source changed while no operator runs: the next operator, knowing neither, updates
+    the copy, gets 422, and replaces it (deleted, created again with the new data)."""
+    home = configmirror_api.create_namespace(prefix="imm-home")
+    frozen = configmirror_api.create_namespace(prefix="imm-frozen")
+    accept_mirrors(configmirror_api, frozen)
+    source: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "settings"},
+        "data": {"v": "1"},
+    }
+    await client.create(CONFIGMAPS, source, namespace=home)
+    mirror = {
+        "apiVersion": "kubemoon.dev/v1alpha1",
+        "kind": "ConfigMirror",
+        "metadata": {"name": "m"},
+        "spec": {"source": "settings", "targetNamespaces": [frozen]},
+    }
+    await client.create(CONFIGMIRRORS, mirror, namespace=home)
+    first = await start_operator(namespaces=(home,))
+
+    async def copy() -> dict[str, Any] | None:
+        try:
+            return await client.get(CONFIGMAPS, "settings", namespace=frozen)
+        except NotFound:
+            return None
+
+    async def holds(value: str) -> bool:
+        found = await copy()
+        return found is not None and found.get("data") == {"v": value}
+
+    await eventually(lambda: holds("1"), what="first copy")
+    await first.stop()
+    before = await copy()
+    assert before is not None
+    before["immutable"] = True
+    await client.replace(CONFIGMAPS, before, namespace=frozen)
+    current = await client.get(CONFIGMAPS, "settings", namespace=home)
+    current["data"] = {"v": "2"}
+    await client.replace(CONFIGMAPS, current, namespace=home)
+    await start_operator(namespaces=(home,))
+    await eventually(lambda: holds("2"), timeout=30, what="the frozen copy replaced")
+    after = await copy()
+    assert after is not None and after["metadata"]["uid"] != before["metadata"]["uid"]

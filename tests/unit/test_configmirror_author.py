@@ -182,8 +182,9 @@ def test_refused_targets_get_no_write_and_a_not_ready_status() -> None:
 
 
 def test_copy_writes_ignore_deletes_and_other_paths() -> None:
+    recorded = {"targets": [{"namespace": "x", "state": "Synced", "uid": "copy-in-x"}]}
     plan = plan_reconcile(
-        mirror("a", finalizers=[FINALIZER]),
+        {**mirror("a", finalizers=[FINALIZER]), "status": recorded},
         None,
         {},
         [
@@ -191,6 +192,7 @@ def test_copy_writes_ignore_deletes_and_other_paths() -> None:
                 "metadata": {
                     "name": "settings",
                     "namespace": "x",
+                    "uid": "copy-in-x",  # recorded by the status: the operator's own copy
                     "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE},
                     "annotations": {OWNER_UID_ANNOTATION: "m-uid"},
                 }

@@ -11,8 +11,6 @@ from configmirror import (
     CONFIGMAPS,
     CONFIGMIRRORS_V1BETA1,
     CONVERT_PATH,
-    MANAGED_BY_LABEL,
-    MANAGED_BY_VALUE,
     MUTATE_PATH,
     NAMESPACES,
     VALIDATE_PATH,
@@ -70,13 +68,12 @@ def test_one_controller_per_namespace_on_shared_caches() -> None:
     )
     manager = operator.manager
     assert [c.name for c in manager.controllers] == ["configmirror-a", "configmirror-b"]
-    # Two ConfigMap caches (every ConfigMap's metadata, the copies in full) and one
-    # Namespace cache (the selector's), shared by both.
+    # One ConfigMap cache (every ConfigMap's metadata: copies too, no ConfigMap is cached
+    # with its data, whatever its labels) and one Namespace cache (the selector's), shared.
     informers = manager.informers
-    assert len(informers) == 5
+    assert len(informers) == 4
     assert informers.get(CONFIGMAPS, metadata_only=True) is operator.configmaps
-    copies = informers.get(CONFIGMAPS, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}")
-    assert copies is not operator.configmaps and len(informers) == 5
+    assert [i for i in informers if i.resource == CONFIGMAPS] == [operator.configmaps]
     assert informers.get(NAMESPACES, label_selector=selector) is operator.namespaces
     assert {i.namespace for i in informers if i.resource == CONFIGMIRRORS_V1BETA1} == {"a", "b"}
     single = ConfigMirrorOperator(client, OperatorOptions(namespaces=("a",)))

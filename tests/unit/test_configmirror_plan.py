@@ -6,12 +6,16 @@ from typing import Any
 
 from configmirror import (
     ACCEPT_MIRRORS_SELECTOR,
+    DATA_DIGEST_ANNOTATION,
     FINALIZER,
     MANAGED_BY_LABEL,
     OWNER_UID_ANNOTATION,
+    CopyData,
     Plan,
     PlannedEvent,
+    copy_data,
     copy_settled,
+    data_digest,
     mirror_targets,
 )
 from configmirror import plan_reconcile as plan_with_allowed
@@ -63,9 +67,14 @@ SOURCE = {
 }
 
 
+SOURCE_DIGEST = data_digest(SOURCE)
+
+
 def copy(
     namespace: str, *, uid: str = "uid-1", data: dict[str, str] | None = None
 ) -> dict[str, Any]:
+    """A copy as the operator writes it (the digest it claims is of the data it was given,
+    so ``data=`` makes one whose data was edited behind the annotation's back)."""
     return {
         "metadata": {
             "name": "settings",
@@ -73,10 +82,19 @@ def copy(
             "uid": f"cm-{namespace}",
             "resourceVersion": "7",
             "labels": {MANAGED_BY_LABEL: "kubemoon-configmirror"},
-            "annotations": {OWNER_UID_ANNOTATION: uid},
+            "annotations": {OWNER_UID_ANNOTATION: uid, DATA_DIGEST_ANNOTATION: SOURCE_DIGEST},
         },
         "data": data if data is not None else {"k": "v"},
         "binaryData": {"b": "AAE="},
+    }
+
+
+def metadata_of(configmap: Mapping[str, Any]) -> dict[str, Any]:
+    """What a metadata-only cache holds of ``configmap``."""
+    return {
+        "apiVersion": "meta.k8s.io/v1",
+        "kind": "PartialObjectMetadata",
+        "metadata": dict(configmap["metadata"]),
     }
 
 
@@ -93,10 +111,18 @@ SYNCED_STATUS = {
         }
     ],
     "targets": [
-        {"namespace": "a", "state": "Synced", "message": ""},
-        {"namespace": "b", "state": "Synced", "message": ""},
+        {"namespace": "a", "state": "Synced", "message": "", "uid": "cm-a"},
+        {"namespace": "b", "state": "Synced", "message": "", "uid": "cm-b"},
     ],
 }
+
+
+def recording(*namespaces: str) -> dict[str, Any]:
+    """A status recording the copies (uid ``cm-<namespace>``) kept in ``namespaces``."""
+    kept = [
+        {"namespace": n, "state": "Synced", "message": "", "uid": f"cm-{n}"} for n in namespaces
+    ]
+    return {**SYNCED_STATUS, "targets": kept}
 
 
 def summary(plan: Any) -> list[tuple[str, str]]:
@@ -120,7 +146,10 @@ def test_creates_missing_copies_and_writes_status() -> None:
         ("PUT", "/apis/kubemoon.dev/v1alpha1/namespaces/src/configmirrors/m/status"),
     ]
     created = json.loads(plan.writes[0].body)
-    assert created["metadata"]["annotations"] == {OWNER_UID_ANNOTATION: "uid-1"}
+    assert created["metadata"]["annotations"] == {
+        OWNER_UID_ANNOTATION: "uid-1",
+        DATA_DIGEST_ANNOTATION: SOURCE_DIGEST,
+    }
     assert created["metadata"]["labels"] == {MANAGED_BY_LABEL: "kubemoon-configmirror"}
     assert (created["data"], created["binaryData"]) == ({"k": "v"}, {"b": "AAE="})
     assert "resourceVersion" not in created["metadata"]
@@ -177,15 +206,67 @@ def test_an_unmanaged_copy_is_never_touched_and_named_in_status() -> None:
 def test_removed_namespaces_lose_their_copies() -> None:
     leftover = copy("c")
     plan = plan_reconcile(
-        mirror(status=SYNCED_STATUS),
+        mirror(status=recording("a", "b", "c")),
         SOURCE,
         {"a": copy("a"), "b": copy("b")},
         [copy("a"), copy("b"), leftover],
         NOW,
     )
-    assert summary(plan) == [("DELETE", "/api/v1/namespaces/c/configmaps/settings")]
+    assert summary(plan)[0] == ("DELETE", "/api/v1/namespaces/c/configmaps/settings")
     body = json.loads(plan.writes[0].body)
     assert body["preconditions"] == {"uid": "cm-c", "resourceVersion": "7"}
+    # The status then records the copies kept, and no longer the deleted one.
+    status = json.loads(plan.writes[1].body)["status"]
+    assert [t.get("uid") for t in status["targets"]] == ["cm-a", "cm-b"]
+
+
+def test_a_look_alike_outside_the_targets_is_deleted_only_if_recorded() -> None:
+    """Issue 31: a ConfigMap of the source's name, the managed-by label and the mirror's
+    UID, made (or edited, by someone who may update but not delete it) in a namespace the
+    mirror does not target: the operator never wrote it, so it is neither deleted while
+    the mirror lives nor on cleanup, and it does not hold the finalizer."""
+    lookalike = copy("c")
+    lookalike["metadata"]["uid"] = "someone-elses"
+    plan = plan_reconcile(
+        mirror(status=recording("a", "b", "c")),
+        SOURCE,
+        {"a": copy("a"), "b": copy("b")},
+        [copy("a"), copy("b"), lookalike],
+        NOW,
+    )
+    assert all(r.method != "DELETE" for r in plan.writes)
+    assert plan.ignored == ("c/settings",)
+    deleting = mirror(
+        metadata={"deletionTimestamp": NOW, "finalizers": [FINALIZER]},
+        status=recording("a", "b"),
+    )
+    cleanup = plan_with_allowed(
+        deleting,
+        SOURCE,
+        {},
+        [copy("a"), lookalike],
+        NOW,
+        allowed_namespaces=EVERY_TARGET,
+        copies_listed=True,
+    )
+    assert summary(cleanup) == [("DELETE", "/api/v1/namespaces/a/configmaps/settings")]
+    assert cleanup.ignored == ("c/settings",)
+    done = plan_with_allowed(
+        deleting, SOURCE, {}, [lookalike], NOW, allowed_namespaces=EVERY_TARGET, copies_listed=True
+    )
+    assert json.loads(done.writes[0].body)["metadata"]["finalizers"] == []
+    # In a namespace it targets and that accepts copies, a copy is its own (it writes it
+    # there anyway): deleted on cleanup even if never recorded (made by an older version).
+    unrecorded = plan_with_allowed(
+        mirror(metadata={"deletionTimestamp": NOW, "finalizers": [FINALIZER]}),
+        SOURCE,
+        {},
+        [copy("b")],
+        NOW,
+        allowed_namespaces=EVERY_TARGET,
+        copies_listed=True,
+    )
+    assert summary(unrecorded) == [("DELETE", "/api/v1/namespaces/b/configmaps/settings")]
 
 
 def test_missing_source_reports_source_not_found_and_keeps_copies() -> None:
@@ -224,7 +305,10 @@ def test_the_finalizer_goes_only_once_the_copies_were_listed_from_the_api_server
     decides: the relabelled copy is deleted, then the finalizer goes. (Attack defect 3: a
     ConfigMap without the managed-by label is not a copy, whatever its annotation: it is
     left alone and reported, not deleted.)"""
-    deleting = mirror(metadata={"deletionTimestamp": NOW, "finalizers": ["other", FINALIZER]})
+    deleting = mirror(
+        metadata={"deletionTimestamp": NOW, "finalizers": ["other", FINALIZER]},
+        status=recording("a", "b", "c"),
+    )
     cached_none = plan_with_allowed(
         deleting, SOURCE, {}, [], NOW, allowed_namespaces=EVERY_TARGET, sharded=True
     )
@@ -439,7 +523,9 @@ def test_targets_named_and_selected() -> None:
 
 def test_copy_writes_are_independent_and_the_status_follows_them() -> None:
     stale = copy("b", data={"k": "old"})
-    plan = plan_reconcile(mirror(), SOURCE, {"b": stale}, [stale, copy("gone")], NOW)
+    plan = plan_reconcile(
+        mirror(status=recording("b", "gone")), SOURCE, {"b": stale}, [stale, copy("gone")], NOW
+    )
     assert [(r.method, r.path) for r in plan.copies] == [
         ("POST", "/api/v1/namespaces/a/configmaps"),
         ("PUT", "/api/v1/namespaces/b/configmaps/settings"),
@@ -687,3 +773,96 @@ def test_a_long_list_of_replaced_copies_is_bounded_in_the_message() -> None:
     assert ready["reason"] == "ReplacingCopy"
     assert "t09" in ready["message"] and "t10" not in ready["message"]
     assert "(and 20 more)" in ready["message"]
+
+
+def test_the_data_digest_is_canonical_and_tells_data_from_binary_data() -> None:
+    assert data_digest({"data": {"a": "1", "b": "2"}}) == data_digest(
+        {"data": {"b": "2", "a": "1"}}
+    )
+    assert data_digest({}) == data_digest({"data": {}, "binaryData": {}})
+    assert data_digest({"data": {"a": "AAE="}}) != data_digest({"binaryData": {"a": "AAE="}})
+    assert data_digest({"data": {"a": "1"}}) != data_digest({"data": {"a": "2"}})
+    assert data_digest({"data": {"é": "ü"}}) != data_digest({"data": {"e": "u"}})
+    assert len(SOURCE_DIGEST) == 64 and int(SOURCE_DIGEST, 16) >= 0
+
+
+def test_a_copy_known_as_metadata_only_is_in_sync_only_when_its_data_is_known() -> None:
+    """Copies are cached without their data: the digest they claim (an annotation anyone
+    may leave as it was) is not enough; what the copy holds at its version must be known."""
+    a, b = metadata_of(copy("a")), metadata_of(copy("b"))
+    known = {"a": copy_data(copy("a")), "b": copy_data(copy("b"))}
+    plan = plan_with_allowed(
+        mirror(status=SYNCED_STATUS),
+        SOURCE,
+        {"a": a, "b": b},
+        [a, b],
+        NOW,
+        allowed_namespaces=EVERY_TARGET,
+        known=known,
+    )
+    assert plan.writes == ()
+    # The data behind b's annotation is not known (another version, or never read): b is
+    # written again, conditionally on the version seen.
+    for what in ({"a": known["a"]}, {**known, "b": CopyData("cm-b", "8", SOURCE_DIGEST)}):
+        plan = plan_with_allowed(
+            mirror(status=SYNCED_STATUS),
+            SOURCE,
+            {"a": a, "b": b},
+            [a, b],
+            NOW,
+            allowed_namespaces=EVERY_TARGET,
+            known=what,
+        )
+        assert summary(plan) == [("PUT", "/api/v1/namespaces/b/configmaps/settings")]
+        assert json.loads(plan.writes[0].body)["metadata"]["resourceVersion"] == "7"
+
+
+def test_a_copy_whose_data_was_edited_behind_its_annotation_is_repaired() -> None:
+    tampered = copy("b", data={"k": "edited"})  # the annotation still claims the source's
+    known = {"a": copy_data(copy("a")), "b": copy_data(tampered)}
+    plan = plan_with_allowed(
+        mirror(status=SYNCED_STATUS),
+        SOURCE,
+        {"a": metadata_of(copy("a")), "b": metadata_of(tampered)},
+        [],
+        NOW,
+        allowed_namespaces=EVERY_TARGET,
+        known=known,
+    )
+    assert summary(plan) == [("PUT", "/api/v1/namespaces/b/configmaps/settings")]
+    written = json.loads(plan.writes[0].body)
+    assert written["data"] == SOURCE["data"]
+    assert written["metadata"]["annotations"][DATA_DIGEST_ANNOTATION] == SOURCE_DIGEST
+    # So is one whose annotation was removed or changed (its data unchanged).
+    stripped = copy("b")
+    del stripped["metadata"]["annotations"][DATA_DIGEST_ANNOTATION]
+    plan = plan_reconcile(mirror(status=SYNCED_STATUS), SOURCE, {"b": stripped}, [], NOW)
+    assert ("PUT", "/api/v1/namespaces/b/configmaps/settings") in summary(plan)
+
+
+def test_an_immutable_copy_learned_from_a_refused_update_is_replaced() -> None:
+    """Metadata carries no ``immutable``: the caller learns it from the 422 of its update
+    and says so with a CopyData of that version (its data unknown)."""
+    b = metadata_of(copy("b"))
+    b["metadata"]["annotations"][DATA_DIGEST_ANNOTATION] = "an older digest"
+    refused = {"b": CopyData("cm-b", "7", "", immutable=True)}
+    plan = plan_with_allowed(
+        mirror(status=SYNCED_STATUS),
+        SOURCE,
+        {"a": copy("a"), "b": b},
+        [copy("a"), b],
+        NOW,
+        allowed_namespaces=EVERY_TARGET,
+        known=refused,
+    )
+    assert summary(plan)[0] == ("DELETE", "/api/v1/namespaces/b/configmaps/settings")
+    assert plan.wait_for_deletions
+
+
+def test_a_copy_seen_as_metadata_is_settled_only_with_its_data_known() -> None:
+    seen = metadata_of(copy("a"))
+    assert copy_settled(seen, mirror(), SOURCE, known=copy_data(copy("a")))
+    assert not copy_settled(seen, mirror(), SOURCE)  # who wrote this version is not known
+    assert not copy_settled(seen, mirror(), SOURCE, known=CopyData("cm-a", "8", SOURCE_DIGEST))
+    edited = copy_data(copy("a", data={"k": "edited"}))
+    assert not copy_settled(seen, mirror(), SOURCE, known=edited)

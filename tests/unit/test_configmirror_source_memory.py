@@ -1,10 +1,12 @@
-"""The operator's memory of sources read in full: bounded in bytes, valid per version."""
+"""The operator's memories: sources read in full (bounded in bytes, valid per version)
+and what each copy holds (bounded in entries, valid per uid and version)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from configmirror._operator import SourceMemory
+from configmirror import copy_data
+from configmirror._memory import CopyMemory, SourceMemory
 
 
 def _configmap(name: str, rv: str, value: str, namespace: str = "home") -> dict[str, Any]:
@@ -45,3 +47,28 @@ def test_what_it_keeps_is_bounded_in_bytes_least_recently_used_out() -> None:
     memory.put(_configmap("huge", "1", "v" * 20_000))  # alone past the bound: not kept
     assert memory.get(_metadata("huge", "1")) is None
     assert memory.bytes <= 10_000
+
+
+def _copy(name: str, rv: str, value: str, uid: str = "u1") -> dict[str, Any]:
+    copy = _configmap(name, rv, value, namespace="target")
+    copy["metadata"]["uid"] = uid
+    return copy
+
+
+def test_the_copy_memory_answers_for_one_uid_and_version_and_is_bounded() -> None:
+    memory = CopyMemory(max_entries=3)
+    written = _copy("settings", "7", "x")
+    known = memory.put(written)
+    assert known == copy_data(written)
+    meta = {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata"}
+    seen = {**meta, "metadata": dict(written["metadata"])}
+    assert memory.get(seen) == known
+    assert memory.get({**meta, "metadata": {**seen["metadata"], "resourceVersion": "8"}}) is None
+    assert memory.get({**meta, "metadata": {**seen["metadata"], "uid": "u2"}}) is None
+    memory.forget("target", "settings")
+    assert memory.get(seen) is None and len(memory) == 0
+    for i in range(5):
+        memory.put(_copy(f"c{i}", "1", "v"))
+    assert len(memory) == 3
+    assert memory.get(_copy("c0", "1", "v")) is None
+    assert memory.get(_copy("c4", "1", "v")) is not None
