@@ -369,3 +369,21 @@ async def test_the_self_managed_rbac_is_used_exactly(audited: Audited, tmp_path:
             await admin.delete(resource, f"configmirror-{name}")
     user = f"system:serviceaccount:{namespace}:configmirror"
     assert_exact(audit_of(audited.log, user, started), granted)
+
+
+def test_the_audit_rule_fails_on_an_unused_or_a_denied_permission() -> None:
+    """What the two tests above assert, on made-up audit records: a permission no request
+    used, a request answered 403, a Role permission used only in another namespace."""
+    get = Permission("get", "", "configmaps", None)
+    create = Permission("create", ADMISSION, "validatingwebhookconfigurations", None)
+    leases = Permission("update", "coordination.k8s.io", "leases", "ops")
+    read = Audit("get", "", "configmaps", "t", "x", 200, "/api/v1/namespaces/t/configmaps/x")
+    applied = Audit("patch", ADMISSION, "validatingwebhookconfigurations", None, "v", 201, "/")
+    elsewhere = Audit("update", "coordination.k8s.io", "leases", "other", "l", 200, "/")
+    assert_exact([read, applied], [get, create])  # an apply that created counts as create
+    with pytest.raises(AssertionError, match="never used"):
+        assert_exact([read], [get, create])
+    with pytest.raises(AssertionError, match="never used"):
+        assert_exact([elsewhere], [leases])
+    with pytest.raises(AssertionError, match="denied"):
+        assert_exact([read, Audit("list", "", "secrets", None, None, 403, "/")], [get])
