@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import secrets
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +66,15 @@ async def test_missing_permissions_names_the_one_rule_removed(
         )
 
 
+def _readyz_verbose(port: int) -> tuple[int, str]:
+    url = f"http://127.0.0.1:{port}/readyz?verbose"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
 @pytest.mark.parametrize("drop", [None, "delete"])
 async def test_the_manager_does_not_start_controllers_without_a_permission(
     configmirror_api: ApiServer,
@@ -86,7 +97,12 @@ async def test_the_manager_does_not_start_controllers_without_a_permission(
     election = LeaderElectionConfig("kubemoon-configmirror", namespace, identity="sa")
     async with service_account_client(server, namespace, tmp_path / "sa") as sa_client:
         operator = ConfigMirrorOperator(
-            sa_client, OperatorOptions(namespaces=(namespace,), leader_election=election)
+            sa_client,
+            OperatorOptions(
+                namespaces=(namespace,),
+                leader_election=election,
+                probe_address=("127.0.0.1", 0),
+            ),
         )
         manager = operator.manager
         assert manager.check_permissions  # on by default
@@ -99,6 +115,9 @@ async def test_the_manager_does_not_start_controllers_without_a_permission(
             reconciling, problem = manager.reconciling, manager.permission_problem
             leading = manager.election is not None and manager.election.is_leader
             ready = manager.readiness_problems()
+            port = manager.probe_port
+            assert port is not None
+            probe = await trio.to_thread.run_sync(lambda: _readyz_verbose(port))
             manager.stop()
     if drop is None:
         assert reconciling and problem is None
@@ -107,6 +126,7 @@ async def test_the_manager_does_not_start_controllers_without_a_permission(
         assert not reconciling and not leading
         assert problem == expected
         assert expected in ready
+        assert probe[0] == 503 and expected in probe[1], probe  # /readyz?verbose names it
         errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
         assert errors == [f"not starting controllers: {expected}"]
 
