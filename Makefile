@@ -10,9 +10,9 @@ CORE_COVERAGE_MIN := 95
 # ConfigMirror's two versions (v1beta1 stored) and its conversion webhook's Service.
 CONFIGMIRROR_CRD := configmirror._api:ConfigMirror configmirror._api:ConfigMirrorV1beta1 \
 	--webhook-service kubemoon-system/configmirror-webhook:443/convert-configmirror
-# ConfigMirror's webhook configurations for cert-manager, generated from its declarations.
 CONFIGMIRROR_RBAC_ACCOUNT := --service-account kubemoon-system/configmirror --name kubemoon-configmirror
 CONFIGMIRROR_RBAC := configmirror._operator:rbac_manager $(CONFIGMIRROR_RBAC_ACCOUNT)
+# ConfigMirror's webhook configurations for cert-manager, generated from its declarations.
 CONFIGMIRROR_WEBHOOKS := configmirror:webhook_declarations \
 	--service kubemoon-system/configmirror-webhook \
 	--inject-ca-from kubemoon-system/configmirror-webhook
@@ -41,21 +41,20 @@ lint: $(STAMP) $(BIN)/actionlint
 	$(BIN)/python scripts/migrate_imports.py --check .  # no import of a moved name by its old path
 	$(BIN)/python scripts/gen_builtins.py --check
 	$(BIN)/kubemoon crd check deploy/base/crd.yaml $(CONFIGMIRROR_CRD)
-	$(BIN)/kubemoon crd check examples/widgets/crd.yaml examples/widgets/widget_api.py:Widget
-	$(BIN)/kubemoon crd check examples/teamspace/crd.yaml examples/teamspace/operator.py:TeamSpace
 	$(BIN)/python scripts/version.py check
 	$(BIN)/actionlint -no-color
-	$(BIN)/kubemoon webhooks check deploy/overlays/cert-manager/webhook-configurations.yaml \
-		$(CONFIGMIRROR_WEBHOOKS) --only configurations
-	$(BIN)/kubemoon webhooks check deploy/overlays/cert-manager/crd-conversion.yaml \
-		$(CONFIGMIRROR_WEBHOOKS) --only conversions
-	$(BIN)/kubemoon rbac check deploy/overlays/cert-manager/rbac.yaml $(CONFIGMIRROR_RBAC)
+	# The cert-manager overlay's webhook configurations, CRD conversion patch and RBAC, one
+	# command; the CRD itself is the base's (checked above).
+	$(BIN)/kubemoon manifests $(CONFIGMIRROR_RBAC) --webhooks $(CONFIGMIRROR_WEBHOOKS) \
+		--out deploy/overlays/cert-manager --check
 	$(BIN)/kubemoon rbac check deploy/overlays/self-managed/rbac.yaml \
 		configmirror._operator:rbac_manager_self_managed $(CONFIGMIRROR_RBAC_ACCOUNT)
-	PYTHONPATH=examples/widgets $(BIN)/kubemoon rbac check examples/widgets/rbac.yaml \
-		examples/widgets/controller.py:rbac_manager --service-account widgets-system/widgets --name widgets
-	$(BIN)/kubemoon rbac check examples/teamspace/rbac.yaml examples/teamspace/operator.py:manager \
-		--service-account teamspaces-system/teamspaces --name teamspaces
+	PYTHONPATH=examples/widgets $(BIN)/kubemoon manifests examples/widgets/controller.py:rbac_manager \
+		--crd examples/widgets/widget_api.py:Widget \
+		--service-account widgets-system/widgets --name widgets --out examples/widgets --check
+	$(BIN)/kubemoon manifests examples/teamspace/operator.py:manager \
+		--crd examples/teamspace/operator.py:TeamSpace \
+		--service-account teamspaces-system/teamspaces --name teamspaces --out examples/teamspace --check
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict $(PACKAGES)

@@ -166,6 +166,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="the group every replica of one deployment shares (default: %(default)s)",
     )
     parser.add_argument(
+        "--no-permission-check",
+        action="store_true",
+        help="do not ask the API server (SelfSubjectAccessReviews) at start whether every "
+        "RBAC rule the operator needs is granted (for clusters that forbid the review)",
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
     parser.add_argument(
@@ -238,6 +244,7 @@ def options_from(args: argparse.Namespace) -> OperatorOptions:
         webhook_secret=args.webhook_secret,
         webhook_advertise_host=args.webhook_advertise_host,
         webhook_client_ca_file=args.webhook_client_ca_file,
+        check_permissions=not args.no_permission_check,
     )
 
 

@@ -173,6 +173,7 @@ class ConfigMirrorOperator:
             probe_address=opts.probe_address,
             grace_period=opts.grace_period,
             stall_margin=opts.stall_margin,
+            check_permissions=opts.check_permissions,
         )
         self.manager.rbac_extra.extend(RBAC_EXTRA)
         self.writes = 0

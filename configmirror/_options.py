@@ -25,6 +25,10 @@ class OperatorOptions:
     target_namespace_selector: str = ACCEPT_MIRRORS_SELECTOR
     stall_margin: float = 30.0
     grace_period: float = 30.0
+    # Before reconciling, ask the API server (SelfSubjectAccessReviews) for every RBAC rule
+    # the operator needs and report all missing ones at once; off for clusters that forbid
+    # the review (--no-permission-check).
+    check_permissions: bool = True
     # The webhooks (validating, mutating, conversion) are served when an address is given;
     # the certificate and key are PEM files, reloaded when they change.
     webhook_address: tuple[str, int] | None = None

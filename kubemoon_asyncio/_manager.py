@@ -111,7 +111,12 @@ class Manager:
     ``async with`` block of its creator (``Manager(Client.from_environment())`` is owned);
     ``True`` or ``False`` says so explicitly. ``compact_cache`` keeps every informer's
     objects as JSON bytes (``Store(compact=True)``: about a third of the memory; each cache
-    read decodes a fresh copy). A Manager built under ``kubemoon run`` takes its command
+    read decodes a fresh copy). ``check_permissions`` (on by default) first asks the API
+    server, with SelfSubjectAccessReviews (in batches, within
+    :attr:`permission_check_timeout` seconds), for every RBAC rule derived from the
+    declarations: when some are missing, all are named in one ERROR and on ``/readyz``, and
+    the replica neither campaigns, joins a shard group nor reconciles; turn it off for
+    clusters that forbid the review. A Manager built under ``kubemoon run`` takes its command
     line's :class:`~kubemoon_io.RunSettings` (leader election, probes, sharding, webhook
     serving) over these arguments.
     """
@@ -129,11 +134,13 @@ class Manager:
         stall_margin: float = 30.0,
         close_client: bool | None = None,
         compact_cache: bool = False,
-        check_permissions: bool = False,
+        check_permissions: bool = True,
     ) -> None:
         self.run_settings = run = current_run_settings()
         if run is not None:
             probe_address = run.probe_address or probe_address
+            if run.no_permission_check:
+                check_permissions = False
             if run.leader_elect:
                 leader_election = LeaderElectionConfig(
                     run.lease_name or RunSettings.lease_name_for(name),
@@ -187,8 +194,10 @@ class Manager:
         # Rules the declarations cannot know (a reconcile writing a kind it only watches,
         # a GET outside the caches): merged into the derived RBAC (_permissions.py).
         self.rbac_extra: list[PolicyRule] = []
-        # Ask SelfSubjectAccessReviews for the derived rules before reconciling.
+        # Ask SelfSubjectAccessReviews for the derived rules before campaigning, joining
+        # shard groups or reconciling (_check_then_lead).
         self.check_permissions = check_permissions
+        self.permission_check_timeout = 30.0
         self.permission_problem: str | None = None
         self.reconciling = False
         self._stop = _backend.Event()
@@ -544,11 +553,10 @@ class Manager:
                     tasks.start_soon(runnable.run)
             self.informers.start(tasks)
             tasks.start_soon(self.events.run)
-            if self.election is not None:
-                tasks.start_soon(self.election.run)
-            for controller in self._controllers:  # shard memberships, on every replica
-                tasks.start_soon(controller.run_background)
-            tasks.start_soon(self._reconcile_while_leading)
+            if self.check_permissions:
+                tasks.start_soon(self._check_then_lead)
+            else:
+                self._lead(tasks)
             task_status.started(None)
             await self._stop.wait()
             if await self._drain():
@@ -598,18 +606,29 @@ class Manager:
                     },
                 )
 
+    def _lead(self, tasks: _backend.TaskGroup) -> None:
+        """Start what takes work: the election, the shard memberships, the reconcilers."""
+        if self.election is not None:
+            tasks.start_soon(self.election.run)
+        for controller in self._controllers:  # shard memberships, on every replica
+            tasks.start_soon(controller.run_background)
+        tasks.start_soon(self._reconcile_while_leading)
+
+    async def _check_then_lead(self) -> None:
+        """The start-up permission check on every replica, then :meth:`_lead` unless a rule
+        is missing: a replica that cannot work never takes the Lease or a shard range."""
+        problem = await _permissions.start_up_check(self, timeout=self.permission_check_timeout)
+        self.permission_problem = problem
+        if problem is None and not self._stopping:
+            async with _backend.TaskGroup() as tasks:  # a child never starts in its parent's
+                self._lead(tasks)
+
     async def _reconcile_while_leading(self) -> None:
         if self.election is not None:
             await self.election.wait_leading()
         await self.informers.wait_synced()
         if self._stopping:
             return
-        if self.check_permissions:
-            self.permission_problem = await _permissions.check_at_start(self)
-            if self.permission_problem is not None:
-                # Every missing rule in one ERROR; no controller starts that cannot work.
-                logger.error("not starting controllers: %s", self.permission_problem)
-                return
         for controller in self._controllers:
             controller.enqueue_cached()
         logger.info("caches synced; running %d controller(s)", len(self.controllers))

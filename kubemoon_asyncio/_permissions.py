@@ -12,9 +12,10 @@ to kinds it only watches (not ``owns``) cannot be seen from the declarations: pa
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
-from kubemoon_core import GroupVersionResource
+from kubemoon_core import GroupVersionResource, KubeMoonError, create_request, decode_response
 from kubemoon_core._rbac import (
     Declared,
     DeclaredController,
@@ -34,8 +35,17 @@ from . import _backend
 from ._client import Client
 from ._runtime_protocols import DeclaringRuntime
 
-__all__ = ["declared", "derived_rules", "describe_missing", "missing_permissions"]
+__all__ = [
+    "check_at_start",
+    "declared",
+    "derived_rules",
+    "describe_missing",
+    "missing_permissions",
+    "start_up_check",
+]
 # describe_missing is the core's (kubemoon_core._rbac), re-exported for the callers here.
+
+logger = logging.getLogger("kubemoon.manager")
 
 
 def declared(
@@ -132,33 +142,72 @@ async def missing_permissions(
     *,
     concurrency: int = 4,
     limit: int = 256,
+    timeout: float = 30.0,
 ) -> list[Permission]:
     """The permissions of ``rules`` the client's identity lacks, in a stable order.
 
-    One SelfSubjectAccessReview per verb (and per resource name), at most ``concurrency``
-    at a time and at most ``limit`` in all (more is a :class:`LocalProtocolError`: a
-    bounded start-up). A ``/status`` resource is asked as its subresource.
+    One SelfSubjectAccessReview per verb (and per resource name), in batches of at most
+    ``concurrency`` at a time, at most ``limit`` in all (more is a
+    :class:`LocalProtocolError`) and within ``timeout`` seconds in all (past it,
+    :class:`~kubemoon_io.TransportTimeout`): a bounded start-up. A ``/status`` resource is
+    asked as its subresource. A review the server refuses (a cluster that forbids them)
+    raises its :class:`~kubemoon_core.ApiError`.
     """
     try:
         asks = permissions_to_check(rules, limit=limit)
     except ValueError as exc:
         raise LocalProtocolError(str(exc)) from None
     missing: list[Permission] = []
+    errors: list[KubeMoonError] = []
+    deadline = _backend.current_time() + timeout
 
     async def ask(permission: Permission) -> None:
-        answer = await client.create(_SSAR, permission.review())
+        request = create_request(_SSAR, permission.review())
+        # Every review shares the one deadline: the whole check ends within ``timeout``.
+        left = max(deadline - _backend.current_time(), 0.0)
+        try:
+            answer = decode_response(await client.send(request, timeout=left), request)
+        except KubeMoonError as exc:  # refused, unanswered, out of time: the check fails
+            errors.append(exc)
+            return
         if not access_review_allowed(answer):
             missing.append(permission)
 
-    # Batches of ``concurrency`` reviews: no more requests in flight than that.
-    for start in range(0, len(asks), max(1, concurrency)):
+    # Batches of ``concurrency`` reviews: no more requests in flight than that; the first
+    # batch with a failure is the last.
+    step = max(1, concurrency)
+    for start in range(0, len(asks), step):
         async with _backend.TaskGroup() as tasks:
-            for item in asks[start : start + max(1, concurrency)]:
+            for item in asks[start : start + step]:
                 tasks.start_soon(ask, item)
+        if errors:
+            raise errors[0]
     return sorted(missing, key=Permission.sort_key)
 
 
-async def check_at_start(manager: DeclaringRuntime) -> str | None:
-    """The Manager's start-up check: one message naming every missing permission, or None."""
-    missing = await missing_permissions(manager.client, derived_rules(manager))
+async def check_at_start(manager: DeclaringRuntime, *, timeout: float = 30.0) -> str | None:
+    """The Manager's start-up check: one message naming every missing permission, or None.
+
+    Raises what :func:`missing_permissions` raises when the check itself cannot be made.
+    """
+    missing = await missing_permissions(manager.client, derived_rules(manager), timeout=timeout)
     return describe_missing(missing) if missing else None
+
+
+async def start_up_check(manager: DeclaringRuntime, *, timeout: float = 30.0) -> str | None:
+    """:func:`check_at_start`, logged: missing rules are one ERROR (and returned, for
+    ``/readyz``); a check the server does not answer (a cluster forbidding the reviews, a
+    timeout) is one WARNING and None: the replica starts unchecked."""
+    try:
+        problem = await check_at_start(manager, timeout=timeout)
+    except KubeMoonError as exc:
+        logger.warning(
+            "could not check RBAC permissions at start (%s); starting unchecked "
+            "(check_permissions=False, or kubemoon run --no-permission-check, skips it)",
+            exc,
+        )
+        return None
+    if problem is not None:
+        # Every missing rule in one ERROR; no controller starts that cannot work.
+        logger.error("not starting controllers: %s", problem)
+    return problem

@@ -1,4 +1,5 @@
-"""``kubemoon crd|webhooks|rbac generate|check`` and ``kubemoon run`` (``_run.py``).
+"""``kubemoon crd|webhooks|rbac generate|check``, ``kubemoon manifests`` (the three
+together, into one directory) and ``kubemoon run`` (``_run.py``).
 
 Types are named ``module:Type`` (``configmirror._api:ConfigMirror``) or
 ``path/to/file.py:Type``; the current directory is importable, as with ``python -m``.
@@ -169,8 +170,9 @@ def load_declarations(spec: str) -> WebhookDeclarations:
     return found
 
 
-def render_webhooks(args: argparse.Namespace) -> str:
-    """The YAML of the webhook configurations of ``args.declarations``."""
+def render_webhooks(args: argparse.Namespace, *, allow_empty: bool = False) -> str | None:
+    """The YAML of the webhook configurations of ``args.declarations`` (None when it
+    declares none of ``args.only`` and ``allow_empty``)."""
     if (args.service is None) == (args.url is None):
         raise UsageError("give --service namespace/name[:port] or --url https://host:port")
     if args.service is not None:
@@ -192,6 +194,8 @@ def render_webhooks(args: argparse.Namespace) -> str:
     else:
         chosen = configs.documents()
     if not chosen:
+        if allow_empty:
+            return None
         raise UsageError(f"{args.declarations} declares no {args.only or 'webhooks'}")
     documents = [dump_yaml(doc) for doc in chosen]
     words = [args.declarations]
@@ -231,6 +235,141 @@ def render_rbac(args: argparse.Namespace) -> str:
     )
     words = [args.manager, "--service-account", args.service_account, "--name", args.name]
     return RBAC_HEADER.format(args=" ".join(words)) + "---\n".join(dump_yaml(d) for d in docs)
+
+
+# What ``kubemoon manifests`` writes into its directory, in this order.
+MANIFEST_FILES = ("crd.yaml", "webhook-configurations.yaml", "crd-conversion.yaml", "rbac.yaml")
+
+
+def render_manifests(args: argparse.Namespace) -> dict[str, str]:
+    """The files ``kubemoon manifests`` writes (name -> text), each exactly what the
+    single command its header names prints: the CRDs of ``--crd`` (``kubemoon crd``), the
+    webhook configurations and the CRDs' conversions of ``--webhooks`` (``kubemoon
+    webhooks --only ...``; a file only for what is declared) and the RBAC derived from the
+    Manager (``kubemoon rbac``)."""
+    files: dict[str, str] = {}
+    if args.crd:
+        crd_hook = argparse.Namespace(
+            webhook_url=args.crd_webhook_url,
+            webhook_service=args.crd_webhook_service,
+            ca_bundle_file=args.ca_bundle_file,
+        )
+        files["crd.yaml"] = render(args.crd, _conversion(crd_hook))
+    if args.webhooks:
+        for only, file in (
+            ("configurations", "webhook-configurations.yaml"),
+            ("conversions", "crd-conversion.yaml"),
+        ):
+            hooks = argparse.Namespace(
+                declarations=args.webhooks,
+                service=args.service,
+                url=args.url,
+                ca_bundle_file=args.ca_bundle_file,
+                inject_ca_from=args.inject_ca_from,
+                only=only,
+            )
+            text = render_webhooks(hooks, allow_empty=True)
+            if text is not None:
+                files[file] = text
+    elif args.service or args.url or args.inject_ca_from:
+        raise UsageError("--service, --url and --inject-ca-from describe --webhooks: give it")
+    files["rbac.yaml"] = render_rbac(args)
+    return files
+
+
+def _manifests_command(args: argparse.Namespace) -> str:
+    """The command line that regenerates ``args``' manifests (for a stale file)."""
+    words = ["kubemoon manifests", printable(args.manager)]
+    words += [f"--crd {printable(t)}" for t in args.crd]
+    for flag in (
+        "crd_webhook_service",
+        "crd_webhook_url",
+        "ca_bundle_file",
+        "webhooks",
+        "service",
+        "url",
+        "inject_ca_from",
+        "service_account",
+        "name",
+    ):
+        value = getattr(args, flag)
+        if value:
+            words += ["--" + flag.replace("_", "-"), printable(value)]
+    return " ".join([*words, "--out", printable(args.out)])
+
+
+def manifests(args: argparse.Namespace) -> int:
+    """``kubemoon manifests``: write every file into ``--out`` or, with ``--check``, fail
+    with a diff of each stale one."""
+    try:
+        files = render_manifests(args)
+        out = Path(args.out)
+        if not args.check:
+            out.mkdir(parents=True, exist_ok=True)
+            for name, text in files.items():
+                (out / name).write_text(text, encoding="utf-8")
+            return 0
+        current = {
+            name: (out / name).read_text(encoding="utf-8") if (out / name).exists() else ""
+            for name in files
+        }
+    except (UsageError, KubeMoonError, OSError) as exc:
+        print(f"kubemoon: error: {exc}", file=sys.stderr)
+        return 2
+    stale = [name for name, text in files.items() if current[name] != text]
+    for name in stale:
+        shown = str(out / name)
+        sys.stderr.writelines(
+            difflib.unified_diff(
+                current[name].splitlines(keepends=True),
+                files[name].splitlines(keepends=True),
+                fromfile=f"{shown} (checked in)",
+                tofile=f"{shown} (generated)",
+            )
+        )
+    if not stale:
+        return 0
+    names = ", ".join(printable(str(out / n)) for n in stale)
+    print(f"kubemoon: stale: {names}: run {_manifests_command(args)}", file=sys.stderr)
+    return 1
+
+
+def _add_manifests_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sub = commands.add_parser(
+        "manifests",
+        help="CRDs, webhook configurations and RBAC together, into one directory",
+    )
+    sub.add_argument("manager", metavar="module:manager", help="the Manager RBAC is derived from")
+    sub.add_argument("--out", required=True, metavar="DIR", help="the directory of the files")
+    sub.add_argument("--check", action="store_true", help="fail with a diff when a file is stale")
+    sub.add_argument(
+        "--crd", action="append", default=[], metavar="module:Type", help="a CRD type (repeatable)"
+    )
+    hook = sub.add_mutually_exclusive_group()
+    hook.add_argument("--crd-webhook-url", help="the CRDs' conversion webhook URL")
+    hook.add_argument(
+        "--crd-webhook-service",
+        help="the CRDs' conversion webhook Service: namespace/name[:port][/path]",
+    )
+    sub.add_argument("--ca-bundle-file", help="PEM file of the webhooks' CA (a fixed caBundle)")
+    sub.add_argument("--webhooks", metavar="module:name", help="the webhook declarations")
+    where = sub.add_mutually_exclusive_group()
+    where.add_argument("--service", help="the webhooks' Service: namespace/name[:port]")
+    where.add_argument("--url", help="the webhooks' base URL: https://host:port")
+    sub.add_argument(
+        "--inject-ca-from",
+        metavar="NAMESPACE/CERTIFICATE",
+        help="annotate for cert-manager's CA injector instead of a caBundle",
+    )
+    sub.add_argument(
+        "--service-account",
+        default="default/kubemoon",
+        metavar="NAMESPACE/NAME",
+        help="the ServiceAccount to bind (default: default/kubemoon)",
+    )
+    sub.add_argument(
+        "--name", default="kubemoon", help="the ClusterRole's name (Roles: NAME-NAMESPACE)"
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -293,6 +432,7 @@ def _parser() -> argparse.ArgumentParser:
             "--name", default="kubemoon", help="the ClusterRole's name (Roles: NAME-NAMESPACE)"
         )
     rbac_generate.add_argument("-o", "--output", help="write to this file instead of stdout")
+    _add_manifests_parser(commands)
     add_run_parser(commands)
     return parser
 
@@ -302,9 +442,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "run":
         return run(args)
+    if args.command == "manifests":
+        return manifests(args)
     try:
         if args.command == "webhooks":
             text = render_webhooks(args)
+            assert text is not None  # not allow_empty: none declared is a UsageError
         elif args.command == "rbac":
             text = render_rbac(args)
         else:

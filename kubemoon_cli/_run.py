@@ -102,6 +102,11 @@ def add_run_parser(commands: Any) -> None:
         "--sharded", action="store_true", help="shard every controller across the replicas"
     )
     run_parser.add_argument(
+        "--no-permission-check",
+        action="store_true",
+        help="skip the start-up RBAC check (for clusters that forbid SelfSubjectAccessReviews)",
+    )
+    run_parser.add_argument(
         "--probe-address",
         type=_address,
         help="HOST:PORT of /healthz, /readyz and /metrics (port 0 picks one)",
@@ -156,6 +161,7 @@ def settings_from(args: argparse.Namespace) -> RunSettings:
         webhook_secret=args.webhook_secret,
         webhook_advertise_host=args.webhook_advertise_host,
         webhook_client_ca_file=args.webhook_client_ca_file,
+        no_permission_check=args.no_permission_check,
     )
 
 

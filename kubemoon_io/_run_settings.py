@@ -28,7 +28,8 @@ class RunSettings:
     Manager (member Leases in ``lease_namespace``, group: the controller's name).
     The ``webhook_*`` settings replace the arguments of the same names of
     :meth:`kubemoon_trio.Manager.serve_webhooks` (``webhook_service`` is namespace, name and
-    port).
+    port). ``no_permission_check`` turns off the Manager's start-up RBAC check
+    (``Manager(check_permissions=...)``), for clusters that forbid SelfSubjectAccessReviews.
     """
 
     leader_elect: bool = False
@@ -44,6 +45,7 @@ class RunSettings:
     webhook_secret: tuple[str, str] | None = None
     webhook_advertise_host: str | None = None
     webhook_client_ca_file: str | None = None
+    no_permission_check: bool = False
 
     @staticmethod
     def lease_name_for(manager_name: str) -> str:

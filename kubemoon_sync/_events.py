@@ -94,6 +94,10 @@ class EventRecorder:
         if guard is not None:
             self._series_guard = guard
         self._queue(plan.writes, guard)
+        if plan.outcome is EventOutcome.COUNTED:
+            # A series update may now be due later: the writer, perhaps asleep with no
+            # deadline, must look again at when.
+            self._wakeup.set()
 
     def _queue(self, writes: tuple[EventWrite, ...], guard: SendGuard | None) -> None:
         for write in writes:

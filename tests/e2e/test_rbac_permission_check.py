@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import secrets
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +66,15 @@ async def test_missing_permissions_names_the_one_rule_removed(
         )
 
 
+def _readyz_verbose(port: int) -> tuple[int, str]:
+    url = f"http://127.0.0.1:{port}/readyz?verbose"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
 @pytest.mark.parametrize("drop", [None, "delete"])
 async def test_the_manager_does_not_start_controllers_without_a_permission(
     configmirror_api: ApiServer,
@@ -86,27 +97,36 @@ async def test_the_manager_does_not_start_controllers_without_a_permission(
     election = LeaderElectionConfig("kubemoon-configmirror", namespace, identity="sa")
     async with service_account_client(server, namespace, tmp_path / "sa") as sa_client:
         operator = ConfigMirrorOperator(
-            sa_client, OperatorOptions(namespaces=(namespace,), leader_election=election)
+            sa_client,
+            OperatorOptions(
+                namespaces=(namespace,),
+                leader_election=election,
+                probe_address=("127.0.0.1", 0),
+            ),
         )
         manager = operator.manager
-        manager.check_permissions = True
+        assert manager.check_permissions  # on by default
         async with trio.open_nursery() as nursery:
             nursery.start_soon(manager.run)
             with trio.fail_after(30):
-                await manager.wait_leading()
-                await manager.wait_synced()
+                # The check comes first: a replica missing a rule never campaigns.
                 while not manager.reconciling and manager.permission_problem is None:
                     await trio.sleep(0.05)
             reconciling, problem = manager.reconciling, manager.permission_problem
+            leading = manager.election is not None and manager.election.is_leader
             ready = manager.readiness_problems()
+            port = manager.probe_port
+            assert port is not None
+            probe = await trio.to_thread.run_sync(lambda: _readyz_verbose(port))
             manager.stop()
     if drop is None:
         assert reconciling and problem is None
     else:
         expected = "missing RBAC permissions: delete configmaps (cluster-wide)"
-        assert not reconciling
+        assert not reconciling and not leading
         assert problem == expected
         assert expected in ready
+        assert probe[0] == 503 and expected in probe[1], probe  # /readyz?verbose names it
         errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
         assert errors == [f"not starting controllers: {expected}"]
 

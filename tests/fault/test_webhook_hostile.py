@@ -203,7 +203,8 @@ async def serving(
     certs = WebhookCertificates.create(tmp_path / "certs")
     async with ScriptedServer() as api:
         client = adapter.client(api.client_config())
-        manager = adapter.module.Manager(client)
+        # The scripted server answers no SelfSubjectAccessReview: no start-up RBAC check.
+        manager = adapter.module.Manager(client, check_permissions=False)
         server = adapter.module.WebhookServer(
             make_app(handlers),
             cert_file=certs.cert_file,
@@ -426,7 +427,10 @@ async def test_a_forged_tls_record_after_the_handshake_is_no_error(
 async def test_idle_sockets_never_fail_the_liveness_probe(adapter: Adapter) -> None:
     async with ScriptedServer() as api:
         client = adapter.client(api.client_config())
-        manager = adapter.module.Manager(client, probe_address=("127.0.0.1", 0))
+        # The scripted server answers no SelfSubjectAccessReview: no start-up RBAC check.
+        manager = adapter.module.Manager(
+            client, probe_address=("127.0.0.1", 0), check_permissions=False
+        )
         manager.probes.max_connections = 8
         async with trio.open_nursery() as nursery:
             run = await start_background(adapter, nursery, manager.run)
@@ -587,7 +591,10 @@ async def test_a_client_that_resets_cannot_stop_the_probe_port(adapter: Adapter)
     whole operator."""
     async with ScriptedServer() as api:
         client = adapter.client(api.client_config())
-        manager = adapter.module.Manager(client, probe_address=("127.0.0.1", 0))
+        # The scripted server answers no SelfSubjectAccessReview: no start-up RBAC check.
+        manager = adapter.module.Manager(
+            client, probe_address=("127.0.0.1", 0), check_permissions=False
+        )
         async with trio.open_nursery() as nursery:
             run = await start_background(adapter, nursery, manager.run)
             with trio.fail_after(10):

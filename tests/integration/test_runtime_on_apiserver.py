@@ -180,6 +180,34 @@ async def test_identical_warnings_make_at_most_two_event_writes(
         assert mine[0]["series"]["count"] == 100
 
 
+async def test_an_event_recurring_after_its_first_write_is_written_as_its_series(
+    kube_apiserver: ApiServer, kube_namespace: str
+) -> None:
+    """The writer sleeps with no deadline once the first write is answered: the second
+    record wakes it, and the series update goes out one flush interval later."""
+    async with client_for(kube_apiserver) as client:
+        target = await client.create(
+            CONFIGMAPS, {"metadata": {"name": "recurring", "namespace": kube_namespace}}
+        )
+        target = {"apiVersion": "v1", "kind": "ConfigMap", **target}
+        machine = EventMachine("kubemoon.dev/test", "replica-1", flush_interval=1.0)
+        recorder = EventRecorder(client, "kubemoon.dev/test", "replica-1", machine=machine)
+        with trio.fail_after(20):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(recorder.run)
+                recorder.record(target, "Warning", "Again", "the same problem")
+                while recorder.writes < 1:
+                    await trio.sleep(0.05)
+                await trio.sleep(0.2)  # the writer is asleep, nothing due
+                recorder.record(target, "Warning", "Again", "the same problem")
+                while recorder.writes < 2:
+                    await trio.sleep(0.05)
+                nursery.cancel_scope.cancel()
+        listed = [e async for e in client.list(EVENTS, namespace=kube_namespace)]
+        (mine,) = [e for e in listed if e["regarding"]["name"] == "recurring"]
+        assert mine["series"]["count"] == 2
+
+
 async def test_metrics_use_controller_runtime_names(
     kube_apiserver: ApiServer, kube_namespace: str
 ) -> None:

@@ -244,6 +244,19 @@ def test_a_function_is_handed_the_commands_client_and_the_flags_reach_its_manage
     assert current_run_settings() is None
 
 
+def test_the_permission_check_is_on_unless_the_flag_turns_it_off(
+    files: tuple[str, str],
+) -> None:
+    module, kubeconfig = files
+    for flags, checked in (((), True), (("--no-permission-check",), False)):
+        manager = load(f"{module}:with_webhooks", "--kubeconfig", kubeconfig, *flags)
+        try:
+            assert manager.check_permissions is checked
+        finally:
+            close_client(manager.client)
+    assert settings_from(parse("m:f", "--no-permission-check")).no_permission_check
+
+
 def test_sharded_shards_every_controller_with_its_leases_in_the_lease_namespace(
     files: tuple[str, str],
 ) -> None:
@@ -366,6 +379,7 @@ def test_the_run_help_lists_every_flag(capsys: pytest.CaptureFixture[str]) -> No
         "--lease-name",
         "--sharded",
         "--probe-address",
+        "--no-permission-check",
         "--log-format",
         "--webhook-port",
         "--webhook-cert-dir",

@@ -118,3 +118,8 @@ def test_configmirror_self_managed_options() -> None:
         options_from(parse_args(["--webhook-self-managed"]))
     with pytest.raises(SystemExit):
         parse_args(["--webhook-service=nope"])
+
+
+def test_the_permission_check_is_on_unless_no_permission_check() -> None:
+    assert options_from(parse_args([])).check_permissions
+    assert not options_from(parse_args(["--no-permission-check"])).check_permissions
