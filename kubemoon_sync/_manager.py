@@ -113,7 +113,7 @@ class Manager:
     objects as JSON bytes (``Store(compact=True)``: about a third of the memory; each cache
     read decodes a fresh copy). ``check_permissions`` (on by default) first asks the API
     server, with SelfSubjectAccessReviews (in batches, within
-    :attr:`permission_check_timeout` seconds), for every RBAC rule derived from the
+    ``permission_check_timeout`` seconds), for every RBAC rule derived from the
     declarations: when some are missing, all are named in one ERROR and on ``/readyz``, and
     the replica neither campaigns, joins a shard group nor reconciles; turn it off for
     clusters that forbid the review. A Manager built under ``kubemoon run`` takes its command
