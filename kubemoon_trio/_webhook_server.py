@@ -440,6 +440,7 @@ class WebhookServer:
                     stream,
                     conn,
                     slot,
+                    webhook=webhook,
                     method=method,
                     target=target,
                     headers=headers,
@@ -466,6 +467,7 @@ class WebhookServer:
         conn: h11.Connection,
         slot: ConnectionSlot,
         *,
+        webhook: str,
         method: str,
         target: str,
         headers: Sequence[tuple[str, str]],
@@ -489,7 +491,7 @@ class WebhookServer:
                 slot.set(ConnectionState.BUSY)
                 body = b"".join(chunks)
                 chunks.clear()
-                return await self._handle(method, target, headers, body)
+                return await self._handle(webhook, method, target, headers, body)
             elif event is h11.NEED_DATA:
                 try:
                     await self._receive(stream, conn, deadline)
@@ -499,7 +501,12 @@ class WebhookServer:
                 raise _Close
 
     async def _handle(
-        self, method: str, target: str, headers: Sequence[tuple[str, str]], body: bytes
+        self,
+        webhook: str,
+        method: str,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes,
     ) -> WebhookReply:
         """Decode, call the handler and encode: on the loop for a small review of a route
         that stays within the budget, else on a worker thread; await an async verdict."""
@@ -510,7 +517,6 @@ class WebhookServer:
             return self.app.dispatch(method, target, headers, body, prechecked=True)
 
         large = len(body) > _LARGE_BODY
-        webhook = self.app.webhook_name(target)
         inline = len(body) <= self.inline_body_size and webhook not in self._threaded
         if inline:
             result = self._on_the_loop(webhook, dispatch)
