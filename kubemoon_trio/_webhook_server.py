@@ -7,12 +7,13 @@ logs. The certificate and its reloading are ``_cert_reload``'s, the metrics
 ``_webhook_metrics``', the garbage-collector pause around a large review
 ``kubemoon_io._gc``'s. Untrusted bytes cannot hold the loop: bodies are bounded per route
 before they are buffered; a review of at most ``inline_body_size`` bytes (64 KiB, whose
-worst case decodes in ~1.3 ms) is decoded, handled and encoded on the loop, without a
+worst case decodes in ~1-2 ms) is decoded, handled and encoded on the loop, without a
 thread hop, and any longer one on worker threads (a bounded number at once). A route whose
-review held the loop longer than a budget (5 ms of CPU, or 0.5 s: a handler that blocks)
-is moved to the worker threads for good, so a Lease renewal on the same loop never waits
-long for reviews. Loop-specific code lives in ``_backend`` (``serve_tls``,
-``run_in_thread``), so the module can be generated for other loops.
+reviews keep holding the loop longer than a budget (5 ms of CPU, or 0.5 s: a handler that
+blocks; three strikes, forgiven slowly) moves to the worker threads for good, so a Lease
+renewal on the same loop never waits long for reviews. Loop-specific code lives in
+``_backend`` (``serve_tls``, ``run_in_thread``), so the module can be generated for other
+loops.
 """
 
 from __future__ import annotations
@@ -67,13 +68,19 @@ _LARGE_BODY = 256 * 1024
 #: run"): the worst 64 KiB body (8,000 tiny keys, 21,000 empty objects) decodes in about
 #: 1.3 ms with any backend, a 256 KiB one in 5 to 12 ms.
 DEFAULT_INLINE_BODY_SIZE = 64 * 1024
-# A route whose review held the loop longer than this (thread CPU time, so a preempted
-# loop does not count) is moved to worker threads: the loop is then late by at most
-# max_connections times the budget (64 x 5 ms) for a burst of its reviews.
+# A review that held the loop longer than this (thread CPU time, so a preempted loop does
+# not count) is a strike against its route: the loop is late by at most max_connections
+# times the budget (64 x 5 ms) for a burst of reviews within it.
 _INLINE_CPU_BUDGET = 0.005
 # ... or longer than this in wall time: a handler that blocks (I/O, a sleep, a lock). Not
 # lower: a worker thread decoding a large review in C holds the GIL for ~100 ms.
 _INLINE_WALL_BUDGET = 0.5
+# A route with this many strikes moves to worker threads for good; each review within the
+# budget takes 1/16 of a strike away. One review over the budget on a busy machine (a
+# hypervisor's steal time counts as CPU time) moves nothing; a handler over it on more than
+# one review in ~16 moves after a few.
+_STRIKES = 3.0
+_STRIKE_DECAY = 1 / 16
 
 
 class _Close(Exception):
@@ -156,9 +163,10 @@ class WebhookServer:
     a connection being closed). Bodies are limited per route
     (:meth:`~kubemoon_core.WebhookApp.body_limit`). A review whose body is at most
     ``inline_body_size`` bytes (0: none) is decoded, handled and encoded on the loop; a
-    route one of whose reviews took more than 5 ms of CPU (or 0.5 s) there is moved off it
-    for good (:attr:`threaded_webhooks`, one WARNING). Other reviews are decoded, handled
-    by synchronous handlers and encoded on at most ``handler_threads`` worker threads at
+    route whose reviews keep taking more than 5 ms of CPU (or 0.5 s) there (three strikes,
+    each review within the budget forgiving 1/16 of one) moves off it for good
+    (:attr:`threaded_webhooks`, one WARNING). Other reviews are decoded, handled by
+    synchronous handlers and encoded on at most ``handler_threads`` worker threads at
     once, and those over 256 KiB on one more, one at a time (async handlers are awaited on
     the loop). Metrics
     go to ``registry`` (prometheus_client's default when None). Run with :meth:`serve`
@@ -239,6 +247,7 @@ class WebhookServer:
         self._large_threads = CapacityLimiter(1)
         # Routes moved to worker threads for good (a review of theirs held the loop).
         self._threaded: set[str] = set()
+        self._strikes: dict[str, float] = {}
         self._log_limiter = _LogLimiter()
         self._metrics = metrics_for(registry)
         self._port: int | None = None
@@ -536,15 +545,21 @@ class WebhookServer:
         return await run_in_thread(without_gc(reply) if large else reply, threads)
 
     def _on_the_loop(self, webhook: str, fn: Callable[[], T]) -> T:
-        """``fn()`` right here (no thread hop); a route whose call took more than the
-        budget (CPU, or wall time: a handler that blocks) is moved to the worker threads."""
+        """``fn()`` right here (no thread hop); a route whose calls keep taking more than
+        the budget (CPU, or wall time: a handler that blocks) moves to the worker threads."""
         cpu, wall = time.thread_time(), time.perf_counter()
         try:
             return fn()
         finally:
             cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+            strikes = self._strikes.get(webhook, 0.0)
             if cpu > _INLINE_CPU_BUDGET or wall > _INLINE_WALL_BUDGET:
-                self._move_to_threads(webhook, cpu, wall)
+                strikes += 1.0
+                if strikes >= _STRIKES:
+                    self._move_to_threads(webhook, cpu, wall)
+                self._strikes[webhook] = strikes  # route names only: bounded by the routes
+            elif strikes:
+                self._strikes[webhook] = max(0.0, strikes - _STRIKE_DECAY)
 
     def _move_to_threads(self, webhook: str, cpu: float, wall: float) -> None:
         if webhook in self._threaded:

@@ -390,14 +390,18 @@ async def test_a_route_whose_review_holds_the_loop_is_moved_to_worker_threads(
     caplog.set_level(logging.WARNING, logger="kubemoon.webhook")
     handlers = Handlers()
     async with serving(adapter, tmp_path, handlers) as target:
-        for path in ("/validate", "/spin", "/spin", "/validate"):
+        for path in ("/validate", "/spin", "/spin"):
+            status, _ = await in_thread(target.post, path, review_body())
+            assert status == 200
+        assert target.server.threaded_webhooks == frozenset()  # two strikes: still on it
+        for path in ("/spin", "/spin", "/validate"):
             status, _ = await in_thread(target.post, path, review_body())
             assert status == 200
         assert target.server.threaded_webhooks == frozenset({"spin"})
     on_loop = adapter.name != "sync"
-    # /spin's first review ran on the loop and spent 20 ms of CPU there; the next ran on
-    # a worker thread. /validate stayed on the loop.
-    assert handlers.on_loop == [on_loop, on_loop, False, on_loop]
+    # /spin's first three reviews ran on the loop and spent 20 ms of CPU each there; the
+    # next ran on a worker thread. /validate stayed on the loop.
+    assert handlers.on_loop == [on_loop] * 4 + [False, on_loop]
     moved = [r for r in caplog.records if "now run on worker threads" in r.getMessage()]
     assert len(moved) == 1
     assert moved[0].webhook == "spin"  # type: ignore[attr-defined]
