@@ -222,7 +222,8 @@ def _serve_attacked(certs: Path, port_file: Path, stats_file: Path) -> None:
 
     class Moved(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            moved.append(record.getMessage())
+            if "now run on worker threads" in record.getMessage():
+                moved.append(record.getMessage())
 
     logging.getLogger("kubemoon.webhook").addHandler(Moved(logging.WARNING))
 
@@ -752,6 +753,12 @@ def rows() -> list[Row]:
                 baseline,
             ),
         ]
+
+    def paired(a: str, b: str) -> str:
+        """The median of the per-round ratios (a round runs the servers back to back)."""
+        ratios = sorted(x.rate / y.rate for x, y in zip(measured[a], measured[b], strict=True))
+        return f"median of the {ROUNDS} per-round ratios {ratios[ROUNDS // 2]:.2f}x"
+
     k, f = _best(measured["kubemoon"]), _best(measured["kopf"])
     inline = _best(measured["inline"])
     threads = _best(measured["threads"])
@@ -771,15 +778,17 @@ def rows() -> list[Row]:
         Row(
             "webhook: KubeMoon / kopf",
             "same run, same client, same reviews",
-            f"{ratio:.2f}x the reviews/s (p99 {k.p99 * 1000:.1f} vs {f.p99 * 1000:.1f} ms); "
-            f"kopf's server uses {cpu_ratio:.2f}x KubeMoon's CPU per review",
+            f"{ratio:.2f}x the reviews/s ({paired('kubemoon', 'kopf')}; p99 "
+            f"{k.p99 * 1000:.1f} vs {f.p99 * 1000:.1f} ms); kopf's server uses "
+            f"{cpu_ratio:.2f}x KubeMoon's CPU per review",
             "reviews/s >= 1.5x kopf's",
             ratio >= 1.5,
         ),
         Row(
             "webhook: defaults / every review on the loop (A/B of the same server)",
             inputs,
-            f"{k.rate / inline.rate:.0%} of the reviews/s ({k.rate:,.0f} vs {inline.rate:,.0f}); "
+            f"{k.rate / inline.rate:.0%} of the reviews/s ({k.rate:,.0f} vs {inline.rate:,.0f}; "
+            f"{paired('kubemoon', 'inline')}); "
             f"p99 {k.p99 * 1000:.1f} vs {inline.p99 * 1000:.1f} ms; CPU per review "
             f"{k.cpu_per_review * 1e6:,.0f} vs {inline.cpu_per_review * 1e6:,.0f} µs "
             f"({inline.cpu_per_review / k.cpu_per_review:.0%} of the reviews per CPU-second)",
@@ -790,7 +799,8 @@ def rows() -> list[Row]:
             "webhook: every review on worker threads (inline_body_size=0) / on the loop",
             inputs,
             f"{threads.rate / inline.rate:.0%} of the reviews/s ({threads.rate:,.0f} vs "
-            f"{inline.rate:,.0f}); p99 {threads.p99 * 1000:.1f} vs {inline.p99 * 1000:.1f} ms; "
+            f"{inline.rate:,.0f}; {paired('threads', 'inline')}); "
+            f"p99 {threads.p99 * 1000:.1f} vs {inline.p99 * 1000:.1f} ms; "
             f"CPU per review {threads.cpu_per_review * 1e6:,.0f} vs "
             f"{inline.cpu_per_review * 1e6:,.0f} µs "
             f"({inline.cpu_per_review / threads.cpu_per_review:.0%} of the reviews per "
