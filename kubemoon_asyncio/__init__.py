@@ -40,9 +40,10 @@ from ._sharded import ShardedControl, ShardingConfig, ShardStatus, default_shard
 from ._sharding import ShardMembership, detect_sharded_list_and_watch
 from ._streams import StreamResponse, Watch
 from ._webhook_manager import WebhookManager
-from ._webhook_server import WebhookServer
+from ._webhook_server import DEFAULT_INLINE_BODY_SIZE, WebhookServer
 
 __all__ = [
+    "DEFAULT_INLINE_BODY_SIZE",
     "CacheReader",
     "Client",
     "Cluster",

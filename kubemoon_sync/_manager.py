@@ -62,7 +62,7 @@ from ._probes import ProbeServer
 from ._runtime_protocols import ControllerRunnable, Runnable
 from ._sharded import ShardingConfig, ShardStatus
 from ._webhook_manager import WebhookManager
-from ._webhook_server import WebhookServer
+from ._webhook_server import DEFAULT_INLINE_BODY_SIZE, WebhookServer
 
 __all__ = ["LeaderElectionConfig", "Manager"]
 
@@ -289,6 +289,7 @@ class Manager:
         first_request_timeout: float = 10.0,
         request_timeout: float = 30.0,
         handler_threads: int = 4,
+        inline_body_size: int = DEFAULT_INLINE_BODY_SIZE,
         options: WebhookOptions | None = None,
     ) -> WebhookManager:
         """Serve ``declarations`` on every replica and register them from the leader.
@@ -320,6 +321,7 @@ class Manager:
                 first_request_timeout=first_request_timeout,
                 request_timeout=request_timeout,
                 handler_threads=handler_threads,
+                inline_body_size=inline_body_size,
             ),
         )
         if options is None:

@@ -80,8 +80,8 @@ class WebhookManager:
     wall-clock epoch seconds (tests inject one). ``client_ca_file`` (mutual TLS: only
     clients with a certificate that CA signed, such as the API server, are answered) and
     the server's limits (``max_connections``, ``max_handshakes``, ``first_request_timeout``,
-    ``request_timeout``, ``handler_threads``) go to the :class:`WebhookServer`, with its
-    defaults.
+    ``request_timeout``, ``handler_threads``, ``inline_body_size``) go to the
+    :class:`WebhookServer`, with its defaults.
 
     Those settings are one :class:`WebhookOptions` (``options``; its ``server`` is a
     :class:`WebhookServerOptions`); the flat keywords above still work and build it. It
@@ -150,6 +150,7 @@ class WebhookManager:
             first_request_timeout=served.first_request_timeout,
             request_timeout=served.request_timeout,
             handler_threads=served.handler_threads,
+            inline_body_size=served.inline_body_size,
             registry=cluster.registry,
         )
         self._refusal: str | None = None  # why the Secret's pair was last refused

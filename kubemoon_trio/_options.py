@@ -16,6 +16,8 @@ from typing import Any
 from kubemoon_core.errors import LocalProtocolError
 from kubemoon_core.webhooks import CertificatePolicy
 
+from ._webhook_server import DEFAULT_INLINE_BODY_SIZE
+
 __all__ = ["WebhookOptions", "WebhookServerOptions"]
 
 
@@ -24,7 +26,8 @@ class WebhookServerOptions:
     """Where the webhook server listens and its limits (:class:`WebhookServer`'s defaults).
 
     ``client_ca_file`` turns on mutual TLS: only callers with a certificate of that CA are
-    served.
+    served. Reviews of at most ``inline_body_size`` bytes are handled on the event loop,
+    longer ones on ``handler_threads`` worker threads (0: every review on a thread).
     """
 
     host: str = "0.0.0.0"
@@ -35,6 +38,7 @@ class WebhookServerOptions:
     first_request_timeout: float = 10.0
     request_timeout: float = 30.0
     handler_threads: int = 4
+    inline_body_size: int = DEFAULT_INLINE_BODY_SIZE
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,15 @@ encoding reviews) is made by :class:`kubemoon_core.webhooks.WebhookApp`; this mo
 bytes between the backend's :class:`ByteStream` and h11, enforces limits and timeouts, and
 logs. The certificate and its reloading are ``_cert_reload``'s, the metrics
 ``_webhook_metrics``', the garbage-collector pause around a large review
-``kubemoon_io._gc``'s. Untrusted bytes stay off the loop: bodies are bounded per route
-before they are buffered, and decoding, synchronous handlers and encoding run on worker
-threads (a bounded number at once), so a Lease renewal on the same loop never waits for a
-review. Loop-specific code lives in ``_backend`` (``serve_tls``, ``run_in_thread``), so
-the module can be generated for other loops.
+``kubemoon_io._gc``'s. Untrusted bytes cannot hold the loop: bodies are bounded per route
+before they are buffered; a review of at most ``inline_body_size`` bytes (64 KiB, whose
+worst case decodes in ~1-2 ms) is decoded, handled and encoded on the loop, without a
+thread hop, and any longer one on worker threads (a bounded number at once). A route whose
+reviews keep holding the loop longer than a budget (5 ms of CPU, or 0.5 s: a handler that
+blocks; three strikes, forgiven slowly) moves to the worker threads for good, so a Lease
+renewal on the same loop never waits long for reviews. Loop-specific code lives in
+``_backend`` (``serve_tls``, ``run_in_thread``), so the module can be generated for other
+loops.
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ import functools
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 import h11
 
@@ -46,7 +51,9 @@ from ._webhook_metrics import metrics_for
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-__all__ = ["WebhookServer"]
+__all__ = ["DEFAULT_INLINE_BODY_SIZE", "WebhookServer"]
+
+T = TypeVar("T")
 
 logger = logging.getLogger("kubemoon.webhook")
 
@@ -57,6 +64,24 @@ _MAX_HEAD_SIZE = 65536
 # Reviews with a longer body are handled one at a time (on a thread of their own): a big
 # review's decoded copies take tens of times its size in memory.
 _LARGE_BODY = 256 * 1024
+#: Reviews with a body at most this long are decoded, handled and encoded on the loop (no
+#: thread hop), longer ones on worker threads. Measured (docs/webhooks.rst, "Where reviews
+#: run"): the worst 64 KiB body (8,000 tiny keys, 21,000 empty objects) decodes in about
+#: 1.3 ms with any backend, a 256 KiB one in 5 to 12 ms.
+DEFAULT_INLINE_BODY_SIZE = 64 * 1024
+# A review that held the loop longer than this (thread CPU time, so a preempted loop does
+# not count) is a strike against its route: the loop is late by at most max_connections
+# times the budget (64 x 5 ms) for a burst of reviews within it.
+_INLINE_CPU_BUDGET = 0.005
+# ... or longer than this in wall time: a handler that blocks (I/O, a sleep, a lock). Not
+# lower: a worker thread decoding a large review in C holds the GIL for ~100 ms.
+_INLINE_WALL_BUDGET = 0.5
+# A route with this many strikes moves to worker threads for good; each review within the
+# budget takes 1/16 of a strike away. One review over the budget on a busy machine (a
+# hypervisor's steal time counts as CPU time) moves nothing; a handler over it on more than
+# one review in ~16 moves after a few.
+_STRIKES = 3.0
+_STRIKE_DECAY = 1 / 16
 
 
 class _Close(Exception):
@@ -137,9 +162,14 @@ class WebhookServer:
     the sending of an answer), ``idle_timeout`` a kept-alive connection between requests
     (longer than Go's 90 s idle pool, so the API server closes first and never posts into
     a connection being closed). Bodies are limited per route
-    (:meth:`~kubemoon_core.webhooks.WebhookApp.body_limit`). Decoding, synchronous handlers and
-    encoding run on at most ``handler_threads`` worker threads at once, and reviews over
-    256 KiB on one more, one at a time (async handlers are awaited on the loop). Metrics
+    (:meth:`~kubemoon_core.webhooks.WebhookApp.body_limit`). A review whose body is at most
+    ``inline_body_size`` bytes (0: none) is decoded, handled and encoded on the loop; a
+    route whose reviews keep taking more than 5 ms of CPU (or 0.5 s) there (three strikes,
+    each review within the budget forgiving 1/16 of one) moves off it for good
+    (:attr:`threaded_webhooks`, one WARNING). Other reviews are decoded, handled by
+    synchronous handlers and encoded on at most ``handler_threads`` worker threads at
+    once, and those over 256 KiB on one more, one at a time (async handlers are awaited on
+    the loop). Metrics
     go to ``registry`` (prometheus_client's default when None). Run with :meth:`serve`
     until cancelled; it first raises the soft open-file limit to the hard one.
     """
@@ -163,6 +193,7 @@ class WebhookServer:
         handshake_timeout: float = 10.0,
         reload_interval: float = 1.0,
         handler_threads: int = 4,
+        inline_body_size: int = DEFAULT_INLINE_BODY_SIZE,
         registry: CollectorRegistry | None = None,
     ) -> None:
         _check_positive(
@@ -179,6 +210,15 @@ class WebhookServer:
         ):
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:
                 raise LocalProtocolError(f"{name} must be a positive integer, not {count!r}")
+        if (
+            isinstance(inline_body_size, bool)
+            or not isinstance(inline_body_size, int)
+            or inline_body_size < 0
+        ):
+            raise LocalProtocolError(
+                f"inline_body_size must be an integer >= 0, not {inline_body_size!r}"
+            )
+        self.inline_body_size = inline_body_size
         self.app = app
         self.host = host
         self._requested_port = port
@@ -206,6 +246,9 @@ class WebhookServer:
         self._connections = Connections(max_connections)
         self._threads = CapacityLimiter(handler_threads)
         self._large_threads = CapacityLimiter(1)
+        # Routes moved to worker threads for good (a review of theirs held the loop).
+        self._threaded: set[str] = set()
+        self._strikes: dict[str, float] = {}
         self._log_limiter = _LogLimiter()
         self._metrics = metrics_for(registry)
         self._port: int | None = None
@@ -234,6 +277,11 @@ class WebhookServer:
     def certificate_reloads(self) -> int:
         """How many times the certificate files were reloaded since start."""
         return self._certificates.reloads
+
+    @property
+    def threaded_webhooks(self) -> frozenset[str]:
+        """Webhooks whose small reviews were moved off the loop (one held it too long)."""
+        return frozenset(self._threaded)
 
     @property
     def max_connections(self) -> int:
@@ -402,6 +450,7 @@ class WebhookServer:
                     stream,
                     conn,
                     slot,
+                    webhook=webhook,
                     method=method,
                     target=target,
                     headers=headers,
@@ -428,6 +477,7 @@ class WebhookServer:
         conn: h11.Connection,
         slot: ConnectionSlot,
         *,
+        webhook: str,
         method: str,
         target: str,
         headers: Sequence[tuple[str, str]],
@@ -451,7 +501,7 @@ class WebhookServer:
                 slot.set(ConnectionState.BUSY)
                 body = b"".join(chunks)
                 chunks.clear()
-                return await self._handle(method, target, headers, body)
+                return await self._handle(webhook, method, target, headers, body)
             elif event is h11.NEED_DATA:
                 try:
                     await self._receive(stream, conn, deadline)
@@ -461,18 +511,28 @@ class WebhookServer:
                 raise _Close
 
     async def _handle(
-        self, method: str, target: str, headers: Sequence[tuple[str, str]], body: bytes
+        self,
+        webhook: str,
+        method: str,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes,
     ) -> WebhookReply:
-        """Decode, call the handler and encode on a worker thread; await an async verdict."""
+        """Decode, call the handler and encode: on the loop for a small review of a route
+        that stays within the budget, else on a worker thread; await an async verdict."""
         span = _tracing.current_span()
 
         def dispatch() -> WebhookReply | PendingAdmission:
-            _tracing.note_review(body, span)  # parses the body: off the loop, like the rest
+            _tracing.note_review(body, span)  # parses the body: bounded like the rest
             return self.app.dispatch(method, target, headers, body, prechecked=True)
 
         large = len(body) > _LARGE_BODY
-        threads = self._large_threads if large else self._threads
-        result = await run_in_thread(without_gc(dispatch) if large else dispatch, threads)
+        inline = len(body) <= self.inline_body_size and webhook not in self._threaded
+        if inline:
+            result = self._on_the_loop(webhook, dispatch)
+        else:
+            threads = self._large_threads if large else self._threads
+            result = await run_in_thread(without_gc(dispatch) if large else dispatch, threads)
         if not isinstance(result, PendingAdmission):
             return result
         try:
@@ -480,7 +540,40 @@ class WebhookServer:
         except Exception as exc:  # a handler's failure is a failed call, never a lost server
             return result.failed(exc)
         reply = functools.partial(result.reply, verdict)
+        if inline and webhook not in self._threaded:
+            return self._on_the_loop(webhook, reply)
+        threads = self._large_threads if large else self._threads
         return await run_in_thread(without_gc(reply) if large else reply, threads)
+
+    def _on_the_loop(self, webhook: str, fn: Callable[[], T]) -> T:
+        """``fn()`` right here (no thread hop); a route whose calls keep taking more than
+        the budget (CPU, or wall time: a handler that blocks) moves to the worker threads."""
+        cpu, wall = time.thread_time(), time.perf_counter()
+        try:
+            return fn()
+        finally:
+            cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+            strikes = self._strikes.get(webhook, 0.0)
+            if cpu > _INLINE_CPU_BUDGET or wall > _INLINE_WALL_BUDGET:
+                strikes += 1.0
+                if strikes >= _STRIKES:
+                    self._move_to_threads(webhook, cpu, wall)
+                self._strikes[webhook] = strikes  # route names only: bounded by the routes
+            elif strikes:
+                self._strikes[webhook] = max(0.0, strikes - _STRIKE_DECAY)
+
+    def _move_to_threads(self, webhook: str, cpu: float, wall: float) -> None:
+        if webhook in self._threaded:
+            return
+        self._threaded.add(webhook)  # route names only: bounded by the app's routes
+        logger.warning(
+            "webhook %s: a review took %.1f ms of CPU (%.1f ms) on the event loop; "
+            "its reviews now run on worker threads",
+            webhook or "-",
+            cpu * 1000,
+            wall * 1000,
+            extra={"webhook": webhook},
+        )
 
     # -- answers ---------------------------------------------------------------------------
 

@@ -85,6 +85,14 @@ class Handlers:
         self.on_loop.append(on_a_loop_thread())
         return AdmissionResponse.allow()
 
+    def spin(self, request: AdmissionRequest) -> AdmissionResponse:
+        """20 ms of CPU on the calling thread: beyond the loop's budget."""
+        self.on_loop.append(on_a_loop_thread())
+        start = time.thread_time()
+        while time.thread_time() - start < 0.02:
+            pass
+        return AdmissionResponse.allow()
+
     def explode(self, request: AdmissionRequest) -> AdmissionResponse:
         raise RuntimeError("handler bug")
 
@@ -104,6 +112,7 @@ def make_app(handlers: Handlers) -> WebhookApp:
     app.validating("/validate", handlers.allow, name="configmaps")
     app.validating("/small", handlers.allow, max_body_size=1000)
     app.validating("/explode", handlers.explode)
+    app.validating("/spin", handlers.spin, name="spin")
     app.mutating("/fat", handlers.fat)
     app.mutating("/unencodable", handlers.unencodable)
     app.validating("/big", handlers.big, max_body_size=4 << 20)
@@ -294,13 +303,109 @@ async def test_bodies_beyond_the_route_limit_are_refused_unread(
         assert status == 200
 
 
-async def test_handlers_run_off_the_loop(adapter: Adapter, tmp_path: Path) -> None:
+async def test_handlers_run_off_the_loop_when_no_review_may_stay_on_it(
+    adapter: Adapter, tmp_path: Path
+) -> None:
     handlers = Handlers()
-    async with serving(adapter, tmp_path, handlers, handler_threads=2) as target:
+    options = {"handler_threads": 2, "inline_body_size": 0}
+    async with serving(adapter, tmp_path, handlers, **options) as target:
         for _ in range(3):
             status, _ = await in_thread(target.post, "/validate", review_body())
             assert status == 200
     assert handlers.on_loop == [False, False, False]
+
+
+async def test_small_reviews_are_answered_on_the_loop_and_larger_ones_off_it(
+    adapter: Adapter, tmp_path: Path
+) -> None:
+    handlers = Handlers()
+    async with serving(adapter, tmp_path, handlers, inline_body_size=4096) as target:
+        small = review_body()
+        over = review_body({f"k{i}": "v" * 64 for i in range(60)})  # ~4.5 KiB
+        at = review_body(uid="u" * (4096 - len(small) + 36))  # exactly 4096 bytes
+        assert len(small) < 4096 < len(over)
+        assert len(at) == 4096
+        for body in (small, over, at, over, small):
+            status, answer = await in_thread(target.post, "/validate", body)
+            assert status == 200
+            assert json.loads(answer)["response"]["allowed"] is True
+        assert target.server.threaded_webhooks == frozenset()
+    # The blocking twin has no loop: every review runs on its connection's thread.
+    on_loop = adapter.name != "sync"
+    assert handlers.on_loop == [on_loop, False, on_loop, False, on_loop]
+
+
+async def test_the_loop_answers_while_a_large_review_is_still_being_decoded(
+    adapter: Adapter, tmp_path: Path
+) -> None:
+    """A large review's decoding is held (the JSON backend waits for the test) while a
+    small review is sent on another connection: it is answered, so the large review was
+    being decoded on another thread than the loop's (were it on the loop, nothing else
+    would be answered until the decoder returned)."""
+    from kubemoon_core import _json
+
+    name, loads, dumps = _json._backend
+    release = threading.Event()
+    decoding = threading.Event()
+    where: list[bool] = []
+
+    def held_loads(data: bytes | str) -> Any:
+        if len(data) > 64 * 1024:
+            where.append(on_a_loop_thread())
+            decoding.set()
+            release.wait(30)
+        return loads(data)
+
+    handlers = Handlers()
+    _json.set_json_backend("held", held_loads, dumps)
+    try:
+        async with serving(adapter, tmp_path, handlers) as target:
+            large = review_body({f"k{i}": "v" * 64 for i in range(2000)})  # ~150 KiB
+            async with trio.open_nursery() as nursery:
+                answers: list[tuple[int, bytes]] = []
+
+                async def post_large() -> None:
+                    answers.append(await in_thread(target.post, "/big", large))
+
+                nursery.start_soon(post_large)
+                assert await in_thread(decoding.wait, 10)
+                try:
+                    status, answer = await in_thread(target.post, "/validate", review_body())
+                    assert status == 200
+                    assert json.loads(answer)["response"]["allowed"] is True
+                    assert not release.is_set()  # answered while the decoder was held
+                finally:
+                    release.set()
+            assert [status for status, _ in answers] == [200]
+    finally:
+        release.set()
+        _json.set_json_backend(name, loads, dumps)
+    assert where == [False]
+    # The small review on the loop (the blocking twin has none), the large one off it.
+    assert handlers.on_loop == [adapter.name != "sync", False]
+
+
+async def test_a_route_whose_review_holds_the_loop_is_moved_to_worker_threads(
+    adapter: Adapter, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="kubemoon.webhook")
+    handlers = Handlers()
+    async with serving(adapter, tmp_path, handlers) as target:
+        for path in ("/validate", "/spin", "/spin"):
+            status, _ = await in_thread(target.post, path, review_body())
+            assert status == 200
+        assert target.server.threaded_webhooks == frozenset()  # two strikes: still on it
+        for path in ("/spin", "/spin", "/validate"):
+            status, _ = await in_thread(target.post, path, review_body())
+            assert status == 200
+        assert target.server.threaded_webhooks == frozenset({"spin"})
+    on_loop = adapter.name != "sync"
+    # /spin's first three reviews ran on the loop and spent 20 ms of CPU each there; the
+    # next ran on a worker thread. /validate stayed on the loop.
+    assert handlers.on_loop == [on_loop] * 4 + [False, on_loop]
+    moved = [r for r in caplog.records if "now run on worker threads" in r.getMessage()]
+    assert len(moved) == 1
+    assert moved[0].webhook == "spin"  # type: ignore[attr-defined]
 
 
 async def test_failures_are_http_500_and_logged_once(
@@ -472,7 +577,8 @@ async def test_a_large_review_is_handled_off_the_loop_with_the_collector_paused(
             status, answer = await in_thread(target.post, "/big", body)
             assert status == 200
             assert json.loads(answer)["response"]["allowed"] is True
-    assert handlers.on_loop == [False, False, False]
+    # The small review is answered on the loop (the blocking twin has none).
+    assert handlers.on_loop == [False, adapter.name != "sync", False]
     # Paused for the two large reviews only, and running again afterwards.
     assert handlers.collector == [False, True, False]
     assert gc.isenabled()

@@ -16,7 +16,7 @@ from kubemoon_core.webhooks import (
     WebhookDeclarations,
 )
 from kubemoon_testing import WebhookCertificates
-from kubemoon_trio import Client, Manager
+from kubemoon_trio import DEFAULT_INLINE_BODY_SIZE, Client, Manager
 
 CM = GroupVersionResource("", "v1", "configmaps")
 
@@ -74,12 +74,19 @@ async def test_the_servers_limits_and_mutual_tls_are_reachable(tmp_path: Path) -
             first_request_timeout=2.5,
             request_timeout=4.0,
             handler_threads=2,
+            inline_body_size=4096,
         )
         server = webhooks.server
         assert server.max_connections == 7 and server.max_handshakes == 3
         assert (server.first_request_timeout, server.request_timeout) == (2.5, 4.0)
+        assert server.inline_body_size == 4096
+        default = Manager(client).serve_webhooks(hooks()).server
+        assert default.inline_body_size == DEFAULT_INLINE_BODY_SIZE == 64 * 1024
         with pytest.raises(LocalProtocolError, match="max_connections must be a positive"):
             Manager(client).serve_webhooks(hooks(), max_connections=0)
+        for bad in (-1, True, 1.5):
+            with pytest.raises(LocalProtocolError, match="inline_body_size must be an integer"):
+                Manager(client).serve_webhooks(hooks(), inline_body_size=bad)
         with pytest.raises(LocalProtocolError, match="cannot read the client CA"):
             Manager(client).serve_webhooks(hooks(), client_ca_file=tmp_path / "none.crt")
         with pytest.raises(LocalProtocolError, match="client CA"):
