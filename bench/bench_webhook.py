@@ -117,7 +117,8 @@ def _serve_kubemoon(certs: Path, port_file: Path, *, variant: str = "kubemoon") 
 
         _webhook_server.run_in_thread = on_the_loop  # type: ignore[assignment]
 
-    def validate(request: AdmissionRequest) -> AdmissionResponse:
+    async def validate(request: AdmissionRequest) -> AdmissionResponse:
+        # async: a review of an async handler may stay on the loop (a plain one may block)
         if not (request.object or {}).get("data"):
             return AdmissionResponse.deny("data must not be empty")
         return AdmissionResponse.allow()
@@ -193,7 +194,8 @@ def _serve_attacked(certs: Path, port_file: Path, stats_file: Path) -> None:
     from kubemoon_core.webhooks import AdmissionRequest, AdmissionResponse, WebhookApp
     from kubemoon_trio import WebhookServer
 
-    def validate(request: AdmissionRequest) -> AdmissionResponse:
+    async def validate(request: AdmissionRequest) -> AdmissionResponse:
+        # async: a review of an async handler may stay on the loop (a plain one may block)
         if not (request.object or {}).get("data"):
             return AdmissionResponse.deny("data must not be empty")
         return AdmissionResponse.allow()

@@ -229,6 +229,22 @@ class WebhookApp:
         route = self._route(target)
         return route.max_body_size if route else self.max_body_size
 
+    def handled_without_blocking(self, target: str) -> bool:
+        """Whether the handler at ``target`` is a coroutine function (or has an async
+        ``__call__``): code its author wrote not to block, which may run on an event loop.
+        A plain handler or a converter is the user's synchronous code and may block (a
+        network call, a lock), so adapters run it on a worker thread. An unknown path is
+        answered 404 at once: True."""
+        route = self._route(target)
+        if route is None:
+            return True
+        handler = route.handler
+        if handler is None:  # a conversion: the user's converter is synchronous code
+            return False
+        return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+            getattr(handler, "__call__", None)  # noqa: B004 - an object's async __call__
+        )
+
     def webhook_name(self, target: str) -> str:
         """The name of the webhook serving ``target`` (a path, maybe with a query), or ``""``."""
         route = self._route(target)

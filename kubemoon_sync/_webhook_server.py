@@ -9,11 +9,12 @@ logs. The certificate and its reloading are ``_cert_reload``'s, the metrics
 ``_webhook_metrics``', the garbage-collector pause around a large review
 ``kubemoon_io._gc``'s. Untrusted bytes cannot hold the loop: bodies are bounded per route
 before they are buffered; a review of at most ``inline_body_size`` bytes (64 KiB, whose
-worst case decodes in ~1-2 ms) is decoded, handled and encoded on the loop, without a
-thread hop, and any longer one on worker threads (a bounded number at once). A route whose
-reviews keep holding the loop longer than a budget (5 ms of CPU, or 0.5 s: a handler that
-blocks; three strikes, forgiven slowly) moves to the worker threads for good, so a Lease
-renewal on the same loop never waits long for reviews. Loop-specific code lives in
+worst case decodes in ~1-2 ms) for an async handler is decoded, handled and encoded on the
+loop, without a thread hop; a plain handler's review (the user's synchronous code, which
+may block) and any longer one run on worker threads (a bounded number at once). A route
+whose reviews keep holding the loop longer than a budget (5 ms of CPU, or 0.5 s; three
+strikes, forgiven slowly) moves to the worker threads for good, so a Lease renewal on the
+same loop never waits long for reviews. Loop-specific code lives in
 ``_backend`` (``serve_tls``, ``run_in_thread``), so the module can be generated for other
 loops.
 """
@@ -164,8 +165,9 @@ class WebhookServer:
     the sending of an answer), ``idle_timeout`` a kept-alive connection between requests
     (longer than Go's 90 s idle pool, so the API server closes first and never posts into
     a connection being closed). Bodies are limited per route
-    (:meth:`~kubemoon_core.webhooks.WebhookApp.body_limit`). A review whose body is at most
-    ``inline_body_size`` bytes (0: none) is decoded, handled and encoded on the loop; a
+    (:meth:`~kubemoon_core.webhooks.WebhookApp.body_limit`). A review for an async handler
+    whose body is at most ``inline_body_size`` bytes (0: none) is decoded, handled and
+    encoded on the loop; a
     route whose reviews keep taking more than 5 ms of CPU (or 0.5 s) there (three strikes,
     each review within the budget forgiving 1/16 of one) moves off it for good
     (:attr:`threaded_webhooks`, one WARNING). Other reviews are decoded, handled by
@@ -529,7 +531,13 @@ class WebhookServer:
             return self.app.dispatch(method, target, headers, body, prechecked=True)
 
         large = len(body) > _LARGE_BODY
-        inline = len(body) <= self.inline_body_size and webhook not in self._threaded
+        # Only an async handler's review stays on the loop: a plain handler is code that may
+        # block (a network call), and the loop also renews the Lease.
+        inline = (
+            len(body) <= self.inline_body_size
+            and webhook not in self._threaded
+            and self.app.handled_without_blocking(target)
+        )
         if inline:
             result = self._on_the_loop(webhook, dispatch)
         else:
@@ -543,11 +551,11 @@ class WebhookServer:
             return result.failed(exc)
         reply = functools.partial(result.reply, verdict)
         if inline and webhook not in self._threaded:
-            return self._on_the_loop(webhook, reply)
+            return self._on_the_loop(webhook, reply, forgive=False)  # the same review
         threads = self._large_threads if large else self._threads
         return run_in_thread(without_gc(reply) if large else reply, threads)
 
-    def _on_the_loop(self, webhook: str, fn: Callable[[], T]) -> T:
+    def _on_the_loop(self, webhook: str, fn: Callable[[], T], *, forgive: bool = True) -> T:
         """``fn()`` right here (no thread hop); a route whose calls keep taking more than
         the budget (CPU, or wall time: a handler that blocks) moves to the worker threads."""
         cpu, wall = time.thread_time(), time.perf_counter()
@@ -561,7 +569,7 @@ class WebhookServer:
                 if strikes >= _STRIKES:
                     self._move_to_threads(webhook, cpu, wall)
                 self._strikes[webhook] = strikes  # route names only: bounded by the routes
-            elif strikes:
+            elif strikes and forgive:  # once per review, not per part of it
                 self._strikes[webhook] = max(0.0, strikes - _STRIKE_DECAY)
 
     def _move_to_threads(self, webhook: str, cpu: float, wall: float) -> None:

@@ -85,6 +85,13 @@ class Handlers:
         self.on_loop.append(on_a_loop_thread())
         return AdmissionResponse.allow()
 
+    async def allow_async(self, request: AdmissionRequest) -> AdmissionResponse:
+        self.on_loop.append(on_a_loop_thread())
+        return AdmissionResponse.allow()
+
+    async def spin_async(self, request: AdmissionRequest) -> AdmissionResponse:
+        return AdmissionResponse.allow()
+
     def spin(self, request: AdmissionRequest) -> AdmissionResponse:
         """20 ms of CPU on the calling thread: beyond the loop's budget."""
         self.on_loop.append(on_a_loop_thread())
@@ -113,6 +120,8 @@ def make_app(handlers: Handlers) -> WebhookApp:
     app.validating("/small", handlers.allow, max_body_size=1000)
     app.validating("/explode", handlers.explode)
     app.validating("/spin", handlers.spin, name="spin")
+    app.validating("/avalidate", handlers.allow_async, name="avalidate")
+    app.validating("/aspin", handlers.spin_async, name="aspin")
     app.mutating("/fat", handlers.fat)
     app.mutating("/unencodable", handlers.unencodable)
     app.validating("/big", handlers.big, max_body_size=4 << 20)
@@ -318,21 +327,53 @@ async def test_handlers_run_off_the_loop_when_no_review_may_stay_on_it(
 async def test_small_reviews_are_answered_on_the_loop_and_larger_ones_off_it(
     adapter: Adapter, tmp_path: Path
 ) -> None:
+    """Where each review is decoded (the JSON backend records its thread): an async
+    handler's review of at most ``inline_body_size`` bytes on the loop, a longer one on a
+    worker thread (the async handler itself is always awaited on the loop)."""
+    from kubemoon_core import _json
+
+    name, loads, dumps = _json._backend
+    decoded_on_loop: list[bool] = []
+
+    def recording_loads(data: bytes | str) -> Any:
+        if b"AdmissionReview" in (data if isinstance(data, bytes) else data.encode()):
+            decoded_on_loop.append(on_a_loop_thread())
+        return loads(data)
+
+    handlers = Handlers()
+    # The blocking twin takes plain handlers only (and has no loop).
+    path = "/validate" if adapter.name == "sync" else "/avalidate"
+    _json.set_json_backend("recording", recording_loads, dumps)
+    try:
+        async with serving(adapter, tmp_path, handlers, inline_body_size=4096) as target:
+            small = review_body()
+            over = review_body({f"k{i}": "v" * 64 for i in range(60)})  # ~4.5 KiB
+            at = review_body(uid="u" * (4096 - len(small) + 36))  # exactly 4096 bytes
+            assert len(small) < 4096 < len(over)
+            assert len(at) == 4096
+            for body in (small, over, at, over, small):
+                status, answer = await in_thread(target.post, path, body)
+                assert status == 200
+                assert json.loads(answer)["response"]["allowed"] is True
+            assert target.server.threaded_webhooks == frozenset()
+    finally:
+        _json.set_json_backend(name, loads, dumps)
+    on_loop = adapter.name != "sync"
+    assert decoded_on_loop == [on_loop, False, on_loop, False, on_loop]
+    assert len(handlers.on_loop) == 5
+
+
+async def test_a_plain_handler_s_small_review_runs_on_a_worker_thread(
+    adapter: Adapter, tmp_path: Path
+) -> None:
+    # A ``def`` handler is the user's synchronous code, which may block (a network call):
+    # never on the loop that also renews the Lease, however small the review.
     handlers = Handlers()
     async with serving(adapter, tmp_path, handlers, inline_body_size=4096) as target:
-        small = review_body()
-        over = review_body({f"k{i}": "v" * 64 for i in range(60)})  # ~4.5 KiB
-        at = review_body(uid="u" * (4096 - len(small) + 36))  # exactly 4096 bytes
-        assert len(small) < 4096 < len(over)
-        assert len(at) == 4096
-        for body in (small, over, at, over, small):
-            status, answer = await in_thread(target.post, "/validate", body)
+        for _ in range(3):
+            status, _ = await in_thread(target.post, "/validate", review_body())
             assert status == 200
-            assert json.loads(answer)["response"]["allowed"] is True
-        assert target.server.threaded_webhooks == frozenset()
-    # The blocking twin has no loop: every review runs on its connection's thread.
-    on_loop = adapter.name != "sync"
-    assert handlers.on_loop == [on_loop, False, on_loop, False, on_loop]
+    assert handlers.on_loop == [False, False, False]
 
 
 async def test_the_loop_answers_while_a_large_review_is_still_being_decoded(
@@ -369,8 +410,9 @@ async def test_the_loop_answers_while_a_large_review_is_still_being_decoded(
 
                 nursery.start_soon(post_large)
                 assert await in_thread(decoding.wait, 10)
+                small_path = "/validate" if adapter.name == "sync" else "/avalidate"
                 try:
-                    status, answer = await in_thread(target.post, "/validate", review_body())
+                    status, answer = await in_thread(target.post, small_path, review_body())
                     assert status == 200
                     assert json.loads(answer)["response"]["allowed"] is True
                     assert not release.is_set()  # answered while the decoder was held
@@ -388,24 +430,44 @@ async def test_the_loop_answers_while_a_large_review_is_still_being_decoded(
 async def test_a_route_whose_review_holds_the_loop_is_moved_to_worker_threads(
     adapter: Adapter, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """A review whose decoding spends 20 ms of CPU (the JSON backend spins for bodies
+    marked so) is a strike against its route; three move the route off the loop."""
+    if adapter.name == "sync":
+        pytest.skip("the blocking twin runs every (plain) handler on a worker thread")
+    from kubemoon_core import _json
+
+    name, loads, dumps = _json._backend
+    decoded_on_loop: list[bool] = []
+
+    def spinning_loads(data: bytes | str) -> Any:
+        raw = data if isinstance(data, bytes) else data.encode()
+        if b"spin-me" in raw:
+            decoded_on_loop.append(on_a_loop_thread())
+            start = time.thread_time()
+            while time.thread_time() - start < 0.02:
+                pass
+        return loads(data)
+
     caplog.set_level(logging.WARNING, logger="kubemoon.webhook")
-    handlers = Handlers()
-    async with serving(adapter, tmp_path, handlers) as target:
-        for path in ("/validate", "/spin", "/spin"):
-            status, _ = await in_thread(target.post, path, review_body())
-            assert status == 200
-        assert target.server.threaded_webhooks == frozenset()  # two strikes: still on it
-        for path in ("/spin", "/spin", "/validate"):
-            status, _ = await in_thread(target.post, path, review_body())
-            assert status == 200
-        assert target.server.threaded_webhooks == frozenset({"spin"})
-    on_loop = adapter.name != "sync"
-    # /spin's first three reviews ran on the loop and spent 20 ms of CPU each there; the
-    # next ran on a worker thread. /validate stayed on the loop.
-    assert handlers.on_loop == [on_loop] * 4 + [False, on_loop]
+    costly, cheap = review_body(uid="spin-me"), review_body()
+    _json.set_json_backend("spinning", spinning_loads, dumps)
+    try:
+        async with serving(adapter, tmp_path, Handlers()) as target:
+            for path, body in (("/avalidate", cheap), ("/aspin", costly), ("/aspin", costly)):
+                status, _ = await in_thread(target.post, path, body)
+                assert status == 200
+            assert target.server.threaded_webhooks == frozenset()  # two strikes: still on it
+            for path, body in (("/aspin", costly), ("/aspin", costly), ("/avalidate", cheap)):
+                status, _ = await in_thread(target.post, path, body)
+                assert status == 200
+            assert target.server.threaded_webhooks == frozenset({"aspin"})
+    finally:
+        _json.set_json_backend(name, loads, dumps)
+    # /aspin's first three reviews were decoded on the loop; the fourth on a worker thread.
+    assert decoded_on_loop == [True, True, True, False]
     moved = [r for r in caplog.records if "now run on worker threads" in r.getMessage()]
     assert len(moved) == 1
-    assert moved[0].webhook == "spin"  # type: ignore[attr-defined]
+    assert moved[0].webhook == "aspin"  # type: ignore[attr-defined]
 
 
 async def test_failures_are_http_500_and_logged_once(
@@ -577,8 +639,8 @@ async def test_a_large_review_is_handled_off_the_loop_with_the_collector_paused(
             status, answer = await in_thread(target.post, "/big", body)
             assert status == 200
             assert json.loads(answer)["response"]["allowed"] is True
-    # The small review is answered on the loop (the blocking twin has none).
-    assert handlers.on_loop == [False, adapter.name != "sync", False]
+    # /big's handler is a plain one: every review on a worker thread, however small.
+    assert handlers.on_loop == [False, False, False]
     # Paused for the two large reviews only, and running again afterwards.
     assert handlers.collector == [False, True, False]
     assert gc.isenabled()

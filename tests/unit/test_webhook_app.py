@@ -456,3 +456,32 @@ def test_admission_routes_need_a_verified_client_when_the_server_asks_for_one() 
     assert a.precheck("POST", "/convert", JSON_HEADERS, client_certified=False) is None
     reply = a.precheck("POST", "/nowhere", JSON_HEADERS, client_certified=False)
     assert reply is not None and reply.status == 404
+
+
+def test_only_async_handlers_are_handled_without_blocking() -> None:
+    from kubemoon_core.webhooks import (
+        AdmissionResponse,
+        Converter,
+        WebhookApp,
+    )
+
+    def plain(request: AdmissionRequest) -> AdmissionResponse:
+        return AdmissionResponse.allow()
+
+    async def coroutine(request: AdmissionRequest) -> AdmissionResponse:
+        return AdmissionResponse.allow()
+
+    class AsyncCallable:
+        async def __call__(self, request: AdmissionRequest) -> AdmissionResponse:
+            return AdmissionResponse.allow()
+
+    app = WebhookApp()
+    app.validating("/plain", plain)
+    app.validating("/coroutine", coroutine)
+    app.mutating("/object", AsyncCallable())
+    assert not app.handled_without_blocking("/plain")
+    assert app.handled_without_blocking("/coroutine?timeout=10s")
+    assert app.handled_without_blocking("/object")
+    assert app.handled_without_blocking("/nowhere")  # answered 404 at once
+    app.conversion("/convert", Converter())
+    assert not app.handled_without_blocking("/convert")  # the user's converter is sync
