@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ._errors import KubeMoonError
 
-__all__ = ["CacheSyncTimeout", "LeaderElectionTimeout", "LeadershipLost"]
+__all__ = ["CacheSyncTimeout", "LeaderElectionTimeout", "LeadershipLost", "MissingPermissions"]
 
 
 class CacheSyncTimeout(KubeMoonError):
@@ -32,3 +32,8 @@ class LeaderElectionTimeout(KubeMoonError):
 class LeadershipLost(KubeMoonError):
     """This process stopped leading; it stops its controllers and exits, to restart as a
     follower (as controller-runtime's managers do)."""
+
+
+class MissingPermissions(KubeMoonError):
+    """The start-up permission check found RBAC rules missing: the replica does not lead or
+    reconcile. The message names every missing rule (verb, resource, namespace)."""

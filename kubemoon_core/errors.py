@@ -10,7 +10,12 @@ from ._gate import AuthorityLost
 from ._jsonpatch import JSONPatchError
 from ._public import publish
 from ._restmapper import NoMatchError
-from ._runtime_errors import CacheSyncTimeout, LeaderElectionTimeout, LeadershipLost
+from ._runtime_errors import (
+    CacheSyncTimeout,
+    LeaderElectionTimeout,
+    LeadershipLost,
+    MissingPermissions,
+)
 from ._shard import ShardSelectorError
 from ._status import (
     AlreadyExists,
@@ -52,6 +57,7 @@ __all__ = [
     "LeaderElectionTimeout",
     "LeadershipLost",
     "LocalProtocolError",
+    "MissingPermissions",
     "MethodNotAllowed",
     "NoMatchError",
     "NotFound",

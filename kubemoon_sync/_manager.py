@@ -44,7 +44,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from kubemoon_core import APIResource, GroupVersionResource
 from kubemoon_core._rbac import PolicyRule
 from kubemoon_core._reflector import ReflectorStats
-from kubemoon_core.errors import LeaderElectionTimeout, LeadershipLost, LocalProtocolError
+from kubemoon_core.errors import (
+    LeaderElectionTimeout,
+    LeadershipLost,
+    LocalProtocolError,
+    MissingPermissions,
+)
 from kubemoon_core.lowlevel import ControllerMetrics, FailureReporter, LeaderElector, takeover_bound
 from kubemoon_core.predicates import Predicate
 from kubemoon_core.webhooks import CertificatePolicy, WebhookDeclarations
@@ -199,6 +204,9 @@ class Manager:
         self.check_permissions = check_permissions
         self.permission_check_timeout = 30.0
         self.permission_problem: str | None = None
+        # Set once the start-up check has answered (or when there is none): a wait for
+        # leadership ends then with MissingPermissions instead of running out its timeout.
+        self._permissions_known = _backend.Event()
         self.reconciling = False
         self._stop = _backend.Event()
         self._stopping = False
@@ -490,22 +498,35 @@ class Manager:
         self._stop.set()
 
     def wait_leading(self, timeout: float | None = None) -> None:
-        """Wait until this replica leads (at once when not electing).
+        """Wait until this replica leads (when not electing: until it may work).
 
         With ``timeout``, raise :class:`~kubemoon_core.errors.LeaderElectionTimeout` carrying the
-        last Lease error.
+        last Lease error. A replica whose start-up permission check found a rule missing
+        never campaigns: the wait ends at once with
+        :class:`~kubemoon_core.errors.MissingPermissions` naming every missing rule.
         """
+        deadline = None if timeout is None else _backend.current_time() + timeout
         if self.election is None:
-            return
-        if timeout is None:
-            self.election.wait_leading()
+            if self.check_permissions:
+                _backend.wait_event(self._permissions_known, deadline)
+            self._raise_missing_permissions()
             return
         leading = self.election.leading_event
-        if not _backend.wait_event(leading, _backend.current_time() + timeout):
-            raise LeaderElectionTimeout(
-                f"not leading {self.lease_name} after {timeout:g} s",
-                last_error=self.election.elector.last_error,
-            )
+        while not leading.is_set():
+            self._raise_missing_permissions()
+            step = _backend.current_time() + 0.1  # the check's answer is seen within 0.1 s
+            until = step if deadline is None else min(step, deadline)
+            timed_out = not _backend.wait_event(leading, until)
+            if timed_out and deadline is not None and _backend.current_time() >= deadline:
+                self._raise_missing_permissions()
+                raise LeaderElectionTimeout(
+                    f"not leading {self.lease_name} after {timeout:g} s",
+                    last_error=self.election.elector.last_error,
+                )
+
+    def _raise_missing_permissions(self) -> None:
+        if self.permission_problem is not None:
+            raise MissingPermissions(self.permission_problem)
 
     def wait_synced(self, timeout: float | None = None) -> None:
         """Wait until every cache has synced; with ``timeout``, raise
@@ -558,6 +579,7 @@ class Manager:
             if self.check_permissions:
                 tasks.start_soon(self._check_then_lead)
             else:
+                self._permissions_known.set()
                 self._lead(tasks)
             task_status.started(None)
             self._stop.wait()
@@ -621,6 +643,7 @@ class Manager:
         is missing: a replica that cannot work never takes the Lease or a shard range."""
         problem = _permissions.start_up_check(self, timeout=self.permission_check_timeout)
         self.permission_problem = problem
+        self._permissions_known.set()
         if problem is None and not self._stopping:
             with _backend.TaskGroup() as tasks:  # a child never starts in its parent's
                 self._lead(tasks)

@@ -110,6 +110,34 @@ def _body(request: Request) -> Any:
         raise NotModelled("a body nested too deep to decode that is not an object") from None
 
 
+# The simulator authorizes every request, like kube-apiserver started with
+# --authorization-mode=AlwaysAllow, and answers access reviews accordingly (a Manager's
+# start-up permission check, a webhook's SubjectAccessReview).
+_ACCESS_REVIEWS = frozenset({"selfsubjectaccessreviews", "subjectaccessreviews"})
+
+
+def _access_review(request: Request, name: str | None) -> Response:
+    if request.method != "POST" or name is not None:
+        raise NotModelled(f"{request.method} on an access review (only a create is)")
+    review = _body(request)
+    spec = review.get("spec") if isinstance(review, dict) else None
+    kinds = [
+        key
+        for key in ("resourceAttributes", "nonResourceAttributes")
+        if isinstance(spec, dict) and isinstance(spec.get(key), dict)
+    ]
+    if len(kinds) != 1:  # kube-apiserver's 422 for it is not modelled
+        raise NotModelled("an access review without exactly one kind of attributes")
+    answer = {
+        **review,
+        "status": {
+            "allowed": True,
+            "reason": "the simulated cluster authorizes every request (AlwaysAllow)",
+        },
+    }
+    return Response(201, _JSON, _dumps(answer))
+
+
 def handle_request(server: SimApiServer, request: Request, now: float) -> Response | SimWatch:
     """Answer ``request`` as kube-apiserver would; a WATCH answers an open
     :class:`SimWatch` whose lines the caller streams. Raises :class:`NotModelled`."""
@@ -124,6 +152,8 @@ def _dispatch(server: SimApiServer, request: Request, now: float) -> Response | 
         path = ResourcePath.parse(request.path)
     except LocalProtocolError:
         raise NotModelled(f"the path {request.path!r} (discovery and non-resource URLs)") from None
+    if path.gvr.group == "authorization.k8s.io" and path.gvr.resource in _ACCESS_REVIEWS:
+        return _access_review(request, path.name)
     resource = server.resource(path.gvr)
     namespace = path.namespace
     if path.namespace is not None and not resource.namespaced:

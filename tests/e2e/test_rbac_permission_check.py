@@ -205,3 +205,31 @@ async def test_each_generated_rule_removed_is_named_by_the_check(
                 assert expected in missing, f"{expected} allowed without its rule"
                 await trio.sleep(0.1)
     assert describe_missing(missing) == f"missing RBAC permissions: {expected.describe()}"
+
+
+async def test_waiting_for_a_replica_missing_a_rule_ends_with_the_missing_rule(
+    configmirror_api: ApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # running_manager waits for leadership; a replica that will never campaign must end
+    # that wait with the missing rule, not sit out a leader-election timeout.
+    from kubemoon_core.errors import MissingPermissions
+    from kubemoon_testing import running_manager
+
+    server = configmirror_api
+    namespace = server.create_namespace(prefix="cm-wait")
+    path = tmp_path / "rbac.yaml"
+    path.write_text(BASE_RBAC.read_text().replace("  - delete\n", "", 1))
+    monkeypatch.setattr("test_configmirror_rbac.RBAC_FILE", path)
+    user = install_rbac(server, namespace, secrets.token_hex(4))
+    wait_until_allowed(server, user, namespace)
+    (tmp_path / "sa").mkdir()
+    election = LeaderElectionConfig("kubemoon-configmirror", namespace, identity="sa")
+    async with service_account_client(server, namespace, tmp_path / "sa") as sa_client:
+        operator = ConfigMirrorOperator(
+            sa_client, OperatorOptions(namespaces=(namespace,), leader_election=election)
+        )
+        # A leader-election timeout far beyond the guard: only the check can end the wait.
+        with trio.fail_after(120), pytest.raises(MissingPermissions) as raised:
+            async with running_manager(operator.manager, timeout=3600):
+                pass
+    assert "delete configmaps (cluster-wide)" in str(raised.value)

@@ -297,3 +297,20 @@ async def test_a_paused_client_sends_nothing_until_it_resumes(
         await client.create(CONFIGMAPS, cm("a"), namespace="default")
         assert trio.current_time() - start == 25.0
     assert [(e.time - start, e.method) for e in cluster.trace] == [(25.0, "POST")]
+
+
+async def test_access_reviews_are_allowed_as_with_always_allow(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The simulator authorizes every request (kube-apiserver with AlwaysAllow), so a
+    # Manager's start-up permission check passes on it.
+    cluster = SimulatedCluster()
+    async with cluster.client() as client:
+        reviews = GroupVersionResource("authorization.k8s.io", "v1", "selfsubjectaccessreviews")
+        spec = {"resourceAttributes": {"verb": "list", "resource": "configmaps"}}
+        answer = await client.create(reviews, {"spec": spec})
+        assert answer["status"]["allowed"] is True
+        with pytest.raises(ApiError) as caught:  # no attributes: not modelled (501)
+            await client.create(reviews, {"spec": {}})
+        assert caught.value.status.code == 501
+    assert len(cluster.refusals) == 1
