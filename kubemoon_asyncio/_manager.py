@@ -44,12 +44,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from kubemoon_core import APIResource, GroupVersionResource
 from kubemoon_core._rbac import PolicyRule
 from kubemoon_core._reflector import ReflectorStats
-from kubemoon_core.errors import (
-    LeaderElectionTimeout,
-    LeadershipLost,
-    LocalProtocolError,
-    MissingPermissions,
-)
+from kubemoon_core.errors import LeaderElectionTimeout, LeadershipLost, LocalProtocolError
 from kubemoon_core.lowlevel import ControllerMetrics, FailureReporter, LeaderElector, takeover_bound
 from kubemoon_core.predicates import Predicate
 from kubemoon_core.webhooks import CertificatePolicy, WebhookDeclarations
@@ -204,8 +199,7 @@ class Manager:
         self.check_permissions = check_permissions
         self.permission_check_timeout = 30.0
         self.permission_problem: str | None = None
-        # Set once the start-up check has answered (or when there is none): a wait for
-        # leadership ends then with MissingPermissions instead of running out its timeout.
+        # Set once the start-up check answered (or there is none); wait_leading reads it.
         self._permissions_known = _backend.Event()
         self.reconciling = False
         self._stop = _backend.Event()
@@ -501,32 +495,27 @@ class Manager:
         """Wait until this replica leads (when not electing: until it may work).
 
         With ``timeout``, raise :class:`~kubemoon_core.errors.LeaderElectionTimeout` carrying the
-        last Lease error. A replica whose start-up permission check found a rule missing
-        never campaigns: the wait ends at once with
-        :class:`~kubemoon_core.errors.MissingPermissions` naming every missing rule.
+        last Lease error. A replica whose start-up check found a rule missing never campaigns:
+        the wait ends with :class:`~kubemoon_core.errors.MissingPermissions` naming them all.
         """
         deadline = None if timeout is None else _backend.current_time() + timeout
         if self.election is None:
             if self.check_permissions:
                 await _backend.wait_event(self._permissions_known, deadline)
-            self._raise_missing_permissions()
+            _permissions.raise_if_missing(self.permission_problem)
             return
         leading = self.election.leading_event
         while not leading.is_set():
-            self._raise_missing_permissions()
+            _permissions.raise_if_missing(self.permission_problem)
             step = _backend.current_time() + 0.1  # the check's answer is seen within 0.1 s
             until = step if deadline is None else min(step, deadline)
             timed_out = not await _backend.wait_event(leading, until)
             if timed_out and deadline is not None and _backend.current_time() >= deadline:
-                self._raise_missing_permissions()
+                _permissions.raise_if_missing(self.permission_problem)
                 raise LeaderElectionTimeout(
                     f"not leading {self.lease_name} after {timeout:g} s",
                     last_error=self.election.elector.last_error,
                 )
-
-    def _raise_missing_permissions(self) -> None:
-        if self.permission_problem is not None:
-            raise MissingPermissions(self.permission_problem)
 
     async def wait_synced(self, timeout: float | None = None) -> None:
         """Wait until every cache has synced; with ``timeout``, raise

@@ -26,7 +26,7 @@ from kubemoon_core._rbac import (
     describe_missing,
     permissions_to_check,
 )
-from kubemoon_core.errors import LocalProtocolError
+from kubemoon_core.errors import LocalProtocolError, MissingPermissions
 from kubemoon_core.webhooks import WebhookEndpoint
 
 from . import _backend
@@ -209,3 +209,10 @@ async def start_up_check(manager: DeclaringRuntime, *, timeout: float = 30.0) ->
         # Every missing rule in one ERROR; no controller starts that cannot work.
         logger.error("not starting controllers: %s", problem)
     return problem
+
+
+def raise_if_missing(problem: str | None) -> None:
+    """Raise :class:`~kubemoon_core.errors.MissingPermissions` with the start-up check's
+    ``problem`` (the replica never campaigns), if it found one."""
+    if problem is not None:
+        raise MissingPermissions(problem)
