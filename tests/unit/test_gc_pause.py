@@ -27,7 +27,11 @@ def full_collections() -> Iterator[list[int]]:
         yield seen
     finally:
         gc.callbacks.remove(record)
-        if not enabled:
+        # Exactly as found: a test that disables the collector must not leave it off for
+        # the rest of the session (a later test's pause would then keep it off).
+        if enabled:
+            gc.enable()
+        else:
             gc.disable()
 
 
