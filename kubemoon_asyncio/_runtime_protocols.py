@@ -82,6 +82,10 @@ class Cluster(Protocol):
     @property
     def registry(self) -> CollectorRegistry: ...
 
+    async def wait_permitted(self) -> None:
+        """Wait until the start-up permission check passed; forever after it failed."""
+        ...
+
 
 class Runnable(Protocol):
     """Something the manager runs."""

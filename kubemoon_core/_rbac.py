@@ -139,6 +139,9 @@ class DeclaredWebhooks:
     """``(resource, name)``: ``validatingwebhookconfigurations`` or ``mutating...``."""
     crds: Sequence[str] = ()
     """The CRDs whose ``spec.conversion`` the leader keeps."""
+    emptied: Sequence[tuple[str, str]] = ()
+    """``(resource, name)`` of the configuration of a kind declaring no webhook: the leader
+    GETs it and, when it exists (webhooks declared before), empties it with a PATCH."""
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,10 @@ def _add_webhooks(acc: dict[_Key, set[str]], hooks: DeclaredWebhooks) -> None:
         gr = GroupResource("admissionregistration.k8s.io", resource)
         names = [n for r, n in hooks.configurations if r == resource]
         _add(acc, gr, CONFIGURATION_CREATE_VERBS, None)
+        _add(acc, gr, CONFIGURATION_NAMED_VERBS, None, names)
+    for resource in sorted({r for r, _ in hooks.emptied}):
+        gr = GroupResource("admissionregistration.k8s.io", resource)
+        names = [n for r, n in hooks.emptied if r == resource]
         _add(acc, gr, CONFIGURATION_NAMED_VERBS, None, names)
     if hooks.crds:
         crds = GroupResource("apiextensions.k8s.io", "customresourcedefinitions")

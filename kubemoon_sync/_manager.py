@@ -517,6 +517,11 @@ class Manager:
                     last_error=self.election.elector.last_error,
                 )
 
+    def wait_permitted(self) -> None:
+        """Wait until the start-up check passed (at once without one); forever after it
+        found a rule missing: a replica that cannot work writes nothing."""
+        _permissions.wait_permitted(self._permissions_known, lambda: self.permission_problem)
+
     def wait_synced(self, timeout: float | None = None) -> None:
         """Wait until every cache has synced; with ``timeout``, raise
         :class:`~kubemoon_core.errors.CacheSyncTimeout` carrying the last error."""

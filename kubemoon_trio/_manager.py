@@ -515,6 +515,11 @@ class Manager:
                     last_error=self.election.elector.last_error,
                 )
 
+    async def wait_permitted(self) -> None:
+        """Wait until the start-up check passed (at once without one); forever after it
+        found a rule missing: a replica that cannot work writes nothing."""
+        await _permissions.wait_permitted(self._permissions_known, lambda: self.permission_problem)
+
     async def wait_synced(self, timeout: float | None = None) -> None:
         """Wait until every cache has synced; with ``timeout``, raise
         :class:`~kubemoon_core.errors.CacheSyncTimeout` carrying the last error."""

@@ -11,7 +11,8 @@ to kinds it only watches (not ``owns``) cannot be seen from the declarations: pa
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 
 from kubemoon_core import GroupVersionResource, KubeMoonError, create_request, decode_response
 from kubemoon_core._rbac import (
@@ -112,16 +113,21 @@ def _declared_webhooks(manager: DeclaringRuntime) -> DeclaredWebhooks | None:
         return None
     # The names do not depend on where the webhooks are reached.
     configs = hooks.declarations.configurations(WebhookEndpoint(service=("default", "rbac")))
-    registered = [
-        (resource, doc["metadata"]["name"])
-        for resource, doc in (
-            ("validatingwebhookconfigurations", configs.validating),
-            ("mutatingwebhookconfigurations", configs.mutating),
-        )
-        if doc is not None
+    kinds = (
+        ("validatingwebhookconfigurations", configs.validating, "validating"),
+        ("mutatingwebhookconfigurations", configs.mutating, "mutating"),
+    )
+    registered = [(resource, doc["metadata"]["name"]) for resource, doc, _ in kinds if doc]
+    # A kind declaring no webhook: the leader still looks for its configuration to empty.
+    emptied = [
+        (resource, f"{hooks.declarations.name}-{suffix}")
+        for resource, doc, suffix in kinds
+        if not doc
     ]
     crds = [doc["metadata"]["name"] for doc in configs.conversions]
-    return DeclaredWebhooks(secret=hooks.secret, configurations=registered, crds=crds)
+    return DeclaredWebhooks(
+        secret=hooks.secret, configurations=registered, crds=crds, emptied=emptied
+    )
 
 
 def derived_rules(
@@ -209,6 +215,14 @@ async def start_up_check(manager: DeclaringRuntime, *, timeout: float = 30.0) ->
         # Every missing rule in one ERROR; no controller starts that cannot work.
         logger.error("not starting controllers: %s", problem)
     return problem
+
+
+async def wait_permitted(known: _backend.Event, problem: Callable[[], str | None]) -> None:
+    """Wait until ``known`` (the check answered); then forever if ``problem()`` names a
+    missing rule (:meth:`Manager.wait_permitted`)."""
+    await known.wait()
+    if problem() is not None:
+        await _backend.sleep_until(math.inf)
 
 
 def raise_if_missing(problem: str | None) -> None:

@@ -260,6 +260,9 @@ class WebhookManager:
     async def _lead_loop(self) -> None:
         """The leader: certificates, then configurations, every ``resync`` or when due."""
         election = self.cluster.election
+        # Nothing is written before the start-up permission check passed (a Manager that
+        # does not elect a leader starts this loop at once).
+        await self.cluster.wait_permitted()
         while True:
             if election is not None and not election.is_leader:
                 await election.wait_leading()
