@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 from kubemoon_core import GroupVersionResource, KubeMoonError, create_request, decode_response
 from kubemoon_core._rbac import (
+    OWNED_WRITE_VERBS,
     Declared,
     DeclaredController,
     DeclaredWebhooks,
@@ -27,6 +28,7 @@ from kubemoon_core._rbac import (
     access_review_allowed,
     derive_rules,
     describe_missing,
+    has_status,
     permissions_to_check,
 )
 from kubemoon_core.errors import LocalProtocolError, MissingPermissions
@@ -58,9 +60,11 @@ def declared(
     lease_namespace = manager.lease_name.split("/", 1)[0] if manager.lease_name else None
     more = [*manager.rbac_extra, *extra]
     sharded = False
+    elsewhere: list[tuple[GroupResource, str | None]] = []  # sources outside the primary's
     for c in manager.controllers:
         primary = c.primary_informer
         seen.add(id(primary))
+        namespace = primary.namespace or None
         owned: list[GroupResource] = []
         watched: list[GroupResource] = []
         for name, informer in c.sources:
@@ -68,11 +72,21 @@ def declared(
             if informer is primary:
                 continue
             gr = GroupResource(informer.resource.group, informer.resource.resource)
-            (owned if name.startswith("owns:") else watched).append(gr)
+            where = informer.namespace or None
+            if where == namespace:
+                (owned if name.startswith("owns:") else watched).append(gr)
+                continue
+            # Granted where the informer lists and watches (watches() without a namespace
+            # is cluster-wide, whatever the primary's); an owned kind is written there too.
+            elsewhere.append((gr, where))
+            if name.startswith("owns:"):
+                verbs = {*OWNED_WRITE_VERBS, *(("get",) if c.sharding_config else ())}
+                more.append(PolicyRule(gr.group, gr.resource, frozenset(verbs), where))
         controllers.append(
             DeclaredController(
                 primary=GroupResource(primary.resource.group, primary.resource.resource),
-                namespace=primary.namespace or None,
+                namespace=namespace,
+                status=bool(c.status_verbs) and has_status(primary.resource),
                 status_verbs=c.status_verbs,
                 owned=owned,
                 watched=watched,
@@ -91,14 +105,20 @@ def declared(
                     ns,
                 )
             )
-    caches = [
+    caches = elsewhere + [
         (GroupResource(i.resource.group, i.resource.resource), i.namespace or None)
         for i in manager.informers
         if id(i) not in seen
     ]
+    # Events go to the namespace of the object they are about: with every informer in a
+    # namespace, only there (a reconcile recording about other objects adds ``extra``).
+    spaces = {c.primary_informer.namespace or None for c in manager.controllers}
+    spaces |= {ns for _, ns in caches}
+    spaces |= {i.namespace or None for c in manager.controllers for _, i in c.sources}
     return Declared(
         controllers=controllers,
         caches=caches,
+        event_namespaces=None if None in spaces or not spaces else sorted(s for s in spaces if s),
         lease_namespace=lease_namespace,
         sharded=sharded,
         access_reviews=access_reviews,

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._resources import GroupVersionResource
+
 __all__ = [
     "Declared",
     "DeclaredController",
@@ -31,6 +33,7 @@ __all__ = [
     "access_review_allowed",
     "derive_rules",
     "describe_missing",
+    "has_status",
     "permissions_to_check",
     "rules_manifest",
 ]
@@ -152,6 +155,8 @@ class Declared:
     caches: Sequence[tuple[GroupResource, str | None]] = ()
     """Extra informers (metadata-only or shared caches), with their namespace or ``None``."""
     events: bool = True
+    event_namespaces: Sequence[str] | None = None
+    """The namespaces Events are written in (those of the informers), ``None`` for any."""
     lease_namespace: str | None = None
     """The namespace of the leader-election / shard Leases, ``None`` without election."""
     sharded: bool = False
@@ -209,7 +214,7 @@ def derive_rules(declared: Declared) -> list[PolicyRule]:
         if c.finalizers:
             primary.update(FINALIZER_VERBS)
         _add(acc, c.primary, primary, c.namespace)
-        if c.status:
+        if c.status and c.status_verbs:
             status = GroupResource(c.primary.group, c.primary.resource + "/status")
             _add(acc, status, c.status_verbs, c.namespace)
         owned_verbs = (*CACHE_VERBS, *c.owned_verbs, *(("get",) if c.sharded else ()))
@@ -221,7 +226,11 @@ def derive_rules(declared: Declared) -> list[PolicyRule]:
         _add(acc, gr, CACHE_VERBS, ns)
     if declared.events:
         # Events go to the involved object's namespace, which may be any the caches see.
-        _add(acc, GroupResource("events.k8s.io", "events"), EVENT_VERBS, None)
+        events = GroupResource("events.k8s.io", "events")
+        if declared.event_namespaces is None:
+            _add(acc, events, EVENT_VERBS, None)
+        for ns in declared.event_namespaces or ():
+            _add(acc, events, EVENT_VERBS, ns)
     if declared.access_reviews:
         _add(acc, GroupResource("authorization.k8s.io", "subjectaccessreviews"), ("create",), None)
     if declared.lease_namespace is not None:
@@ -236,6 +245,18 @@ def derive_rules(declared: Declared) -> list[PolicyRule]:
         PolicyRule(group, resource, frozenset(verbs), ns or None, frozenset(names))
         for (ns, group, resource, names), verbs in sorted(acc.items())
     ]
+
+
+def has_status(resource: GroupVersionResource) -> bool:
+    """Whether ``resource`` may have a ``status`` subresource: False for a built-in kind
+    whose objects have no ``status`` (ConfigMaps, Secrets, Leases...), True otherwise."""
+    from . import builtin  # noqa: PLC0415 - the generated kinds, only when asked
+
+    for value in vars(builtin).values():
+        info = getattr(value, "__kubemoon_resource__", None)
+        if info is not None and (info.group, info.plural) == (resource.group, resource.resource):
+            return "status" in getattr(value, "__dataclass_fields__", {})
+    return True
 
 
 @dataclass(frozen=True)

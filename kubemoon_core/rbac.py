@@ -13,6 +13,7 @@ from ._rbac import (
     access_review_allowed,
     derive_rules,
     describe_missing,
+    has_status,
     permissions_to_check,
     rules_manifest,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "derive_rules",
     "describe_missing",
     "GroupResource",
+    "has_status",
     "Permission",
     "permissions_to_check",
     "PolicyRule",

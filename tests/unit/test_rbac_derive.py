@@ -285,3 +285,30 @@ def test_configmirror_self_managed_manager_derives_its_overlays_file() -> None:
         "configmirror-mutating",
         "configmirrors.kubemoon.dev",
     }
+
+
+def test_a_controller_writing_no_status_gets_no_status_rule() -> None:
+    # status_verbs=() says the reconcile never writes the status: no rule, and no
+    # "PolicyRule ... no verbs" ValueError out of the derivation.
+    c = DeclaredController(primary=GroupResource("example.com", "widgets"), status_verbs=())
+    rules = derive_rules(Declared(controllers=[c], events=False))
+    assert [(r.resource, r.sorted_verbs()) for r in rules] == [
+        ("widgets", ["list", "watch", "patch"])
+    ]
+
+
+def test_a_builtin_kind_without_status_gets_no_status_rule() -> None:
+    from kubemoon_core.builtin import ConfigMap, Deployment
+    from kubemoon_core.kubeconfig import ClientConfig
+    from kubemoon_trio import Client, Manager
+    from kubemoon_trio._permissions import derived_rules
+
+    async def reconcile(ctx: object) -> object:
+        raise AssertionError("never run")
+
+    manager = Manager(Client(ClientConfig(server="https://127.0.0.1:6443")))
+    manager.controller("cms", ConfigMap).complete(reconcile)  # type: ignore[arg-type]
+    manager.controller("deploys", Deployment).complete(reconcile)  # type: ignore[arg-type]
+    resources = [r.resource for r in derived_rules(manager)]
+    assert "configmaps/status" not in resources  # ConfigMaps have no status subresource
+    assert "deployments/status" in resources
