@@ -231,9 +231,11 @@ def call_manager(
         client = make_client(loop or annotated or "trio")
     try:
         made = found() if client is None else found(client)
-    except Exception as exc:  # the user's function: report it, no traceback
+    except (Exception, SystemExit) as exc:  # the user's function: report it, no traceback
         if client is not None:
             close_client(client)
+        if isinstance(exc, SystemExit):
+            raise UsageError(f"{printable(spec)}() called sys.exit({exc.code!r})") from None
         raise UsageError(f"{printable(spec)}() failed: {type(exc).__name__}: {exc}") from None
     if not isinstance(made, MANAGERS):
         if client is not None:
