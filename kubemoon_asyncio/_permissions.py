@@ -13,10 +13,15 @@ to kinds it only watches (not ``owns``) cannot be seen from the declarations: pa
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from kubemoon_core import GroupVersionResource, KubeMoonError, create_request, decode_response
+from kubemoon_core import (
+    ApiError,
+    GroupVersionResource,
+    KubeMoonError,
+    create_request,
+    decode_response,
+)
 from kubemoon_core._rbac import (
     OWNED_WRITE_VERBS,
     Declared,
@@ -31,7 +36,7 @@ from kubemoon_core._rbac import (
     has_status,
     permissions_to_check,
 )
-from kubemoon_core.errors import LocalProtocolError, MissingPermissions
+from kubemoon_core.errors import LocalProtocolError, MissingPermissions, PermissionCheckFailed
 from kubemoon_core.webhooks import WebhookEndpoint
 
 from . import _backend
@@ -40,9 +45,11 @@ from ._runtime_protocols import DeclaringRuntime
 
 __all__ = [
     "check_at_start",
+    "check_until_answered",
     "declared",
     "derived_rules",
     "describe_missing",
+    "PermissionGate",
     "missing_permissions",
     "start_up_check",
 ]
@@ -220,35 +227,105 @@ async def check_at_start(manager: DeclaringRuntime, *, timeout: float = 30.0) ->
     return describe_missing(missing) if missing else None
 
 
-async def start_up_check(manager: DeclaringRuntime, *, timeout: float = 30.0) -> str | None:
-    """:func:`check_at_start`, logged: missing rules are one ERROR (and returned, for
-    ``/readyz``); a check the server does not answer (a cluster forbidding the reviews, a
-    timeout) is one WARNING and None: the replica starts unchecked."""
-    try:
-        problem = await check_at_start(manager, timeout=timeout)
-    except KubeMoonError as exc:
-        logger.warning(
-            "could not check RBAC permissions at start (%s); starting unchecked "
-            "(check_permissions=False, or kubemoon run --no-permission-check, skips it)",
-            exc,
-        )
-        return None
-    if problem is not None:
-        # Every missing rule in one ERROR; no controller starts that cannot work.
-        logger.error("not starting controllers: %s", problem)
-    return problem
+async def start_up_check(
+    manager: DeclaringRuntime, *, timeout: float = 30.0
+) -> MissingPermissions | PermissionCheckFailed | None:
+    """:func:`check_at_start`, retried and logged; None when the replica may work.
+
+    Missing rules are one ERROR and a :class:`MissingPermissions`. A review refused with
+    403 or 404 (a cluster that forbids or does not serve them) is one WARNING and None:
+    the replica starts unchecked. Anything else (a timeout, 5xx, 429, a broken connection)
+    is retried with backoff until ``timeout`` seconds have passed, then one ERROR and a
+    :class:`PermissionCheckFailed`: a replica whose rights are unknown does not take the
+    Lease. More reviews than the check asks fail at once, the same way.
+    """
+    deadline = _backend.current_time() + timeout
+    delay = 0.5
+    while True:
+        left = max(deadline - _backend.current_time(), 0.0)
+        try:
+            problem = await check_at_start(manager, timeout=left)
+        except LocalProtocolError as exc:  # too many reviews: retrying cannot help
+            failed = PermissionCheckFailed("the permission check cannot be made", last_error=exc)
+            logger.error("not starting controllers: %s (%s)", failed, _SKIP)
+            return failed
+        except ApiError as exc:
+            if exc.code not in (403, 404):
+                error: KubeMoonError = exc
+            else:
+                logger.warning(
+                    "could not check RBAC permissions at start (%s); starting unchecked (%s)",
+                    exc,
+                    _SKIP,
+                )
+                return None
+        except KubeMoonError as exc:
+            error = exc
+        else:
+            if problem is None:
+                return None
+            # Every missing rule in one ERROR; no controller starts that cannot work.
+            logger.error("not starting controllers: %s", problem)
+            return MissingPermissions(problem)
+        wait = delay
+        if isinstance(error, ApiError) and error.retry_after is not None:
+            wait = max(wait, error.retry_after)
+        if _backend.current_time() + wait >= deadline:
+            failed = PermissionCheckFailed(
+                f"the start-up permission check was not answered within {timeout:g} s",
+                last_error=error,
+            )
+            logger.error("not starting controllers: %s (%s)", failed, _SKIP)
+            return failed
+        logger.warning("RBAC permission check not answered (%s); retrying in %g s", error, wait)
+        await _backend.sleep(wait)
+        delay = min(delay * 2, 8.0)
 
 
-async def wait_permitted(known: _backend.Event, problem: Callable[[], str | None]) -> None:
-    """Wait until ``known`` (the check answered); then forever if ``problem()`` names a
-    missing rule (:meth:`Manager.wait_permitted`)."""
-    await known.wait()
-    if problem() is not None:
-        await _backend.sleep_until(math.inf)
+#: After a check that went unanswered, how long until it is made again (an ERROR each time).
+RECHECK_INTERVAL = 30.0
+_SKIP = "check_permissions=False, or kubemoon run --no-permission-check, skips the check"
 
 
-def raise_if_missing(problem: str | None) -> None:
-    """Raise :class:`~kubemoon_core.errors.MissingPermissions` with the start-up check's
-    ``problem`` (the replica never campaigns), if it found one."""
-    if problem is not None:
-        raise MissingPermissions(problem)
+async def check_until_answered(
+    manager: DeclaringRuntime, gate: PermissionGate, *, timeout: float
+) -> bool:
+    """:func:`start_up_check` until it is answered: each outcome goes to ``gate`` (the
+    Manager's ``/readyz`` reason and its waits), an unanswered check is made again every
+    :data:`RECHECK_INTERVAL` seconds. True when the replica may work, False when a rule is
+    missing or the check can never be made."""
+    outcome = await start_up_check(manager, timeout=timeout)
+    while isinstance(outcome, PermissionCheckFailed) and not isinstance(
+        outcome.last_error, LocalProtocolError
+    ):
+        gate.report(outcome)
+        await _backend.sleep(RECHECK_INTERVAL)
+        outcome = await start_up_check(manager, timeout=timeout)
+    gate.report(outcome)
+    return outcome is None
+
+
+class PermissionGate:
+    """The start-up check's outcome as a Manager's waits and ``/readyz`` see it."""
+
+    def __init__(self) -> None:
+        self.error: MissingPermissions | PermissionCheckFailed | None = None
+        self.known = _backend.Event()  # the check had an outcome, or there is none
+        self.permitted = _backend.Event()  # the check passed, or there is none
+
+    @property
+    def problem(self) -> str | None:
+        """The outcome's message, None while the replica may work (or is still checking)."""
+        return None if self.error is None else str(self.error)
+
+    def report(self, error: MissingPermissions | PermissionCheckFailed | None) -> None:
+        """Record an outcome of :func:`check_until_answered` (None: the replica may work)."""
+        self.error = error
+        self.known.set()
+        if error is None:
+            self.permitted.set()
+
+    def raise_if_refused(self) -> None:
+        """Raise the outcome's error (the replica never campaigns), if there is one."""
+        if self.error is not None:
+            raise self.error

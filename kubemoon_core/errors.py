@@ -15,6 +15,7 @@ from ._runtime_errors import (
     LeaderElectionTimeout,
     LeadershipLost,
     MissingPermissions,
+    PermissionCheckFailed,
 )
 from ._shard import ShardSelectorError
 from ._status import (
@@ -61,6 +62,7 @@ __all__ = [
     "MethodNotAllowed",
     "NoMatchError",
     "NotFound",
+    "PermissionCheckFailed",
     "RedirectRefused",
     "RemoteProtocolError",
     "ResourceNotServed",

@@ -112,13 +112,13 @@ class Manager:
     ``True`` or ``False`` says so explicitly. ``compact_cache`` keeps every informer's
     objects as JSON bytes (``Store(compact=True)``: about a third of the memory; each cache
     read decodes a fresh copy). ``check_permissions`` (on by default) first asks the API
-    server, with SelfSubjectAccessReviews (in batches, within
-    ``permission_check_timeout`` seconds), for every RBAC rule derived from the
-    declarations: when some are missing, all are named in one ERROR and on ``/readyz``, and
-    the replica neither campaigns, joins a shard group nor reconciles; turn it off for
-    clusters that forbid the review. A Manager built under ``kubemoon run`` takes its command
-    line's :class:`~kubemoon_io.RunSettings` (leader election, probes, sharding, webhook
-    serving) over these arguments.
+    server, with SelfSubjectAccessReviews (in batches, within ``permission_check_timeout``
+    seconds), for every RBAC rule derived from the declarations: when some are missing, or
+    the reviews go unanswered (then asked again every 30 s), all is said in one ERROR and on
+    ``/readyz``, and the replica neither campaigns, joins a shard group nor reconciles. A
+    Manager built under ``kubemoon run`` takes its command line's
+    :class:`~kubemoon_io.RunSettings` (leader election, probes, sharding, webhook serving)
+    over these arguments.
     """
 
     def __init__(
@@ -198,9 +198,7 @@ class Manager:
         # shard groups or reconciling (_check_then_lead).
         self.check_permissions = check_permissions
         self.permission_check_timeout = 30.0
-        self.permission_problem: str | None = None
-        # Set once the start-up check answered (or there is none); wait_leading reads it.
-        self._permissions_known = _backend.Event()
+        self.permissions = _permissions.PermissionGate()  # the check's outcome
         self.reconciling = False
         self._stop = _backend.Event()
         self._stopping = False
@@ -391,8 +389,7 @@ class Manager:
         reasons += [f"{i.name}: cache not synced" for i in self.informers.not_synced()]
         for runnable in self.runnables:
             reasons += runnable.readiness_problems()
-        if self.permission_problem is not None:
-            reasons.append(self.permission_problem)
+        reasons += [self.permission_problem] if self.permission_problem else []
         if self._stopping:
             reasons.append("stopping")
         return reasons
@@ -495,23 +492,24 @@ class Manager:
         """Wait until this replica leads (when not electing: until it may work).
 
         With ``timeout``, raise :class:`~kubemoon_core.errors.LeaderElectionTimeout` carrying the
-        last Lease error. A replica whose start-up check found a rule missing never campaigns:
-        the wait ends with :class:`~kubemoon_core.errors.MissingPermissions` naming them all.
+        last Lease error. A replica whose start-up check failed never campaigns: the wait
+        ends with :class:`~kubemoon_core.errors.MissingPermissions` naming every missing rule,
+        or :class:`~kubemoon_core.errors.PermissionCheckFailed` (the check went unanswered).
         """
         deadline = None if timeout is None else _backend.current_time() + timeout
         if self.election is None:
             if self.check_permissions:
-                _backend.wait_event(self._permissions_known, deadline)
-            _permissions.raise_if_missing(self.permission_problem)
+                _backend.wait_event(self.permissions.known, deadline)
+            self.permissions.raise_if_refused()
             return
         leading = self.election.leading_event
         while not leading.is_set():
-            _permissions.raise_if_missing(self.permission_problem)
+            self.permissions.raise_if_refused()
             step = _backend.current_time() + 0.1  # the check's answer is seen within 0.1 s
             until = step if deadline is None else min(step, deadline)
             timed_out = not _backend.wait_event(leading, until)
             if timed_out and deadline is not None and _backend.current_time() >= deadline:
-                _permissions.raise_if_missing(self.permission_problem)
+                self.permissions.raise_if_refused()
                 raise LeaderElectionTimeout(
                     f"not leading {self.lease_name} after {timeout:g} s",
                     last_error=self.election.elector.last_error,
@@ -520,7 +518,7 @@ class Manager:
     def wait_permitted(self) -> None:
         """Wait until the start-up check passed (at once without one); forever after it
         found a rule missing: a replica that cannot work writes nothing."""
-        _permissions.wait_permitted(self._permissions_known, lambda: self.permission_problem)
+        self.permissions.permitted.wait()
 
     def wait_synced(self, timeout: float | None = None) -> None:
         """Wait until every cache has synced; with ``timeout``, raise
@@ -573,7 +571,7 @@ class Manager:
             if self.check_permissions:
                 tasks.start_soon(self._check_then_lead)
             else:
-                self._permissions_known.set()
+                self.permissions.report(None)
                 self._lead(tasks)
             task_status.started(None)
             self._stop.wait()
@@ -624,6 +622,11 @@ class Manager:
                     },
                 )
 
+    @property
+    def permission_problem(self) -> str | None:
+        """What the start-up check found (a missing rule, or no answer), for ``/readyz``."""
+        return self.permissions.problem
+
     def _lead(self, tasks: _backend.TaskGroup) -> None:
         """Start what takes work: the election, the shard memberships, the reconcilers."""
         if self.election is not None:
@@ -633,12 +636,10 @@ class Manager:
         tasks.start_soon(self._reconcile_while_leading)
 
     def _check_then_lead(self) -> None:
-        """The start-up permission check on every replica, then :meth:`_lead` unless a rule
-        is missing: a replica that cannot work never takes the Lease or a shard range."""
-        problem = _permissions.start_up_check(self, timeout=self.permission_check_timeout)
-        self.permission_problem = problem
-        self._permissions_known.set()
-        if problem is None and not self._stopping:
+        """The start-up check, then :meth:`_lead`: a replica that cannot work leads nothing."""
+        timeout = self.permission_check_timeout
+        permitted = _permissions.check_until_answered(self, self.permissions, timeout=timeout)
+        if permitted and not self._stopping:
             with _backend.TaskGroup() as tasks:  # a child never starts in its parent's
                 self._lead(tasks)
 
