@@ -46,6 +46,7 @@ from ._resources import GroupVersionKind, GroupVersionResource, Scope
 __all__ = [
     "Condition",
     "Declared",
+    "DeclaredKind",
     "Description",
     "Format",
     "JsonName",
@@ -76,6 +77,24 @@ class Declared(Protocol):
     :mod:`kubemoon_core.builtin`, a :func:`custom_resource` or one of their parts)."""
 
     __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+class DeclaredKind(Protocol):
+    """The type of an object of a kind: a :func:`custom_resource` or a kind of
+    :mod:`kubemoon_core.builtin` (``ConfigMap``), that is a declared object with
+    ``metadata``.
+
+    Its class names a resource wherever a kind is asked for (``owns(ConfigMap)``,
+    ``ctx.owned(ConfigMap)``, ``client.get(ConfigMap, ...)``); a type checker refuses
+    other classes there (a part such as ``WidgetSpec``, or ``Manager``). Which class is
+    really declared is checked at run time (:func:`resource_info`).
+    """
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def metadata(self) -> Any:
+        """The object's ``metadata``."""
 
 
 # -- markers ---------------------------------------------------------------------------------

@@ -87,7 +87,7 @@ async def reconcile(ctx: ReconcileContext[TeamSpace]) -> Outcome:
     await ctx.ensure(RoleBinding(metadata=binding, role_ref=role, subjects=admins))
     ready = all((ctx.owned(Namespace), ctx.owned(ResourceQuota), ctx.owned(RoleBinding)))
     reason = "Provisioned" if ready else "Provisioning"
-    conditions = [decode(Condition, c) for c in ctx.condition("Ready", ready, reason)]
+    conditions = ctx.condition("Ready", ready, reason)
     generation = team.metadata.get("generation")
     await ctx.update_status(TeamSpaceStatus(namespace, generation, conditions))
     return Reconciled()

@@ -40,6 +40,23 @@ MISTAKES = [
         "await ctx.update_status(3)",
         r'No overload variant|Argument 1 to "update_status" of "ReconcileContext" has incompatible type "int"',
     ),
+    # ctx.condition gives typed conditions, no mappings.
+    (
+        "    status = WidgetStatus(\n",
+        '    print(conditions[0]["reason"])\n    status = WidgetStatus(\n',
+        r'Value of type "Condition" is not indexable',
+    ),
+    # Only kinds are owned: not a class that is no kind, nor a part of one.
+    (
+        'manager.controller("widgets", Widget).owns(ConfigMap).complete(reconcile)\n    return',
+        'manager.controller("widgets", Widget).owns(km.Manager).complete(reconcile)\n    return',
+        r'Argument 1 to "owns" of "ControllerBuilder" has incompatible type "type\[Manager\]"',
+    ),
+    (
+        "    done = ready == len(wanted)\n",
+        "    ctx.owned(WidgetStatus)\n    done = ready == len(wanted)\n",
+        r'Value of type variable "K" of "owned" of "ReconcileContext" cannot be "WidgetStatus"',
+    ),
 ]
 
 
@@ -131,6 +148,11 @@ TEAMSPACE_MISTAKES = [
         "return AdmissionResponse.allow()",
         "return None",
         r"Incompatible return value type \(got \"None\", expected \"AdmissionResponse\"\)",
+    ),
+    (
+        "ctx.owned(Namespace),",
+        "ctx.owned(Manager),",
+        r'Value of type variable "K" of "owned" of "ReconcileContext" cannot be "Manager"',
     ),
 ]
 
