@@ -20,8 +20,21 @@ import logging
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, overload
 
-from kubemoon_core import ApiError, GroupVersionKind, GroupVersionResource, ObjectKey, Request
-from kubemoon_core.errors import AlreadyExists, LocalProtocolError, NotFound, TypedDecodeError
+from kubemoon_core import (
+    ApiError,
+    APIResource,
+    GroupVersionKind,
+    GroupVersionResource,
+    ObjectKey,
+    Request,
+)
+from kubemoon_core.errors import (
+    AlreadyExists,
+    LocalProtocolError,
+    NamespaceRequired,
+    NotFound,
+    TypedDecodeError,
+)
 from kubemoon_core.json_backends import decode_json
 from kubemoon_core.lowlevel import WorkItem
 from kubemoon_core.objects import WriteAction, controller_of, plan_status, plan_write, set_condition
@@ -242,13 +255,17 @@ class ReconcileContext(Generic[ObjT]):
         makes no write. With ``owned``, the primary becomes its controller and the namespace
         defaults to the key's.
         """
+        target: GroupVersionResource | APIResource
         if not isinstance(resource, GroupVersionResource):
             if desired is not None:
                 raise LocalProtocolError("ensure(obj) takes a declared object and no desired")
             desired = encode(resource)
-            resource = _resource_of(type(resource))
+            target = resource_info(type(resource)).api_resource
+            resource = target.gvr
         elif desired is None:
             raise LocalProtocolError(f"ensure({resource}) needs the desired object")
+        else:
+            target = resource
         wanted = dict(desired)
         metadata = dict(wanted.get("metadata") or {})
         if self.namespace:
@@ -261,8 +278,10 @@ class ReconcileContext(Generic[ObjT]):
         if not isinstance(name, str):
             raise LocalProtocolError("the desired object has no metadata.name")
         namespace = metadata.get("namespace") or ""
+        if not namespace and isinstance(target, APIResource) and target.namespaced:
+            raise NamespaceRequired(resource, target.kind, name, hint=self._no_namespace())
         existing = self.cache(resource).get(name, namespace)
-        plan = plan_write(resource, wanted, existing)
+        plan = plan_write(target, wanted, existing)
         if plan.action is WriteAction.NONE or plan.request is None:
             return False
         try:
@@ -277,7 +296,7 @@ class ReconcileContext(Generic[ObjT]):
             ref = controller_of(live)
             if ref is None or ref.get("uid") != metadata["ownerReferences"][0]["uid"]:
                 raise
-            plan = plan_write(resource, wanted, live)
+            plan = plan_write(target, wanted, live)
             if plan.action is WriteAction.NONE or plan.request is None:
                 return False
             self.log.warning(
@@ -289,6 +308,16 @@ class ReconcileContext(Generic[ObjT]):
         self.writes += 1
         self.log.info("%s %s (%s)", plan.action.value, name, ", ".join(plan.changed))
         return True
+
+    def _no_namespace(self) -> str:
+        """Where the namespace of an object to ensure was to come from."""
+        if self.namespace:
+            return "give metadata.namespace"
+        primary = self._kind.kind if self._kind is not None else str(self.primary_resource)
+        return (
+            f"the primary {primary} {self.name!r} is cluster-scoped, so there is no namespace "
+            "to default to: give metadata.namespace"
+        )
 
     @overload
     async def delete(self, resource: GroupVersionResource, obj: Mapping[str, Any]) -> bool: ...
@@ -303,15 +332,18 @@ class ReconcileContext(Generic[ObjT]):
 
         ``delete(CONFIGMAPS, child)``, or ``delete(child)`` with a declared object.
         """
+        target: GroupVersionResource | APIResource
         if not isinstance(resource, GroupVersionResource):
             obj = {"metadata": getattr(resource, "metadata", None) or {}}
-            resource = _resource_of(type(resource))
+            target = resource_info(type(resource)).api_resource
         elif obj is None:
             raise LocalProtocolError(f"delete({resource}) needs the object")
+        else:
+            target = resource
         metadata = obj.get("metadata") or {}
         try:
             await self.client.delete(
-                resource, metadata["name"], namespace=metadata.get("namespace") or None
+                target, metadata["name"], namespace=metadata.get("namespace") or None
             )
         except NotFound:
             return False

@@ -10,12 +10,25 @@ from typing import Any
 
 import pytest
 
-from kubemoon_core import GroupVersionResource, ObjectKey
-from kubemoon_core.builtin import CONFIGMAPS, ConfigMap, meta_v1
-from kubemoon_core.errors import LocalProtocolError, SchemaError, TypedDecodeError
+from kubemoon_core import GroupVersionKind, GroupVersionResource, ObjectKey
+from kubemoon_core.builtin import (
+    CONFIGMAPS,
+    NAMESPACES,
+    RESOURCEQUOTAS,
+    ConfigMap,
+    ResourceQuota,
+    meta_v1,
+)
+from kubemoon_core.errors import (
+    LocalProtocolError,
+    NamespaceRequired,
+    SchemaError,
+    TypedDecodeError,
+)
+from kubemoon_core.kubeconfig import ClientConfig
 from kubemoon_core.lowlevel import WorkItem
 from kubemoon_core.typed import Condition, decode
-from kubemoon_trio import ReconcileContext
+from kubemoon_trio import Client, ReconcileContext
 
 
 class Primary:
@@ -218,3 +231,49 @@ def test_a_cache_is_named_by_its_kind_too() -> None:
     ctx = context(CM)
     with pytest.raises(LocalProtocolError, match=r"configmaps.v1 is not watched by typed"):
         ctx.cache(ConfigMap)
+
+
+# -- scope mistakes -------------------------------------------------------------------------
+
+
+def cluster_scoped_context() -> ReconcileContext[Any]:
+    """The context of a cluster-scoped primary (a Namespace ``team``): no namespace in its key."""
+    return ReconcileContext(
+        controller="teams",
+        item=WorkItem(ObjectKey("", "team"), 1, 0.0, 0),
+        client=NoClient(),  # type: ignore[arg-type]
+        primary=Primary({"metadata": {"name": "team", "uid": "u-1"}}),  # type: ignore[arg-type]
+        primary_resource=NAMESPACES,
+        primary_kind=GroupVersionKind("", "v1", "Namespace"),
+        caches={},
+        events=None,  # type: ignore[arg-type]
+        cls=None,
+    )
+
+
+async def test_ensure_of_a_namespaced_kind_without_a_namespace_is_refused_before_sending() -> None:
+    ctx = cluster_scoped_context()
+    quota = ResourceQuota(metadata={"name": "team"})
+    with pytest.raises(NamespaceRequired) as caught:
+        await ctx.ensure(quota)
+    message = str(caught.value)
+    assert "ResourceQuota 'team' (resourcequotas.v1) is namespaced" in message, message
+    assert "the primary Namespace 'team' is cluster-scoped" in message, message
+    assert "give metadata.namespace" in message, message
+    assert (caught.value.kind, caught.value.name) == ("ResourceQuota", "team")
+    assert caught.value.resource == RESOURCEQUOTAS
+    # Not owned either: the scope is the kind's, whoever owns it.
+    with pytest.raises(NamespaceRequired):
+        await ctx.ensure(quota, owned=False)
+    assert ctx.writes == 0  # and NoClient saw no request
+
+
+async def test_delete_of_a_namespaced_kind_without_a_namespace_is_refused_before_sending() -> None:
+    ctx = cluster_scoped_context()
+    # A real client on a port nothing listens on: the refusal comes before any connection.
+    async with Client(ClientConfig(server="https://127.0.0.1:9")) as client:
+        ctx.client = client
+        with pytest.raises(NamespaceRequired, match=r"ResourceQuota 'team' \(resourcequotas.v1\)"):
+            await ctx.delete(ResourceQuota(metadata={"name": "team"}))
+        assert client.connection_count == 0
+    assert ctx.writes == 0
