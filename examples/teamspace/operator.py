@@ -22,8 +22,6 @@ from kubemoon_core.typed import (
     Length,
     ListType,
     custom_resource,
-    decode,
-    resource_info,
 )
 from kubemoon_core.webhooks import AdmissionRequest, AdmissionResponse, WebhookDeclarations
 
@@ -61,10 +59,10 @@ class TeamSpace:
 hooks = WebhookDeclarations("teamspaces")
 
 
-@hooks.validating("/validate-teamspace", resource_info(TeamSpace).gvr)
-def no_system_owners(request: AdmissionRequest) -> AdmissionResponse:
+@hooks.validating("/validate-teamspace", TeamSpace)
+def no_system_owners(request: AdmissionRequest[TeamSpace]) -> AdmissionResponse:
     """Refuse a TeamSpace owned by a ``system:`` user (they are no people)."""
-    owners = decode(TeamSpace, request.object or {}).spec.owners
+    owners = request.object.spec.owners if request.object else []
     system = [owner for owner in owners if owner.startswith("system:")]
     if system:
         return AdmissionResponse.deny(f"a team cannot be owned by {', '.join(system)}")

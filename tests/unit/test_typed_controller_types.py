@@ -151,6 +151,12 @@ TEAMSPACE_MISTAKES = [
         "return None",
         r"Incompatible return value type \(got \"None\", expected \"AdmissionResponse\"\)",
     ),
+    # A webhook of a kind hands its handler typed objects.
+    (
+        "owners = request.object.spec.owners if request.object else []",
+        'owners = request.object["spec"]["owners"] if request.object else []',
+        r'Value of type "TeamSpace" is not indexable',
+    ),
     (
         "ctx.owned(Namespace),",
         "ctx.owned(Manager),",
