@@ -521,7 +521,8 @@ class Client(ClientVerbs):
 
     # -- verbs ----------------------------------------------------------------------------
 
-    # The verbs are ClientVerbs' (_verbs.py), named here to be documented as the client's.
+    # The verbs are ClientVerbs' (_verbs.py), named here to be documented as the client's
+    # (``list`` shadows the builtin in the rest of this class body).
     get = ClientVerbs.get
     list = ClientVerbs.list
     create = ClientVerbs.create
