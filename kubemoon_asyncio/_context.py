@@ -20,13 +20,26 @@ import logging
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, overload
 
-from kubemoon_core import ApiError, GroupVersionKind, GroupVersionResource, ObjectKey, Request
-from kubemoon_core.errors import AlreadyExists, LocalProtocolError, NotFound
+from kubemoon_core import (
+    ApiError,
+    APIResource,
+    GroupVersionKind,
+    GroupVersionResource,
+    ObjectKey,
+    Request,
+)
+from kubemoon_core.errors import (
+    AlreadyExists,
+    LocalProtocolError,
+    NamespaceRequired,
+    NotFound,
+    TypedDecodeError,
+)
 from kubemoon_core.json_backends import decode_json
 from kubemoon_core.lowlevel import WorkItem
 from kubemoon_core.objects import WriteAction, controller_of, plan_status, plan_write, set_condition
 from kubemoon_core.sharding import OWNER_BUCKET_LABEL, owner_bucket_label
-from kubemoon_core.typed import Declared, decode, encode, resource_info
+from kubemoon_core.typed import Condition, Declared, DeclaredKind, decode, encode, resource_info
 
 from . import _backend
 from ._cache import CacheReader
@@ -42,7 +55,7 @@ else:
     from typing import TypeVar
 
     ObjT = TypeVar("ObjT")  # its default (a mapping) matters to type checkers only
-T = TypeVar("T")
+K = TypeVar("K", bound=DeclaredKind)
 
 __all__ = ["CONTROLLER_UID_INDEX", "DEFAULT_WRITE_CONCURRENCY", "ReconcileContext"]
 
@@ -65,6 +78,17 @@ class _KeyLogger(logging.LoggerAdapter[logging.Logger]):
 
 def _resource_of(cls: type) -> GroupVersionResource:
     return resource_info(cls).gvr
+
+
+def _encoded(value: Any) -> Any:
+    """JSON data with the declared objects in it encoded (the rest as it is)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return encode(value)
+    if isinstance(value, Mapping):
+        return {key: _encoded(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encoded(item) for item in value]
+    return value
 
 
 class ReconcileContext(Generic[ObjT]):
@@ -153,8 +177,11 @@ class ReconcileContext(Generic[ObjT]):
         typed = self._decoded[1]
         return typed
 
-    def cache(self, resource: GroupVersionResource) -> CacheReader:
-        """The cache of a resource this controller watches (primary, owned or watched)."""
+    def cache(self, resource: GroupVersionResource | type[DeclaredKind]) -> CacheReader:
+        """The cache of a resource this controller watches (primary, owned or watched),
+        named by its resource or its kind (``ctx.cache(ConfigMap)``)."""
+        if isinstance(resource, type):
+            resource = _resource_of(resource)
         reader = self._caches.get(resource)
         if reader is None:
             known = ", ".join(sorted(str(r) for r in self._caches))
@@ -191,11 +218,13 @@ class ReconcileContext(Generic[ObjT]):
     @overload
     def owned(self, resource: GroupVersionResource) -> list[Mapping[str, Any]]: ...
     @overload
-    def owned(self, resource: type[T]) -> list[T]: ...
-    def owned(self, resource: GroupVersionResource | type[Any]) -> list[Any]:
+    def owned(self, resource: type[K]) -> list[K]: ...
+    def owned(self, resource: GroupVersionResource | type[DeclaredKind]) -> list[Any]:
         """The cached objects of ``resource`` that the primary controls (via ``owns``).
 
-        Given a declared class (``ConfigMap``), they are decoded into it.
+        Given a kind (``ConfigMap``: a :class:`~kubemoon_core.typed.DeclaredKind`), they are
+        decoded into it; any other class is refused by type checkers, and at run time with a
+        :class:`~kubemoon_core.errors.SchemaError` naming it.
         """
         obj = self.raw
         uid = (obj.get("metadata") or {}).get("uid") if obj is not None else None
@@ -211,10 +240,10 @@ class ReconcileContext(Generic[ObjT]):
         self, resource: GroupVersionResource, desired: Mapping[str, Any], *, owned: bool = True
     ) -> bool: ...
     @overload
-    async def ensure(self, resource: Declared, *, owned: bool = True) -> bool: ...
+    async def ensure(self, resource: DeclaredKind, *, owned: bool = True) -> bool: ...
     async def ensure(
         self,
-        resource: GroupVersionResource | Declared,
+        resource: GroupVersionResource | DeclaredKind,
         desired: Mapping[str, Any] | None = None,
         *,
         owned: bool = True,
@@ -226,13 +255,17 @@ class ReconcileContext(Generic[ObjT]):
         makes no write. With ``owned``, the primary becomes its controller and the namespace
         defaults to the key's.
         """
+        target: GroupVersionResource | APIResource
         if not isinstance(resource, GroupVersionResource):
             if desired is not None:
                 raise LocalProtocolError("ensure(obj) takes a declared object and no desired")
             desired = encode(resource)
-            resource = _resource_of(type(resource))
+            target = resource_info(type(resource)).api_resource
+            resource = target.gvr
         elif desired is None:
             raise LocalProtocolError(f"ensure({resource}) needs the desired object")
+        else:
+            target = resource
         wanted = dict(desired)
         metadata = dict(wanted.get("metadata") or {})
         if self.namespace:
@@ -245,8 +278,10 @@ class ReconcileContext(Generic[ObjT]):
         if not isinstance(name, str):
             raise LocalProtocolError("the desired object has no metadata.name")
         namespace = metadata.get("namespace") or ""
+        if not namespace and isinstance(target, APIResource) and target.namespaced:
+            raise NamespaceRequired(resource, target.kind, name, hint=self._no_namespace())
         existing = self.cache(resource).get(name, namespace)
-        plan = plan_write(resource, wanted, existing)
+        plan = plan_write(target, wanted, existing)
         if plan.action is WriteAction.NONE or plan.request is None:
             return False
         try:
@@ -261,7 +296,7 @@ class ReconcileContext(Generic[ObjT]):
             ref = controller_of(live)
             if ref is None or ref.get("uid") != metadata["ownerReferences"][0]["uid"]:
                 raise
-            plan = plan_write(resource, wanted, live)
+            plan = plan_write(target, wanted, live)
             if plan.action is WriteAction.NONE or plan.request is None:
                 return False
             self.log.warning(
@@ -274,26 +309,41 @@ class ReconcileContext(Generic[ObjT]):
         self.log.info("%s %s (%s)", plan.action.value, name, ", ".join(plan.changed))
         return True
 
+    def _no_namespace(self) -> str:
+        """Where the namespace of an object to ensure was to come from."""
+        if self.namespace:
+            return "give metadata.namespace"
+        primary = self._kind.kind if self._kind is not None else str(self.primary_resource)
+        return (
+            f"the primary {primary} {self.name!r} is cluster-scoped, so there is no namespace "
+            "to default to: give metadata.namespace"
+        )
+
     @overload
     async def delete(self, resource: GroupVersionResource, obj: Mapping[str, Any]) -> bool: ...
     @overload
-    async def delete(self, resource: Declared) -> bool: ...
+    async def delete(self, resource: DeclaredKind) -> bool: ...
     async def delete(
-        self, resource: GroupVersionResource | Declared, obj: Mapping[str, Any] | None = None
+        self,
+        resource: GroupVersionResource | DeclaredKind,
+        obj: Mapping[str, Any] | None = None,
     ) -> bool:
         """Delete a cached object (gone already is fine); True if this call deleted it.
 
         ``delete(CONFIGMAPS, child)``, or ``delete(child)`` with a declared object.
         """
+        target: GroupVersionResource | APIResource
         if not isinstance(resource, GroupVersionResource):
             obj = {"metadata": getattr(resource, "metadata", None) or {}}
-            resource = _resource_of(type(resource))
+            target = resource_info(type(resource)).api_resource
         elif obj is None:
             raise LocalProtocolError(f"delete({resource}) needs the object")
+        else:
+            target = resource
         metadata = obj.get("metadata") or {}
         try:
             await self.client.delete(
-                resource, metadata["name"], namespace=metadata.get("namespace") or None
+                target, metadata["name"], namespace=metadata.get("namespace") or None
             )
         except NotFound:
             return False
@@ -303,12 +353,29 @@ class ReconcileContext(Generic[ObjT]):
 
     def condition(
         self, type: str, status: bool | str, reason: str, message: str = ""
-    ) -> list[dict[str, Any]]:
-        """The primary's ``status.conditions`` with ``type`` set (for :meth:`update_status`).
+    ) -> list[Condition]:
+        """The primary's ``status.conditions`` with ``type`` set, as typed conditions (for a
+        typed status, or :meth:`update_status` of a mapping, which encodes them).
 
         ``lastTransitionTime`` changes only when the status flips; ``observedGeneration``
-        is the primary's generation.
+        is the primary's generation. A stored condition that is no ``metav1.Condition``
+        raises :class:`~kubemoon_core.errors.TypedDecodeError` naming it
+        (``[1].message: ...``); :meth:`condition_dicts` gives the mappings.
         """
+        conditions = self.condition_dicts(type, status, reason, message)
+        typed = []
+        for index, condition in enumerate(conditions):
+            try:
+                typed.append(decode(Condition, condition))
+            except TypedDecodeError as exc:
+                where = f".status.conditions[{index}]{exc.path}"
+                raise TypedDecodeError(exc.reason, path=where) from None
+        return typed
+
+    def condition_dicts(
+        self, type: str, status: bool | str, reason: str, message: str = ""
+    ) -> list[dict[str, Any]]:
+        """:meth:`condition` as JSON mappings (what it returned before it was typed)."""
         obj = self.raw or {}
         value = status if isinstance(status, str) else ("True" if status else "False")
         return set_condition(
@@ -368,16 +435,17 @@ class ReconcileContext(Generic[ObjT]):
     async def update_status(self, status: Mapping[str, Any] | Declared) -> bool:
         """Patch the primary's status subresource if it differs; True if a write was made.
 
-        ``status`` is a mapping or a declared object (``WidgetStatus(...)``), encoded first.
+        ``status`` is a mapping or a declared object (``WidgetStatus(...)``), encoded first;
+        declared objects inside a mapping (``{"conditions": ctx.condition(...)}``) too.
         """
         obj = self.raw
         if obj is None:
             return False
-        if dataclasses.is_dataclass(status) and not isinstance(status, type):
-            status = encode(status)
-        elif not isinstance(status, Mapping):
+        if isinstance(status, type) or not (
+            isinstance(status, Mapping) or dataclasses.is_dataclass(status)
+        ):
             raise LocalProtocolError(f"a status is a mapping or a declared object, not {status!r}")
-        plan = plan_status(self.primary_resource, status, obj)
+        plan = plan_status(self.primary_resource, _encoded(status), obj)
         if plan.action is WriteAction.NONE or plan.request is None:
             return False
         await self.client.request(plan.request)

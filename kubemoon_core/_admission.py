@@ -9,15 +9,26 @@ expects, with a mutation's JSON Patch base64-encoded and ``patchType: JSONPatch`
 from __future__ import annotations
 
 import base64
+import dataclasses
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol
 
 from . import _json
 from ._errors import DecodeError, LocalProtocolError
 from ._jsonpatch import json_patch
 from ._resources import GroupVersionKind, GroupVersionResource
+from ._typed import encode
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
+    ObjT = TypeVar("ObjT", default=Mapping[str, Any])
+else:
+    from typing import TypeVar
+
+    ObjT = TypeVar("ObjT")  # its default (a mapping) matters to type checkers only
 
 __all__ = [
     "ADMISSION_API_VERSION",
@@ -53,12 +64,14 @@ class UserInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class AdmissionRequest:
+class AdmissionRequest(Generic[ObjT]):
     """A decoded ``AdmissionReview.request``.
 
     ``object`` is the object as it would be stored (None for DELETE and CONNECT),
     ``old_object`` the stored one (UPDATE, DELETE). ``dry_run`` means nothing will be
-    persisted, so a handler must not have side effects.
+    persisted, so a handler must not have side effects. A webhook declared for a kind
+    (``hooks.validating("/validate", Widget)``) is handed an ``AdmissionRequest[Widget]``:
+    both objects decoded into the class; otherwise they are mappings.
     """
 
     uid: str
@@ -72,8 +85,8 @@ class AdmissionRequest:
     request_sub_resource: str = ""
     name: str = ""
     namespace: str = ""
-    object: Mapping[str, Any] | None = None
-    old_object: Mapping[str, Any] | None = None
+    object: ObjT | None = None
+    old_object: ObjT | None = None
     dry_run: bool = False
     options: Mapping[str, Any] | None = None
 
@@ -116,8 +129,17 @@ class AdmissionResponse:
     def patched(
         cls, original: Any, mutated: Any, *, warnings: tuple[str, ...] = ()
     ) -> AdmissionResponse:
-        """Admit the object as ``mutated``: the JSON Patch from ``original`` is computed."""
+        """Admit the object as ``mutated``: the JSON Patch from ``original`` is computed.
+
+        Typed objects (``request.object`` of a kind and its changed copy) are encoded first.
+        """
+        original, mutated = (_plain(original), _plain(mutated))
         return cls(True, warnings=tuple(warnings), patch=tuple(json_patch(original, mutated)))
+
+
+def _plain(value: Any) -> Any:
+    is_object = dataclasses.is_dataclass(value) and not isinstance(value, type)
+    return encode(value) if is_object else value
 
 
 class AdmissionHandler(Protocol):

@@ -41,11 +41,12 @@ from typing import (
 )
 
 from ._errors import LocalProtocolError
-from ._resources import GroupVersionKind, GroupVersionResource, Scope
+from ._resources import APIResource, GroupVersionKind, GroupVersionResource, Scope
 
 __all__ = [
     "Condition",
     "Declared",
+    "DeclaredKind",
     "Description",
     "Format",
     "JsonName",
@@ -76,6 +77,19 @@ class Declared(Protocol):
     :mod:`kubemoon_core.builtin`, a :func:`custom_resource` or one of their parts)."""
 
     __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+class DeclaredKind(Protocol):
+    """An object of a kind (a :func:`custom_resource`, a built-in ``ConfigMap``): a declared
+    object with ``metadata``. Its class names a resource where a kind is asked for
+    (``owns(ConfigMap)``, ``ctx.owned(ConfigMap)``); type checkers refuse other classes
+    there (``WidgetSpec``, ``Manager``), and :func:`resource_info` at run time."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def metadata(self) -> Any:
+        """The object's ``metadata``."""
 
 
 # -- markers ---------------------------------------------------------------------------------
@@ -527,6 +541,13 @@ class ResourceInfo:
     def gvk(self) -> GroupVersionKind:
         """The resource's group, version and kind."""
         return GroupVersionKind(self.group, self.version, self.kind)
+
+    @property
+    def api_resource(self) -> APIResource:
+        """The resource with its scope: requests built for it refuse a namespaced kind
+        without a namespace (:class:`~kubemoon_core.errors.NamespaceRequired`)."""
+        names = {"short_names": self.short_names, "categories": self.categories}
+        return APIResource(self.gvr, self.kind, self.scope, singular_name=self.singular, **names)
 
     @property
     def api_version(self) -> str:

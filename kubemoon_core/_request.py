@@ -18,6 +18,7 @@ from ._errors import DecodeError, LocalProtocolError
 from ._resources import (
     APIResource,
     GroupVersionResource,
+    NamespaceRequired,
     ResourcePath,
     Scope,
 )
@@ -292,7 +293,7 @@ def _path(
         if resource.scope is Scope.CLUSTER and namespace is not None:
             raise LocalProtocolError(f"{gvr} is cluster-scoped; do not give a namespace")
         if resource.scope is Scope.NAMESPACED and namespace is None and not collection:
-            raise LocalProtocolError(f"{gvr} is namespaced; a namespace is required")
+            raise NamespaceRequired(gvr, resource.kind, name, hint="give namespace=")
     return ResourcePath(gvr, namespace, name, subresource).render()
 
 
@@ -355,8 +356,9 @@ def _write_namespace(
         )
     chosen = namespace if namespace is not None else found
     if chosen is None and isinstance(resource, APIResource):
-        raise LocalProtocolError(
-            f"{resource.gvr} is namespaced: give namespace= or metadata.namespace"
+        named = metadata.get("name") if isinstance(metadata, Mapping) else None
+        raise NamespaceRequired(
+            resource.gvr, resource.kind, named if isinstance(named, str) else None
         )
     return chosen
 

@@ -21,6 +21,7 @@ __all__ = [
     "GroupVersion",
     "GroupVersionKind",
     "GroupVersionResource",
+    "NamespaceRequired",
     "ObjectKey",
     "OwnerReference",
     "ResourcePath",
@@ -184,6 +185,29 @@ class APIResource:
     def gvk(self) -> GroupVersionKind:
         """The kind of the resource's objects."""
         return GroupVersionKind(self.gvr.group, self.gvr.version, self.kind)
+
+
+class NamespaceRequired(LocalProtocolError):
+    """A namespaced kind was to be written or read without a namespace: refused before
+    anything is sent (the server would answer 404 or 405).
+
+    ``kind`` and ``resource`` name what was asked for, ``name`` the object (None for a
+    collection); the message says where a namespace comes from.
+    """
+
+    def __init__(
+        self,
+        resource: GroupVersionResource,
+        kind: str,
+        name: str | None = None,
+        *,
+        hint: str = "give namespace= or metadata.namespace",
+    ) -> None:
+        what = f"{kind} {name!r}" if name else kind
+        super().__init__(f"{what} ({resource}) is namespaced but has no namespace: {hint}")
+        self.resource = resource
+        self.kind = kind
+        self.name = name
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ._conversion import Converter
+from ._declare import DeclaredKind, resource_info
 from ._errors import LocalProtocolError
 from ._resources import GroupVersionResource
 from ._webhook import DEFAULT_MAX_CONVERSION_BODY_SIZE, WebhookApp, WebhookKind
+from ._webhook_typed import typed_handler
 
 __all__ = [
     "WebhookConfigurations",
@@ -250,13 +252,24 @@ class WebhookDeclarations:
         self._declared[declaration.path] = _Declared(declaration, handler)
 
     def _admission(
-        self, kind: WebhookKind, path: str, resources: Sequence[GroupVersionResource], opts: Any
+        self,
+        kind: WebhookKind,
+        path: str,
+        resources: Sequence[GroupVersionResource | type[DeclaredKind]],
+        opts: Any,
     ) -> Callable[[H], H]:
         name = opts.pop("name", None) or self._default_name(path)
-        declaration = WebhookDeclaration(name, path, kind, tuple(resources), **opts)
+        classes = [r for r in resources if isinstance(r, type)]
+        if classes and len(resources) > 1:
+            raise LocalProtocolError(
+                f"webhook {path!r}: a kind ({classes[0].__name__}) is declared alone, so its "
+                "handler's objects are of one class; declare resources to get mappings"
+            )
+        named = tuple(resource_info(r).gvr if isinstance(r, type) else r for r in resources)
+        declaration = WebhookDeclaration(name, path, kind, named, **opts)
 
         def register(handler: H) -> H:
-            self.declare(declaration, handler)
+            self.declare(declaration, typed_handler(classes[0], handler) if classes else handler)
             return handler
 
         return register
@@ -264,7 +277,7 @@ class WebhookDeclarations:
     def validating(
         self,
         path: str,
-        *resources: GroupVersionResource,
+        *resources: GroupVersionResource | type[DeclaredKind],
         name: str | None = None,
         operations: Sequence[str] = ("CREATE", "UPDATE"),
         failure_policy: str = "Fail",
@@ -276,7 +289,12 @@ class WebhookDeclarations:
         scope: str = "*",
         max_body_size: int | None = None,
     ) -> Callable[[H], H]:
-        """Decorate an admission handler (sync or async) as a validating webhook."""
+        """Decorate an admission handler (sync or async) as a validating webhook.
+
+        Given a kind (``validating("/validate", Widget)``, alone) the handler is handed an
+        :class:`~kubemoon_core.webhooks.AdmissionRequest` of that class (an object that does
+        not decode is denied with 400 naming its path); given resources, one of mappings.
+        """
         return self._admission(
             WebhookKind.VALIDATING,
             path,
@@ -298,7 +316,7 @@ class WebhookDeclarations:
     def mutating(
         self,
         path: str,
-        *resources: GroupVersionResource,
+        *resources: GroupVersionResource | type[DeclaredKind],
         name: str | None = None,
         operations: Sequence[str] = ("CREATE", "UPDATE"),
         failure_policy: str = "Fail",
@@ -311,7 +329,8 @@ class WebhookDeclarations:
         scope: str = "*",
         max_body_size: int | None = None,
     ) -> Callable[[H], H]:
-        """Decorate an admission handler (sync or async) as a mutating webhook."""
+        """Decorate an admission handler (sync or async) as a mutating webhook; a kind is
+        handled as by :meth:`validating`."""
         return self._admission(
             WebhookKind.MUTATING,
             path,

@@ -9,6 +9,7 @@ from ._errors import DecodeError, LocalProtocolError, RemoteProtocolError
 from ._gate import AuthorityLost
 from ._jsonpatch import JSONPatchError
 from ._public import publish
+from ._resources import NamespaceRequired
 from ._restmapper import NoMatchError
 from ._runtime_errors import (
     CacheSyncTimeout,
@@ -60,6 +61,7 @@ __all__ = [
     "LocalProtocolError",
     "MissingPermissions",
     "MethodNotAllowed",
+    "NamespaceRequired",
     "NoMatchError",
     "NotFound",
     "PermissionCheckFailed",

@@ -4,6 +4,7 @@ from ._crd import crd_manifest, openapi_schema
 from ._declare import (
     Condition,
     Declared,
+    DeclaredKind,
     Description,
     Format,
     JsonName,
@@ -28,6 +29,7 @@ __all__ = [
     "crd_manifest",
     "custom_resource",
     "Declared",
+    "DeclaredKind",
     "decode",
     "Description",
     "encode",

@@ -48,6 +48,7 @@ from ._webhook_config import (
     WebhookEndpoint,
     webhook_drift,
 )
+from ._webhook_typed import typed_handler
 
 __all__ = [
     "ADMISSION_API_VERSION",
@@ -77,6 +78,7 @@ __all__ = [
     "Operation",
     "PendingAdmission",
     "ServiceReference",
+    "typed_handler",
     "UserInfo",
     "webhook_drift",
     "WebhookApp",

@@ -45,7 +45,7 @@ from kubemoon_core.lowlevel import (
 )
 from kubemoon_core.objects import controller_of
 from kubemoon_core.predicates import Predicate
-from kubemoon_core.typed import resource_info
+from kubemoon_core.typed import DeclaredKind, resource_info
 from kubemoon_io import _tracing, gate_guard, gated_writes
 
 from . import _backend
@@ -56,8 +56,9 @@ from ._informer import Informer
 from ._runtime_protocols import Cluster
 from ._sharded import ShardedControl, ShardingConfig, ShardStatus
 
-Resource = GroupVersionResource | APIResource | type[Any]
-"""What a builder follows: a resource, discovered or named, or a declared class (``ConfigMap``)."""
+Resource = GroupVersionResource | APIResource | type[DeclaredKind]
+"""What a builder follows: a resource, discovered or named, or a kind (``ConfigMap``, a
+:class:`~kubemoon_core.typed.DeclaredKind`)."""
 
 __all__ = ["ControllerBuilder", "ReconcileFunction", "RuntimeController"]
 

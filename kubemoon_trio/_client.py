@@ -17,36 +17,27 @@ LIST is ``_paginate``'s job; this module holds the client and its verbs only.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import logging
 import math
 import ssl
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import httpcore
 
 from kubemoon_core import (
     ApiError,
-    DeleteOptions,
     ListOptions,
-    PatchType,
     Request,
     Response,
-    WriteOptions,
-    apply_request,
-    create_request,
     decode_response,
-    delete_request,
-    get_request,
-    patch_request,
-    replace_request,
     watch_request,
 )
 from kubemoon_core._client_config import ClientConfig
 from kubemoon_core._request import Target
-from kubemoon_core.errors import LocalProtocolError, MethodNotAllowed
+from kubemoon_core.errors import LocalProtocolError
 from kubemoon_core.lowlevel import error_from_response, retry_delay
+from kubemoon_core.typed import DeclaredKind, resource_info
 from kubemoon_io import (
     PLUGIN_TIMEOUT,
     ResponseTooLarge,
@@ -74,9 +65,9 @@ from ._framing import (
     encode_headers,
     guarded,
 )
-from ._paginate import DEFAULT_PAGE_SIZE, Items
 from ._pool import CrudPool
 from ._streams import StreamResponse, Watch
+from ._verbs import ClientVerbs
 
 __all__ = ["Client", "StreamResponse", "Watch"]  # the streams re-exported: their old home
 
@@ -118,7 +109,7 @@ def _count(name: str, value: int, minimum: int) -> int:
     return value
 
 
-class Client:
+class Client(ClientVerbs):
     """A Kubernetes API client for one server and one identity.
 
     Build it from a :class:`~kubemoon_core.kubeconfig.ClientConfig` (or :meth:`from_kubeconfig`,
@@ -130,6 +121,11 @@ class Client:
     plugin's run (which the call's ``total_timeout`` does not include). ``network_backend``
     (httpcore's interface) replaces the loop's sockets, as :mod:`kubemoon_testing.sim` does
     to reach a simulated cluster in memory. The defaults are the same on every adapter.
+
+    The verbs take a resource and mappings (``get(CONFIGMAPS, name)`` is a ``dict``), or a
+    kind and its objects, typed: ``get(ConfigMap, name, namespace="ns")`` is a
+    ``ConfigMap``, ``list(ConfigMap)`` yields ``ConfigMap`` objects and
+    ``create(ConfigMap(...))`` answers one.
     """
 
     def __init__(
@@ -523,43 +519,19 @@ class Client:
 
     # -- verbs ----------------------------------------------------------------------------
 
-    async def get(
-        self,
-        resource: Target,
-        name: str,
-        *,
-        namespace: str | None = None,
-        subresource: str | None = None,
-    ) -> dict[str, Any]:
-        """GET one object."""
-        result: dict[str, Any] = await self.request(
-            get_request(resource, name, namespace=namespace, subresource=subresource)
-        )
-        return result
-
-    def list(
-        self,
-        resource: Target,
-        *,
-        namespace: str | None = None,
-        options: ListOptions | None = None,
-        metadata_only: bool = False,
-    ) -> Items:
-        """Iterate over every object of a collection, following ``continue`` page by page.
-
-        Pages hold ``options.limit`` objects (500 by default). After the iteration, the
-        iterator's ``resource_version`` is the list's resourceVersion. With
-        ``metadata_only`` each object is its ``PartialObjectMetadata`` (no data, no spec:
-        what a list costs does not grow with the objects' contents).
-        """
-        options = options or ListOptions()
-        if options.limit is None:
-            options = dataclasses.replace(options, limit=DEFAULT_PAGE_SIZE)
-        return Items(self, resource, namespace, options, metadata_only=metadata_only)
+    # The verbs are ClientVerbs' (_verbs.py), named here to be documented as the client's
+    # (``list`` shadows the builtin in the rest of this class body).
+    get = ClientVerbs.get
+    list = ClientVerbs.list
+    create = ClientVerbs.create
+    replace = ClientVerbs.replace
+    patch = ClientVerbs.patch
+    apply = ClientVerbs.apply
+    delete = ClientVerbs.delete
 
     def watch(
         self,
-        resource: Target,
+        resource: Target | type[DeclaredKind],
         *,
         namespace: str | None = None,
         options: ListOptions | None = None,
@@ -571,7 +543,10 @@ class Client:
         :class:`TransportTimeout` (a half-open connection never answers again). By default
         it is the server-side ``timeoutSeconds`` plus the client's ``watch_idle_margin``
         (30 s), or, without one, the longest a server keeps a watch open (an hour) plus it.
+        A kind (``watch(ConfigMap)``) names its resource; the events hold mappings.
         """
+        if isinstance(resource, type):
+            resource = resource_info(resource).api_resource
         if read_timeout is not None:
             read_timeout = _seconds("read_timeout", read_timeout)
         else:
@@ -582,115 +557,3 @@ class Client:
         return Watch(
             self, watch_request(resource, namespace=namespace, options=options), read_timeout
         )
-
-    async def create(
-        self,
-        resource: Target,
-        obj: Mapping[str, Any],
-        *,
-        namespace: str | None = None,
-        options: WriteOptions | None = None,
-    ) -> dict[str, Any]:
-        """POST a new object; return it as stored.
-
-        The namespace is ``namespace=`` or else ``obj.metadata.namespace``; a namespaced
-        resource given neither is a ``LocalProtocolError``, never the server's 405.
-        """
-        request = create_request(resource, obj, namespace=namespace, options=options)
-        try:
-            result: dict[str, Any] = await self.request(request)
-        except MethodNotAllowed as exc:
-            if namespace is None and "/namespaces/" not in request.path:
-                raise LocalProtocolError(
-                    f"{request.path} refused a create without a namespace: the resource is "
-                    "namespaced; give namespace= or metadata.namespace"
-                ) from exc
-            raise
-        return result
-
-    async def replace(
-        self,
-        resource: Target,
-        obj: Mapping[str, Any],
-        *,
-        namespace: str | None = None,
-        name: str | None = None,
-        subresource: str | None = None,
-        options: WriteOptions | None = None,
-    ) -> dict[str, Any]:
-        """PUT a whole object (conditional on its resourceVersion); return it as stored."""
-        result: dict[str, Any] = await self.request(
-            replace_request(
-                resource,
-                obj,
-                namespace=namespace,
-                name=name,
-                subresource=subresource,
-                options=options,
-            )
-        )
-        return result
-
-    async def patch(
-        self,
-        resource: Target,
-        name: str,
-        patch: Mapping[str, Any] | Sequence[Any] | bytes,
-        *,
-        patch_type: PatchType = PatchType.MERGE,
-        namespace: str | None = None,
-        subresource: str | None = None,
-        options: WriteOptions | None = None,
-    ) -> dict[str, Any]:
-        """PATCH an object (merge patch by default); return it as stored."""
-        result: dict[str, Any] = await self.request(
-            patch_request(
-                resource,
-                name,
-                patch,
-                patch_type=patch_type,
-                namespace=namespace,
-                subresource=subresource,
-                options=options,
-            )
-        )
-        return result
-
-    async def apply(
-        self,
-        resource: Target,
-        obj: Mapping[str, Any],
-        *,
-        field_manager: str,
-        namespace: str | None = None,
-        force: bool = False,
-        subresource: str | None = None,
-        dry_run: bool = False,
-    ) -> dict[str, Any]:
-        """Server-side apply ``obj`` as ``field_manager``; return the object as stored."""
-        result: dict[str, Any] = await self.request(
-            apply_request(
-                resource,
-                obj,
-                field_manager=field_manager,
-                namespace=namespace,
-                force=force,
-                subresource=subresource,
-                dry_run=dry_run,
-            )
-        )
-        return result
-
-    async def delete(
-        self,
-        resource: Target,
-        name: str,
-        *,
-        namespace: str | None = None,
-        options: DeleteOptions | None = None,
-    ) -> dict[str, Any]:
-        """DELETE an object; return what the server answers (the object or a Status)."""
-        result: dict[str, Any] = await self.request(
-            delete_request(resource, name, namespace=namespace, options=options)
-        )
-        return result

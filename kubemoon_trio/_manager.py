@@ -45,6 +45,7 @@ from kubemoon_core._reflector import ReflectorStats
 from kubemoon_core.errors import LeaderElectionTimeout, LeadershipLost, LocalProtocolError
 from kubemoon_core.lowlevel import ControllerMetrics, FailureReporter, LeaderElector, takeover_bound
 from kubemoon_core.predicates import Predicate
+from kubemoon_core.typed import DeclaredKind
 from kubemoon_core.webhooks import CertificatePolicy, WebhookDeclarations
 from kubemoon_io import RunSettings, RuntimeCollector, current_run_settings
 
@@ -65,7 +66,7 @@ from ._webhook_server import DEFAULT_INLINE_BODY_SIZE, WebhookServer
 __all__ = ["LeaderElectionConfig", "Manager"]
 
 logger = logging.getLogger("kubemoon.manager")
-T = TypeVar("T")
+K = TypeVar("K", bound=DeclaredKind)
 
 
 def _default_identity() -> str:
@@ -221,16 +222,16 @@ class Manager:
     def controller(
         self,
         name: str,
-        resource: type[T],
+        resource: type[K],
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
         predicate: Predicate | None = None,
-    ) -> ControllerBuilder[T]: ...
+    ) -> ControllerBuilder[K]: ...
     def controller(
         self,
         name: str,
-        resource: GroupVersionResource | APIResource | type[Any],
+        resource: GroupVersionResource | APIResource | type[DeclaredKind],
         *,
         kind: str | None = None,
         namespace: str | None = None,

@@ -6,8 +6,10 @@ to one object) for the rest of the list, and counted in ``page_shrinks``; a resp
 is not a list of objects is a ``DecodeError`` naming ``items`` (``null`` items, as an empty
 metadata-only list has, are none); after the iteration,
 ``resource_version`` is the list's resourceVersion; with ``metadata_only`` the items are
-``PartialObjectMetadata``. Requests go through the client's
-``request`` (its retries, credentials and write gate), which this module only calls.
+``PartialObjectMetadata``; :class:`TypedItems` decodes each item into a kind as it is
+handed out (one that does not decode is a ``TypedDecodeError`` naming ``items[n]``).
+Requests go through the client's ``request`` (its retries, credentials and write gate),
+which this module only calls.
 """
 
 from __future__ import annotations
@@ -15,18 +17,20 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from kubemoon_core import ListOptions, Request, list_request
 from kubemoon_core._request import Target, next_page_limit
-from kubemoon_core.errors import DecodeError
+from kubemoon_core.errors import DecodeError, TypedDecodeError
+from kubemoon_core.typed import decode
 from kubemoon_io import ResponseTooLarge
 
-__all__ = ["DEFAULT_PAGE_SIZE", "Items"]
+__all__ = ["DEFAULT_PAGE_SIZE", "Items", "TypedItems"]
 
 logger = logging.getLogger("kubemoon.client")
 
 DEFAULT_PAGE_SIZE = 500
+T = TypeVar("T")
 
 
 class Requester(Protocol):
@@ -105,3 +109,35 @@ class Items:
             self.resource_version = version if isinstance(version, str) else None
             self._items.extend(items)
         return self._items.popleft()
+
+
+class TypedItems(Generic[T]):
+    """The items of a LIST decoded into a kind (``client.list(ConfigMap)``), page after
+    page as :class:`Items` hands them out; ``resource_version`` and ``page_shrinks`` are
+    its."""
+
+    def __init__(self, items: Items, cls: type[T]) -> None:
+        self._items = items
+        self._cls = cls
+        self._index = 0
+
+    @property
+    def resource_version(self) -> str | None:
+        """The list's resourceVersion, once iterated."""
+        return self._items.resource_version
+
+    @property
+    def page_shrinks(self) -> int:
+        """How many pages were asked for again with half the limit (too large)."""
+        return self._items.page_shrinks
+
+    def __aiter__(self) -> TypedItems[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        item = await self._items.__anext__()
+        index, self._index = self._index, self._index + 1
+        try:
+            return decode(self._cls, item)
+        except TypedDecodeError as exc:
+            raise TypedDecodeError(exc.reason, path=f"items[{index}]{exc.path}") from None

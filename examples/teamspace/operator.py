@@ -22,8 +22,6 @@ from kubemoon_core.typed import (
     Length,
     ListType,
     custom_resource,
-    decode,
-    resource_info,
 )
 from kubemoon_core.webhooks import AdmissionRequest, AdmissionResponse, WebhookDeclarations
 
@@ -61,10 +59,10 @@ class TeamSpace:
 hooks = WebhookDeclarations("teamspaces")
 
 
-@hooks.validating("/validate-teamspace", resource_info(TeamSpace).gvr)
-def no_system_owners(request: AdmissionRequest) -> AdmissionResponse:
+@hooks.validating("/validate-teamspace", TeamSpace)
+def no_system_owners(request: AdmissionRequest[TeamSpace]) -> AdmissionResponse:
     """Refuse a TeamSpace owned by a ``system:`` user (they are no people)."""
-    owners = decode(TeamSpace, request.object or {}).spec.owners
+    owners = request.object.spec.owners if request.object else []
     system = [owner for owner in owners if owner.startswith("system:")]
     if system:
         return AdmissionResponse.deny(f"a team cannot be owned by {', '.join(system)}")
@@ -87,7 +85,7 @@ async def reconcile(ctx: ReconcileContext[TeamSpace]) -> Outcome:
     await ctx.ensure(RoleBinding(metadata=binding, role_ref=role, subjects=admins))
     ready = all((ctx.owned(Namespace), ctx.owned(ResourceQuota), ctx.owned(RoleBinding)))
     reason = "Provisioned" if ready else "Provisioning"
-    conditions = [decode(Condition, c) for c in ctx.condition("Ready", ready, reason)]
+    conditions = ctx.condition("Ready", ready, reason)
     generation = team.metadata.get("generation")
     await ctx.update_status(TeamSpaceStatus(namespace, generation, conditions))
     return Reconciled()

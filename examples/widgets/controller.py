@@ -18,7 +18,6 @@ from widget_api import Widget, WidgetStatus
 from kubemoon_core import Outcome, Reconciled, RequeueAfter
 from kubemoon_core.builtin import ConfigMap
 from kubemoon_core.kubeconfig import ClientConfig
-from kubemoon_core.typed import Condition, decode
 
 if TYPE_CHECKING:
     from kubemoon_trio import ReconcileContext
@@ -44,7 +43,7 @@ async def reconcile(ctx: ReconcileContext[Widget]) -> Outcome:
         replicas=len(owned),
         ready_replicas=ready,
         observed_generation=widget.metadata.get("generation"),
-        conditions=[decode(Condition, c) for c in conditions],
+        conditions=conditions,
     )
     if await ctx.update_status(status) and done:
         ctx.events.record(widget, "Normal", "Scaled", f"{ready} ConfigMap(s) ready")

@@ -15,7 +15,7 @@ import pytest
 
 from kubemoon_core import Outcome, Reconciled
 from kubemoon_core.builtin import ConfigMap
-from kubemoon_core.typed import Condition, decode
+from kubemoon_core.typed import decode
 from kubemoon_testing import ApiServer, running_manager, running_manager_in_thread
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "widgets"))
@@ -131,7 +131,7 @@ def test_a_typed_blocking_controller(kube_apiserver: ApiServer, kube_namespace: 
                 replicas=len(owned),
                 ready_replicas=len(owned),
                 observed_generation=widget.metadata["generation"],
-                conditions=[decode(Condition, c) for c in ctx.condition("Ready", done, "Scaled")],
+                conditions=ctx.condition("Ready", done, "Scaled"),
             )
         )
         return Reconciled()

@@ -25,7 +25,7 @@ from kubemoon_core import (
     replace_request,
     watch_request,
 )
-from kubemoon_core.errors import LocalProtocolError, NotFound
+from kubemoon_core.errors import LocalProtocolError, NamespaceRequired, NotFound
 from kubemoon_core.lowlevel import USER_AGENT
 
 CM = GroupVersionResource("", "v1", "configmaps")
@@ -109,8 +109,11 @@ def test_bad_list_options_are_refused(kwargs: dict[str, object], message: str) -
 def test_scope_is_enforced_when_known() -> None:
     with pytest.raises(LocalProtocolError, match="cluster-scoped"):
         get_request(NODES, "n1", namespace="ns")
-    with pytest.raises(LocalProtocolError, match="namespace is required"):
+    with pytest.raises(
+        NamespaceRequired, match=r"ConfigMap 'a' \(configmaps.v1\) is namespaced"
+    ) as caught:
         get_request(CM_RESOURCE, "a")
+    assert (caught.value.kind, caught.value.name, caught.value.resource) == ("ConfigMap", "a", CM)
     # Listing a namespaced resource across all namespaces is fine.
     assert list_request(CM_RESOURCE).path == "/api/v1/configmaps"
     assert get_request(NODES, "n1").path == "/api/v1/nodes/n1"
@@ -170,12 +173,15 @@ def test_write_namespace_mismatch_is_refused() -> None:
 
 
 def test_namespaced_writes_need_a_namespace_somewhere() -> None:
-    message = r"configmaps.v1 is namespaced: give namespace= or metadata.namespace"
-    with pytest.raises(LocalProtocolError, match=message):
+    message = (
+        r"ConfigMap 'a' \(configmaps.v1\) is namespaced but has no namespace: "
+        r"give namespace= or metadata.namespace"
+    )
+    with pytest.raises(NamespaceRequired, match=message):
         create_request(CM_RESOURCE, OBJ)
-    with pytest.raises(LocalProtocolError, match=message):
+    with pytest.raises(NamespaceRequired, match=message):
         replace_request(CM_RESOURCE, OBJ)
-    with pytest.raises(LocalProtocolError, match=message):
+    with pytest.raises(NamespaceRequired, match=message):
         apply_request(CM_RESOURCE, OBJ, field_manager="m")
     # A bare GVR has no scope: the cluster path is built and the server judges.
     assert create_request(CM, OBJ).path == "/api/v1/configmaps"

@@ -3,16 +3,32 @@ the helpers refuse what is not a declared object or a mapping, before any reques
 
 from __future__ import annotations
 
+import datetime
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-from kubemoon_core import GroupVersionResource, ObjectKey
-from kubemoon_core.builtin import CONFIGMAPS, ConfigMap, meta_v1
-from kubemoon_core.errors import LocalProtocolError, SchemaError, TypedDecodeError
+from kubemoon_core import GroupVersionKind, GroupVersionResource, ObjectKey
+from kubemoon_core.builtin import (
+    CONFIGMAPS,
+    NAMESPACES,
+    RESOURCEQUOTAS,
+    ConfigMap,
+    ResourceQuota,
+    meta_v1,
+)
+from kubemoon_core.errors import (
+    LocalProtocolError,
+    NamespaceRequired,
+    SchemaError,
+    TypedDecodeError,
+)
+from kubemoon_core.kubeconfig import ClientConfig
 from kubemoon_core.lowlevel import WorkItem
-from kubemoon_trio import ReconcileContext
+from kubemoon_core.typed import Condition, decode
+from kubemoon_trio import Client, ReconcileContext
 
 
 class Primary:
@@ -136,3 +152,128 @@ def test_a_compact_caches_bytes_are_decoded_into_the_class_in_one_step() -> None
     primary.document = json.dumps({**CM, "data": {"k": 1}}).encode()
     with pytest.raises(TypedDecodeError, match="data"):
         _ = ctx.obj
+
+
+# -- typed conditions -----------------------------------------------------------------------
+
+READY = {
+    "type": "Ready",
+    "status": "True",
+    "reason": "Scaled",
+    "message": "",
+    "lastTransitionTime": "2026-01-02T03:04:05Z",
+    "observedGeneration": 1,
+}
+WITH_STATUS = {**CM, "metadata": {"name": "a", "generation": 2, "resourceVersion": "7"}}
+
+
+def test_condition_gives_typed_conditions() -> None:
+    ctx = context({**WITH_STATUS, "status": {"conditions": [READY]}}, cls=None)
+    (kept,) = ctx.condition("Ready", True, "Scaled")
+    assert isinstance(kept, Condition)
+    assert (kept.type, kept.status, kept.reason, kept.observed_generation) == (
+        "Ready",
+        "True",
+        "Scaled",
+        2,
+    )
+    # Not flipped: the transition time stays the stored one.
+    assert kept.last_transition_time == datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
+    (flipped,) = ctx.condition("Ready", False, "Scaling", "1 of 2")
+    assert flipped.status == "False" and flipped.message == "1 of 2"
+    assert flipped.last_transition_time > kept.last_transition_time
+    # The mappings, as the dynamic path writes them.
+    assert ctx.condition_dicts("Ready", True, "Scaled") == [{**READY, "observedGeneration": 2}]
+
+
+def test_a_stored_condition_that_is_no_metav1_condition_names_its_place() -> None:
+    broken = {key: value for key, value in READY.items() if key != "reason"}
+    stored = {"conditions": [{**READY, "type": "Synced"}, broken]}
+    ctx = context({**WITH_STATUS, "status": stored}, cls=None)
+    with pytest.raises(TypedDecodeError) as caught:
+        ctx.condition("Synced", True, "Done")
+    assert caught.value.path.startswith(".status.conditions[1]"), caught.value.path
+    assert "reason" in str(caught.value)
+
+
+class Recording(NoClient):
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+
+    async def request(self, request: Any) -> Any:
+        self.sent.append(request)
+        return {}
+
+
+async def test_update_status_of_a_mapping_encodes_the_typed_conditions_in_it() -> None:
+    ctx = context({**WITH_STATUS, "status": {"conditions": [READY]}}, cls=None)
+    client = Recording()
+    ctx.client = client  # type: ignore[assignment]
+    # Typed conditions equal to the stored ones write nothing.
+    assert not await ctx.update_status({"conditions": [decode(Condition, READY)]})
+    assert await ctx.update_status({"conditions": ctx.condition("Ready", False, "Scaling")})
+    (sent,) = client.sent
+    body = json.loads(sent.body)
+    (written,) = body["status"]["conditions"]
+    assert written["status"] == "False" and written["reason"] == "Scaling"
+    assert written["lastTransitionTime"].endswith("Z")
+
+
+def test_decoding_an_object_already_typed_warns_and_gives_it_back() -> None:
+    typed = decode(Condition, READY)
+    with pytest.warns(DeprecationWarning, match="given a Condition already"):
+        assert decode(Condition, typed) is typed
+    with pytest.raises(TypedDecodeError):  # another class's object is still refused
+        decode(ConfigMap, typed)
+
+
+def test_a_cache_is_named_by_its_kind_too() -> None:
+    ctx = context(CM)
+    with pytest.raises(LocalProtocolError, match=r"configmaps.v1 is not watched by typed"):
+        ctx.cache(ConfigMap)
+
+
+# -- scope mistakes -------------------------------------------------------------------------
+
+
+def cluster_scoped_context() -> ReconcileContext[Any]:
+    """The context of a cluster-scoped primary (a Namespace ``team``): no namespace in its key."""
+    return ReconcileContext(
+        controller="teams",
+        item=WorkItem(ObjectKey("", "team"), 1, 0.0, 0),
+        client=NoClient(),  # type: ignore[arg-type]
+        primary=Primary({"metadata": {"name": "team", "uid": "u-1"}}),  # type: ignore[arg-type]
+        primary_resource=NAMESPACES,
+        primary_kind=GroupVersionKind("", "v1", "Namespace"),
+        caches={},
+        events=None,  # type: ignore[arg-type]
+        cls=None,
+    )
+
+
+async def test_ensure_of_a_namespaced_kind_without_a_namespace_is_refused_before_sending() -> None:
+    ctx = cluster_scoped_context()
+    quota = ResourceQuota(metadata={"name": "team"})
+    with pytest.raises(NamespaceRequired) as caught:
+        await ctx.ensure(quota)
+    message = str(caught.value)
+    assert "ResourceQuota 'team' (resourcequotas.v1) is namespaced" in message, message
+    assert "the primary Namespace 'team' is cluster-scoped" in message, message
+    assert "give metadata.namespace" in message, message
+    assert (caught.value.kind, caught.value.name) == ("ResourceQuota", "team")
+    assert caught.value.resource == RESOURCEQUOTAS
+    # Not owned either: the scope is the kind's, whoever owns it.
+    with pytest.raises(NamespaceRequired):
+        await ctx.ensure(quota, owned=False)
+    assert ctx.writes == 0  # and NoClient saw no request
+
+
+async def test_delete_of_a_namespaced_kind_without_a_namespace_is_refused_before_sending() -> None:
+    ctx = cluster_scoped_context()
+    # A real client on a port nothing listens on: the refusal comes before any connection.
+    async with Client(ClientConfig(server="https://127.0.0.1:9")) as client:
+        ctx.client = client
+        with pytest.raises(NamespaceRequired, match=r"ResourceQuota 'team' \(resourcequotas.v1\)"):
+            await ctx.delete(ResourceQuota(metadata={"name": "team"}))
+        assert client.connection_count == 0
+    assert ctx.writes == 0

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "widgets"
 
@@ -39,6 +41,23 @@ MISTAKES = [
         "await ctx.update_status(status)",
         "await ctx.update_status(3)",
         r'No overload variant|Argument 1 to "update_status" of "ReconcileContext" has incompatible type "int"',
+    ),
+    # ctx.condition gives typed conditions, no mappings.
+    (
+        "    status = WidgetStatus(\n",
+        '    print(conditions[0]["reason"])\n    status = WidgetStatus(\n',
+        r'Value of type "Condition" is not indexable',
+    ),
+    # Only kinds are owned: not a class that is no kind, nor a part of one.
+    (
+        'manager.controller("widgets", Widget).owns(ConfigMap).complete(reconcile)\n    return',
+        'manager.controller("widgets", Widget).owns(km.Manager).complete(reconcile)\n    return',
+        r'Argument 1 to "owns" of "ControllerBuilder" has incompatible type "type\[Manager\]"',
+    ),
+    (
+        "    done = ready == len(wanted)\n",
+        "    ctx.owned(WidgetStatus)\n    done = ready == len(wanted)\n",
+        r'Value of type variable "K" of "owned" of "ReconcileContext" cannot be "WidgetStatus"',
     ),
 ]
 
@@ -132,6 +151,17 @@ TEAMSPACE_MISTAKES = [
         "return None",
         r"Incompatible return value type \(got \"None\", expected \"AdmissionResponse\"\)",
     ),
+    # A webhook of a kind hands its handler typed objects.
+    (
+        "owners = request.object.spec.owners if request.object else []",
+        'owners = request.object["spec"]["owners"] if request.object else []',
+        r'Value of type "TeamSpace" is not indexable',
+    ),
+    (
+        "ctx.owned(Namespace),",
+        "ctx.owned(Manager),",
+        r'Value of type variable "K" of "owned" of "ReconcileContext" cannot be "Manager"',
+    ),
 ]
 
 
@@ -179,3 +209,72 @@ def test_pyright_passes_the_teamspace_example_and_reports_each_mistake(tmp_path:
         for _, wrong, _ in TEAMSPACE_MISTAKES
     }
     assert planted <= lines, (planted, errors)
+
+
+# The typed client beside the dynamic one, on each adapter ({aw}: "await " or nothing).
+TYPED_CLIENT = """\
+from typing import Any
+
+from {module} import Client
+from kubemoon_core.builtin import CONFIGMAPS, ConfigMap
+
+
+{defn} use(client: Client) -> None:
+    cm: ConfigMap = {aw}client.get(ConfigMap, "a", namespace="ns")
+    print(cm.data)
+    raw: dict[str, Any] = {aw}client.get(CONFIGMAPS, "a", namespace="ns")
+    print(raw["data"])
+    {loop} item in client.list(ConfigMap, namespace="ns"):
+        print(item.data)
+    made: ConfigMap = {aw}client.create(ConfigMap(metadata={{"name": "b"}}), namespace="ns")
+    print(made.metadata)
+"""
+TYPED_CLIENT_MISTAKES = [
+    ("print(cm.data)", "print(cm.dat)", r'"ConfigMap" has no attribute "dat"'),
+    ("print(item.data)", 'print(item["data"])', r'Value of type "ConfigMap" is not indexable'),
+    (
+        '    print(raw["data"])\n',
+        '    print(raw["data"])\n    client.list(Client)\n',
+        r'Value of type variable "K" of (function|"list" of "\w+") cannot be "Client"',
+    ),
+    (
+        'client.create(ConfigMap(metadata={"name": "b"}), namespace="ns")',
+        'client.create(ConfigMap(metadata={"name": "b"}).data, namespace="ns")',
+        r'No overload variant (of "create" of "\w+" )?matches argument types',
+    ),
+]
+
+
+@pytest.mark.parametrize("module", ["kubemoon_trio", "kubemoon_asyncio", "kubemoon_sync"])
+def test_mypy_checks_the_typed_client_on_every_adapter(tmp_path: Path, module: str) -> None:
+    blocking = module == "kubemoon_sync"
+    source = TYPED_CLIENT.format(
+        module=module,
+        defn="def" if blocking else "async def",
+        aw="" if blocking else "await ",
+        loop="for" if blocking else "async for",
+    )
+    (tmp_path / "typed_client.py").write_text(source, encoding="utf-8")
+    bad = source
+    for right, wrong, _ in TYPED_CLIENT_MISTAKES:
+        assert right in bad, right
+        bad = bad.replace(right, wrong, 1)
+    (tmp_path / "bad_typed_client.py").write_text(bad, encoding="utf-8")
+    result = subprocess.run(
+        [
+            *(sys.executable, "-m", "mypy", "--strict", "--no-error-summary"),
+            *("--cache-dir", str(ROOT / ".mypy_cache")),
+            str(tmp_path / "typed_client.py"),
+            str(tmp_path / "bad_typed_client.py"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    errors = [line for line in result.stdout.splitlines() if ": error:" in line]
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert not [e for e in errors if "bad_typed_client.py" not in e], errors
+    for _, _, message in TYPED_CLIENT_MISTAKES:
+        assert any(re.search(message, e) for e in errors), (message, errors)
+    assert len(errors) == len(TYPED_CLIENT_MISTAKES), errors
