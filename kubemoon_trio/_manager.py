@@ -193,8 +193,7 @@ class Manager:
         # Rules the declarations cannot know (a reconcile writing a kind it only watches,
         # a GET outside the caches): merged into the derived RBAC (_permissions.py).
         self.rbac_extra: list[PolicyRule] = []
-        # Ask SelfSubjectAccessReviews for the derived rules before campaigning, joining
-        # shard groups or reconciling (_check_then_lead).
+        # Access reviews of the derived rules before campaigning or reconciling (_permissions).
         self.check_permissions = check_permissions
         self.permission_check_timeout = 30.0
         self.permissions = _permissions.PermissionGate()  # the check's outcome
