@@ -345,6 +345,9 @@ class ConfigMirrorOperator:
         unauthorized: dict[str, str] = {}
         # Copies this process did not create and the author may not delete: left in place.
         undeletable: dict[str, str] = {}
+        # Targets whose ConfigMap of the source's name cannot be decoded (kept out of the
+        # caches, or of a LIST): nothing is written there, and the status says so.
+        unreadable = self._unreadable(source_name, targets)
         source = await self._read_source(ctx, source_caches, source_name)
         if source is not None:
             digest = data_digest(source)
@@ -385,11 +388,14 @@ class ConfigMirrorOperator:
                 copies_listed=listed is not None,
                 unauthorized=unauthorized,
                 undeletable=undeletable,
+                unreadable=unreadable,
                 known={t: k for t, c in copies.items() if (k := memory.get(c)) is not None},
             )
 
         outcome: Outcome | None = Requeue()  # if every attempt needed another
-        read_unseen = sharded
+        # A create refused as AlreadyExists: sharded, another replica's copy (or one whose
+        # bucket label changed); either way, maybe one kept out of the caches.
+        read_unseen = True
         for _attempt in range(5):
             plan = plan_now()
             if plan.list_copies:
@@ -444,11 +450,13 @@ class ConfigMirrorOperator:
             by_name = ListOptions(field_selector=f"metadata.name={source_name}")
             found_any = False
             for namespace in unseen:
-                async for found in ctx.client.list(
-                    CONFIGMAPS, namespace=namespace, options=by_name
-                ):
+                items = ctx.client.list(CONFIGMAPS, namespace=namespace, options=by_name)
+                async for found in items:
                     memory.put(found)
                     fetched[namespace] = as_metadata(found)
+                    found_any = True
+                for record in items.kept_out:
+                    unreadable[namespace] = f"ConfigMap {record}"
                     found_any = True
             if not found_any:
                 return Requeue()  # deleted meanwhile: plan again from the caches
@@ -460,6 +468,16 @@ class ConfigMirrorOperator:
         for event in plan.events:
             ctx.events.record(mirror, event.type, event.reason, event.note)
         return RequeueAfter(1.0) if plan.wait_for_deletions else Reconciled()
+
+    def _unreadable(self, name: str, targets: Iterable[str]) -> dict[str, str]:
+        """Target -> why, for the targets whose ConfigMap ``name`` the ConfigMap cache keeps
+        out (too deeply nested to decode: a receiving tenant may make its copy so)."""
+        wanted = set(targets)
+        return {
+            record.key.namespace: f"ConfigMap {record}"
+            for record in self.configmaps.kept_out
+            if record.key is not None and record.key.name == name and record.key.namespace in wanted
+        }
 
     def _unknown_in_sync(
         self, found: Mapping[str, Any], uid: str, source_name: str, digest: str

@@ -441,6 +441,7 @@ def plan_reconcile(
     unauthorized: Mapping[str, str] | None = None,
     known: Mapping[str, CopyData] | None = None,
     undeletable: Mapping[str, str] | None = None,
+    unreadable: Mapping[str, str] | None = None,
 ) -> Plan:
     """Plan one reconcile of ``mirror``.
 
@@ -476,6 +477,9 @@ def plan_reconcile(
     it or the mirror's status): such a copy is left in place and named in
     ``Plan.ignored``; a target whose copy cannot be replaced is reported like an
     unauthorized one; a mirror being deleted does not wait for it.
+    ``unreadable`` maps the targets whose ConfigMap of the source's name exists but cannot
+    be read (too deeply nested to decode) to why: nothing is written there, the target is
+    a ``Conflict`` and Ready is False with reason ``TargetUnreadable``.
 
     A copy of ``copies_by_namespace`` may be metadata only; ``known`` (target namespace ->
     :class:`CopyData`) then says what it holds, if it describes that copy at that
@@ -527,6 +531,7 @@ def plan_reconcile(
     refused: list[str] = []
     denied: list[str] = []
     replacing: list[str] = []
+    unread: list[str] = []
     requeue = False
     for target in targets:
         existing = copies_by_namespace.get(target)
@@ -548,6 +553,12 @@ def plan_reconcile(
             denied.append(target)
             target_states.append(
                 {"namespace": target, "state": "NotAllowed", "message": unauthorized[target]}
+            )
+            continue
+        if unreadable and target in unreadable:
+            unread.append(where)
+            target_states.append(
+                {"namespace": target, "state": "Conflict", "message": unreadable[target]}
             )
             continue
         if existing is not None and not is_copy(existing, uid, source_name):
@@ -633,6 +644,13 @@ def plan_reconcile(
             False,
             "TargetConflict",
             f"not managed by this ConfigMirror, left untouched: {', '.join(conflicts)}",
+            generation,
+        )
+    elif unread:
+        ready = _condition(
+            False,
+            "TargetUnreadable",
+            f"ConfigMaps that cannot be read, left untouched: {_named(unread)}",
             generation,
         )
     elif replacing:

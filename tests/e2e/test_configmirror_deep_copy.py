@@ -1,5 +1,5 @@
-"""Regression (attacker's pass, round four; not fixed yet): a receiving tenant makes the
-copy in its namespace too deep to decode, and holds another tenant's mirror.
+"""Regression (attacker's pass, round four): a receiving tenant made the copy in its
+namespace too deep to decode, and held another tenant's mirror.
 
 A copy lives in the receiving tenant's namespace, which it may write. Its
 ``metadata.managedFields[].fieldsV1`` is free JSON the apiserver stores as sent; nested
@@ -16,7 +16,7 @@ Measured on kube-apiserver 1.37.2: 26 failed reconciles (DecodeError) and 20 Alr
 requeues in 40 s, the mirror still there 30 s after its DELETE, ``Ready=True/Synced``
 while the target held the old value.
 
-Expected (DESIGN.md: "one object never stops the others: whatever the apiserver stores
+Expected, and now so (DESIGN.md: "one object never stops the others: whatever the apiserver stores
 ... either decodes or is kept out ... with a loud, named reason"): ``Client.list`` keeps a
 too-deep item out (an ERROR naming it, and a record of it on the iterator) and lists the
 rest; the operator reports a copy it cannot read (not ``Synced``) and its cleanup does not
@@ -36,14 +36,7 @@ from kubemoon_core.errors import NotFound
 from kubemoon_testing import ApiServer
 from kubemoon_trio import Client
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.xfail(
-        strict=True,
-        reason="attacker's pass round four: Client.list has no keep-out for too-deep "
-        "items (not fixed in this pass)",
-    ),
-]
+pytestmark = pytest.mark.integration
 
 DEPTH = 9_000
 

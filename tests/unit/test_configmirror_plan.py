@@ -931,3 +931,24 @@ def test_a_copy_the_caller_may_not_delete_is_left_in_place() -> None:
     status = json.loads(stuck.writes[0].body)["status"]
     assert status["conditions"][0]["reason"] == "AuthorNotAllowed"
     assert status["targets"][1] == {"namespace": "c", "state": "NotAllowed", "message": why["c"]}
+
+
+def test_a_target_whose_configmap_cannot_be_read_gets_nothing_and_is_reported() -> None:
+    """Attacker's pass, round four: a receiving tenant makes its copy too deep to decode
+    (kept out of the caches and LISTs); nothing is written there and it is not Synced."""
+    why = {"b": "ConfigMap b/settings: nested 9005 levels deep"}
+    plan = plan_with_allowed(
+        mirror(status=SYNCED_STATUS),
+        SOURCE,
+        {"a": copy("a")},
+        [copy("a")],
+        NOW,
+        allowed_namespaces=EVERY_TARGET,
+        unreadable=why,
+    )
+    assert [r.method for r in plan.writes] == ["PUT"]  # the status only
+    status = json.loads(plan.writes[0].body)["status"]
+    ready = status["conditions"][0]
+    assert (ready["status"], ready["reason"]) == ("False", "TargetUnreadable")
+    assert "b/settings" in ready["message"]
+    assert status["targets"][1] == {"namespace": "b", "state": "Conflict", "message": why["b"]}
