@@ -350,6 +350,12 @@ def access_denial(answer: Mapping[str, Any], user: UserInfo, check: AccessCheck)
             f"user {user.username!r} may not create ConfigMaps in all namespaces{because}: "
             "a ConfigMirror with a namespaceSelector needs that right"
         )
+    if check.verb == "delete":
+        return (
+            f"user {user.username!r} may not delete ConfigMaps in namespace "
+            f"{check.namespace!r}{because}: the operator deletes a copy it did not create "
+            "only where the ConfigMirror's author could delete it"
+        )
     return (
         f"user {user.username!r} may not {check.verb} ConfigMaps in namespace "
         f"{check.namespace!r}{because}: "

@@ -19,6 +19,7 @@ __all__ = [
     "COPY_MEMORY_ENTRIES",
     "SOURCE_MEMORY_BYTES",
     "CopyMemory",
+    "MadeCopies",
     "SourceMemory",
     "as_metadata",
 ]
@@ -28,6 +29,8 @@ SOURCE_MEMORY_BYTES = 16 * 1024 * 1024
 _ENTRY_COST = 1024
 # How many copies the copy memory describes at most (about 300 bytes each).
 COPY_MEMORY_ENTRIES = 100_000
+# How many UIDs of copies this process created are remembered (about 100 bytes each).
+MADE_COPIES_ENTRIES = 100_000
 
 
 def _data_size(configmap: Mapping[str, Any]) -> int:
@@ -83,6 +86,30 @@ class CopyMemory:
 
     def forget(self, namespace: str, name: str) -> None:
         self._entries.pop((namespace, name), None)
+
+
+class MadeCopies:
+    """The UIDs of the copies this process created (the API server's answer to its POST),
+    most recent last, at most ``max_entries``. Only these are known to be the operator's
+    own: every mark of a copy can be forged by whoever may update a ConfigMap (or the
+    mirror's status), so a copy not in here is deleted only where the mirror's author may
+    delete it."""
+
+    def __init__(self, max_entries: int = MADE_COPIES_ENTRIES) -> None:
+        self.max_entries = max_entries
+        self._uids: OrderedDict[str, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._uids)
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._uids
+
+    def add(self, uid: str) -> None:
+        self._uids.pop(uid, None)
+        self._uids[uid] = None
+        while len(self._uids) > self.max_entries:
+            self._uids.popitem(last=False)
 
 
 class SourceMemory:

@@ -68,7 +68,7 @@ from kubemoon_trio import (
     WebhookServer,
 )
 
-from ._authority import author_refusals, copy_writes
+from ._authority import author_refusals, copy_deletes, copy_writes
 from ._indexes import (
     BY_OWNER_UID,
     MIRROR_INDEXERS,
@@ -77,7 +77,7 @@ from ._indexes import (
     owner_uid_index,
     source_of,
 )
-from ._memory import CopyMemory, SourceMemory, as_metadata
+from ._memory import CopyMemory, MadeCopies, SourceMemory, as_metadata
 from ._options import OperatorOptions
 from ._plan import (
     CONFIGMAPS,
@@ -241,6 +241,8 @@ class ConfigMirrorOperator:
         self.source_memory = SourceMemory()
         # What each copy held when last written or read (the caches hold no data).
         self.copy_memory = CopyMemory()
+        # The copies this process created: the only ones known to be its own (see _authority).
+        self.made_copies = MadeCopies()
         # GETs of copies whose data was not known (someone else wrote them, or a restart).
         self.copy_reads = 0
         full_sources = _FullSources(((configmap_cache, False),), self.source_memory)
@@ -341,6 +343,11 @@ class ConfigMirrorOperator:
         listed: list[Mapping[str, Any]] | None = None
         # Targets the mirror's author may not write now: nothing is written there.
         unauthorized: dict[str, str] = {}
+        # Copies this process did not create and the author may not delete: left in place.
+        undeletable: dict[str, str] = {}
+        # Targets whose ConfigMap of the source's name cannot be decoded (kept out of the
+        # caches, or of a LIST): nothing is written there, and the status says so.
+        unreadable = self._unreadable(source_name, targets)
         source = await self._read_source(ctx, source_caches, source_name)
         if source is not None:
             digest = data_digest(source)
@@ -380,11 +387,15 @@ class ConfigMirrorOperator:
                 sharded=sharded,
                 copies_listed=listed is not None,
                 unauthorized=unauthorized,
+                undeletable=undeletable,
+                unreadable=unreadable,
                 known={t: k for t, c in copies.items() if (k := memory.get(c)) is not None},
             )
 
         outcome: Outcome | None = Requeue()  # if every attempt needed another
-        read_unseen = sharded
+        # A create refused as AlreadyExists: sharded, another replica's copy (or one whose
+        # bucket label changed); either way, maybe one kept out of the caches.
+        read_unseen = True
         for _attempt in range(5):
             plan = plan_now()
             if plan.list_copies:
@@ -396,6 +407,15 @@ class ConfigMirrorOperator:
             if refusals:
                 unauthorized.update(refusals)
                 plan = plan_now()
+            # A copy's marks prove nothing: one this process did not create is deleted only
+            # where the author may delete it.
+            unproven = [ns for ns, c in copy_deletes(plan).items() if c not in self.made_copies]
+            if unproven:
+                verbs = dict.fromkeys(unproven, "delete")
+                kept = await author_refusals(self.author_reviews, mirror, verbs, read_source=False)
+                if kept:
+                    undeletable.update(kept)
+                    plan = plan_now()
             self._report_ignored(ctx, uid, plan)
             before = ctx.writes
             try:
@@ -430,11 +450,13 @@ class ConfigMirrorOperator:
             by_name = ListOptions(field_selector=f"metadata.name={source_name}")
             found_any = False
             for namespace in unseen:
-                async for found in ctx.client.list(
-                    CONFIGMAPS, namespace=namespace, options=by_name
-                ):
+                items = ctx.client.list(CONFIGMAPS, namespace=namespace, options=by_name)
+                async for found in items:
                     memory.put(found)
                     fetched[namespace] = as_metadata(found)
+                    found_any = True
+                for record in items.kept_out:
+                    unreadable[namespace] = f"ConfigMap {record}"
                     found_any = True
             if not found_any:
                 return Requeue()  # deleted meanwhile: plan again from the caches
@@ -446,6 +468,16 @@ class ConfigMirrorOperator:
         for event in plan.events:
             ctx.events.record(mirror, event.type, event.reason, event.note)
         return RequeueAfter(1.0) if plan.wait_for_deletions else Reconciled()
+
+    def _unreadable(self, name: str, targets: Iterable[str]) -> dict[str, str]:
+        """Target -> why, for the targets whose ConfigMap ``name`` the ConfigMap cache keeps
+        out (too deeply nested to decode: a receiving tenant may make its copy so)."""
+        wanted = set(targets)
+        return {
+            record.key.namespace: f"ConfigMap {record}"
+            for record in self.configmaps.kept_out
+            if record.key is not None and record.key.name == name and record.key.namespace in wanted
+        }
 
     def _unknown_in_sync(
         self, found: Mapping[str, Any], uid: str, source_name: str, digest: str
@@ -486,7 +518,8 @@ class ConfigMirrorOperator:
             ctx.log.warning(
                 "ConfigMap %s carries this mirror's owner UID but is not its copy (name or "
                 "managed-by label differs, or it is outside the mirror's targets and its UID "
-                "was never recorded): never written or deleted",
+                "was never recorded, or this process did not create it and the mirror's "
+                "author may not delete it): never written or deleted",
                 where,
             )
 
@@ -581,6 +614,9 @@ class ConfigMirrorOperator:
                 self.copy_memory.forget(parts[-3], parts[-1])
             elif isinstance(result, Mapping) and result.get("kind") == "ConfigMap":
                 self.copy_memory.put(result)
+                uid = _meta(result).get("uid")
+                if request.method == "POST" and isinstance(uid, str):
+                    self.made_copies.add(uid)
 
 
 def _namespace_of(request: Request) -> str:

@@ -178,7 +178,8 @@ class Plan:
     carry the mirror's UID but are not its copies (another name, or no managed-by label):
     never written, for the caller to report; so are copies outside the namespaces the
     mirror targets and that accept copies whose UID the status does not record (a
-    look-alike made where the mirror never wrote).
+    look-alike made where the mirror never wrote), and copies left in place because the
+    caller may not delete them (``undeletable`` of :func:`plan_reconcile`).
     """
 
     copies: tuple[Request, ...] = ()
@@ -439,6 +440,8 @@ def plan_reconcile(
     copies_listed: bool = False,
     unauthorized: Mapping[str, str] | None = None,
     known: Mapping[str, CopyData] | None = None,
+    undeletable: Mapping[str, str] | None = None,
+    unreadable: Mapping[str, str] | None = None,
 ) -> Plan:
     """Plan one reconcile of ``mirror``.
 
@@ -468,6 +471,15 @@ def plan_reconcile(
 
     ``unauthorized`` maps the targets the mirror's author may no longer write to why:
     nothing is written there (a copy already there is left as it is) and Ready is False.
+    ``undeletable`` maps the namespaces whose copy must not be deleted to why (the caller
+    did not create that copy itself and the mirror's author may not delete it: every mark
+    of a copy, its recorded UID included, can be put on a ConfigMap by whoever may update
+    it or the mirror's status): such a copy is left in place and named in
+    ``Plan.ignored``; a target whose copy cannot be replaced is reported like an
+    unauthorized one; a mirror being deleted does not wait for it.
+    ``unreadable`` maps the targets whose ConfigMap of the source's name exists but cannot
+    be read (too deeply nested to decode) to why: nothing is written there, the target is
+    a ``Conflict`` and Ready is False with reason ``TargetUnreadable``.
 
     A copy of ``copies_by_namespace`` may be metadata only; ``known`` (target namespace ->
     :class:`CopyData`) then says what it holds, if it describes that copy at that
@@ -494,10 +506,13 @@ def plan_reconcile(
             ignored.append(_where(c))
     # Already being deleted: its DELETE was accepted, it is not sent again.
     live = [c for c in managed if not _deleting(c)]
+    left = undeletable or {}
 
     if meta.get("deletionTimestamp"):
         if FINALIZER not in finalizers:
             return Plan(ignored=tuple(ignored))
+        ignored += [_where(c) for c in live if _meta(c).get("namespace") in left]
+        live = [c for c in live if _meta(c).get("namespace") not in left]
         if live:
             deletes = tuple(_delete_exactly(c) for c in live)
             return Plan(deletes, wait_for_deletions=True, ignored=tuple(ignored))
@@ -516,6 +531,7 @@ def plan_reconcile(
     refused: list[str] = []
     denied: list[str] = []
     replacing: list[str] = []
+    unread: list[str] = []
     requeue = False
     for target in targets:
         existing = copies_by_namespace.get(target)
@@ -537,6 +553,12 @@ def plan_reconcile(
             denied.append(target)
             target_states.append(
                 {"namespace": target, "state": "NotAllowed", "message": unauthorized[target]}
+            )
+            continue
+        if unreadable and target in unreadable:
+            unread.append(where)
+            target_states.append(
+                {"namespace": target, "state": "Conflict", "message": unreadable[target]}
             )
             continue
         if existing is not None and not is_copy(existing, uid, source_name):
@@ -562,6 +584,12 @@ def plan_reconcile(
             if _deleting(existing) or (actual is not None and actual.immutable):
                 # An immutable copy refuses every update (422): the operator's own object,
                 # it is deleted and created again once gone. One being deleted is waited for.
+                if not _deleting(existing) and target in left:
+                    denied.append(target)
+                    target_states.append(
+                        {"namespace": target, "state": "NotAllowed", "message": left[target]}
+                    )
+                    continue
                 if not _deleting(existing):
                     writes.append(_delete_exactly(existing))
                     requeue = True
@@ -583,7 +611,11 @@ def plan_reconcile(
 
     wanted = set(targets) - set(refused)
     for copy in live:
-        if _meta(copy).get("namespace") not in wanted:
+        if _meta(copy).get("namespace") in wanted:
+            continue
+        if _meta(copy).get("namespace") in left:
+            ignored.append(_where(copy))
+        else:
             writes.append(_delete_exactly(copy))
 
     generation = meta.get("generation", 0)
@@ -612,6 +644,13 @@ def plan_reconcile(
             False,
             "TargetConflict",
             f"not managed by this ConfigMirror, left untouched: {', '.join(conflicts)}",
+            generation,
+        )
+    elif unread:
+        ready = _condition(
+            False,
+            "TargetUnreadable",
+            f"ConfigMaps that cannot be read, left untouched: {_named(unread)}",
             generation,
         )
     elif replacing:

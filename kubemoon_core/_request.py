@@ -15,6 +15,8 @@ from urllib.parse import quote, urlencode
 
 from . import _json
 from ._errors import DecodeError, LocalProtocolError
+from ._kept_out import KeptOut
+from ._page_scanners import _split_page
 from ._resources import (
     APIResource,
     GroupVersionResource,
@@ -576,10 +578,16 @@ def delete_collection_request(
     )
 
 
-def decode_response(response: Response, request: Request | None = None) -> Any:
+def decode_response(
+    response: Response, request: Request | None = None, *, kept_out: list[KeptOut] | None = None
+) -> Any:
     """Return the decoded JSON body of a 2xx response; raise the ApiError of any other.
 
     ``request`` (the request answered) lets a 404 name what the server does not serve.
+    With ``kept_out`` the body is a LIST page: an item too deeply nested to decode is left
+    out of the answer's ``items`` and a :class:`~kubemoon_core.lowlevel.KeptOut` naming it
+    is appended to ``kept_out``, so one such object does not fail the whole page (anything
+    else undecodable still raises :class:`DecodeError`).
     """
     if not response.ok:
         raise error_from_response(
@@ -588,7 +596,14 @@ def decode_response(response: Response, request: Request | None = None) -> Any:
             response.body,
             path=request.path if request is not None else "",
         )
-    return _json.loads(response.body)
+    if kept_out is None:
+        return _json.loads(response.body)
+    try:
+        return _json.loads(response.body)
+    except DecodeError as exc:
+        document, kept = _split_page(response.body, exc)
+    kept_out.extend(kept)
+    return document
 
 
 # A range of one hash in 2**64: no namespace of a real cluster falls in it.

@@ -38,7 +38,7 @@ from kubemoon_core import (
 from kubemoon_core._client_config import ClientConfig
 from kubemoon_core._request import Target
 from kubemoon_core.errors import LocalProtocolError
-from kubemoon_core.lowlevel import error_from_response, retry_delay
+from kubemoon_core.lowlevel import KeptOut, error_from_response, retry_delay
 from kubemoon_core.typed import DeclaredKind, resource_info
 from kubemoon_io import (
     PLUGIN_TIMEOUT,
@@ -481,17 +481,19 @@ class Client(ClientVerbs):
         if observer in self._write_observers:
             self._write_observers.remove(observer)
 
-    def request(self, request: Request) -> Any:
+    def request(self, request: Request, *, kept_out: list[KeptOut] | None = None) -> Any:
         """Perform ``request`` and return its decoded JSON body; raise the ApiError otherwise.
 
         A 3xx is an error (redirects are not followed). A retryable answer (429, 5xx) that
         carries ``Retry-After`` is retried after that delay, at most ``max_retries`` times.
+        With ``kept_out`` the answer is a LIST page whose items too deeply nested to decode
+        are left out and recorded there (see :func:`~kubemoon_core.decode_response`).
         """
         attempt = 0
         while True:
             response = self.send(request)
             try:
-                answer = decode_response(response, request)
+                answer = decode_response(response, request, kept_out=kept_out)
                 if self._write_observers and request.method != "GET":
                     self._tell_observers(request, answer)
                 return answer

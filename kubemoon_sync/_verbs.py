@@ -36,6 +36,7 @@ from kubemoon_core import (
 )
 from kubemoon_core._request import Target
 from kubemoon_core.errors import LocalProtocolError, MethodNotAllowed
+from kubemoon_core.lowlevel import KeptOut
 from kubemoon_core.typed import DeclaredKind, decode, encode, resource_info
 
 from ._paginate import DEFAULT_PAGE_SIZE, Items, TypedItems
@@ -83,7 +84,7 @@ def _decoded(cls: type[Any] | None, answer: Any) -> Any:
 class ClientVerbs:
     """The verbs of :class:`~kubemoon_sync.Client`, on its ``request``."""
 
-    def request(self, request: Request) -> Any:
+    def request(self, request: Request, *, kept_out: list[KeptOut] | None = None) -> Any:
         """Perform ``request`` and return its decoded JSON body (the client's)."""
         raise NotImplementedError  # pragma: no cover - the client's own
 

@@ -7,9 +7,11 @@ is not a list of objects is a ``DecodeError`` naming ``items`` (``null`` items, 
 metadata-only list has, are none); after the iteration,
 ``resource_version`` is the list's resourceVersion; with ``metadata_only`` the items are
 ``PartialObjectMetadata``; :class:`TypedItems` decodes each item into a kind as it is
-handed out (one that does not decode is a ``TypedDecodeError`` naming ``items[n]``).
-Requests go through the client's ``request`` (its retries, credentials and write gate),
-which this module only calls.
+handed out (one that does not decode is a ``TypedDecodeError`` naming ``items[n]``). An
+item too deeply nested to decode is left out of the list, logged at ERROR (the first
+``MAX_KEPT_OUT_LOGGED`` of a list) and recorded in ``kept_out``, so one such object does
+not fail the list. Requests go through the client's ``request`` (its retries, credentials
+and write gate), which this module only calls.
 """
 
 from __future__ import annotations
@@ -22,21 +24,24 @@ from typing import Any, Generic, Protocol, TypeVar
 from kubemoon_core import ListOptions, Request, list_request
 from kubemoon_core._request import Target, next_page_limit
 from kubemoon_core.errors import DecodeError, TypedDecodeError
+from kubemoon_core.lowlevel import KeptOut
 from kubemoon_core.typed import decode
 from kubemoon_io import ResponseTooLarge
 
-__all__ = ["DEFAULT_PAGE_SIZE", "Items", "TypedItems"]
+__all__ = ["DEFAULT_PAGE_SIZE", "MAX_KEPT_OUT_LOGGED", "Items", "TypedItems"]
 
 logger = logging.getLogger("kubemoon.client")
 
 DEFAULT_PAGE_SIZE = 500
 T = TypeVar("T")
+# How many kept-out items one list logs (each at ERROR); the rest are only recorded.
+MAX_KEPT_OUT_LOGGED = 10
 
 
 class Requester(Protocol):
     """What the paginator needs of its client: a request performed and decoded."""
 
-    async def request(self, request: Request) -> Any: ...
+    async def request(self, request: Request, *, kept_out: list[KeptOut] | None = None) -> Any: ...
 
 
 class Items:
@@ -61,6 +66,8 @@ class Items:
         self._done = False
         self.resource_version: str | None = None
         self.page_shrinks = 0  # pages asked for again with half the limit (too large)
+        # Items the server holds that could not be decoded (too deep): not listed.
+        self.kept_out: list[KeptOut] = []
 
     def __aiter__(self) -> Items:
         return self
@@ -70,6 +77,7 @@ class Items:
             if self._done:
                 raise StopAsyncIteration
             options = dataclasses.replace(self._options, continue_token=self._continue)
+            kept: list[KeptOut] = []
             try:
                 page = await self._client.request(
                     list_request(
@@ -77,7 +85,8 @@ class Items:
                         namespace=self._namespace,
                         options=options,
                         metadata_only=self._metadata_only,
-                    )
+                    ),
+                    kept_out=kept,
                 )
             except ResponseTooLarge:
                 # Ask for the same page in halves (down to one object) for the rest of
@@ -94,6 +103,10 @@ class Items:
                 self._options = dataclasses.replace(self._options, limit=smaller)
                 self.page_shrinks += 1
                 continue
+            for record in kept:
+                if len(self.kept_out) < MAX_KEPT_OUT_LOGGED:
+                    logger.error("LIST %s: %s; left out of the list", self._resource, record)
+                self.kept_out.append(record)
             items = page.get("items", ()) if isinstance(page, dict) else None
             if items is None and isinstance(page, dict):
                 items = []  # an empty PartialObjectMetadataList has "items": null

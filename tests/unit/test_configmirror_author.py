@@ -15,7 +15,8 @@ from configmirror._admission import (
     expected_author,
     parse_author,
 )
-from configmirror._authority import author_refusals, copy_writes
+from configmirror._authority import author_refusals, copy_deletes, copy_writes
+from configmirror._memory import MadeCopies
 from configmirror._plan import FINALIZER, plan_reconcile
 from configmirror._webhooks import AccessReviews, ConfigMirrorWebhooks, mutate
 from kubemoon_core import GroupVersionKind, GroupVersionResource
@@ -203,3 +204,27 @@ def test_copy_writes_ignore_deletes_and_other_paths() -> None:
     )
     assert [r.method for r in plan.copies] == ["DELETE"]
     assert copy_writes(plan) == {}
+    # The deletes are listed apart, with the UID each is conditional on.
+    assert copy_deletes(plan) == {"x": "copy-in-x"}
+
+
+async def test_a_delete_is_reviewed_for_the_delete_right_only() -> None:
+    """A copy the operator did not create is deleted only where the author may delete:
+    the review asks ``delete`` there and not ``get`` on the source (a delete copies
+    nothing)."""
+    authorizer = Allow({("alice", "delete", "a")})
+    reviews = AccessReviews(authorizer, cache_allowed=False)
+    stored = mirror("a", "b", author=author_value(ALICE))
+    verbs = {"a": "delete", "b": "delete"}
+    refusals = await author_refusals(reviews, stored, verbs, read_source=False)
+    assert list(refusals) == ["b"]
+    assert "may not delete ConfigMaps in namespace 'b'" in refusals["b"]
+    assert "did not create" in refusals["b"]
+    assert all(verb == "delete" for _, verb, _ in authorizer.asked)
+
+
+def test_made_copies_are_bounded_and_forget_the_oldest() -> None:
+    made = MadeCopies(max_entries=2)
+    for uid in ("u1", "u2", "u1", "u3"):
+        made.add(uid)
+    assert len(made) == 2 and "u1" in made and "u3" in made and "u2" not in made

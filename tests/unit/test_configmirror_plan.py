@@ -866,3 +866,89 @@ def test_a_copy_seen_as_metadata_is_settled_only_with_its_data_known() -> None:
     assert not copy_settled(seen, mirror(), SOURCE, known=CopyData("cm-a", "8", SOURCE_DIGEST))
     edited = copy_data(copy("a", data={"k": "edited"}))
     assert not copy_settled(seen, mirror(), SOURCE, known=edited)
+
+
+def test_a_copy_the_caller_may_not_delete_is_left_in_place() -> None:
+    """Attacker's pass, round four: every mark of a copy (name, label, owner UID, a UID in
+    the status) can be forged by whoever may update a ConfigMap or the mirror's status, so
+    the caller names the copies it did not create and the author may not delete
+    (``undeletable``): they are never deleted, and a deleting mirror does not wait for
+    them."""
+    why = {"c": "user 'limited' may not delete ConfigMaps in namespace 'c'"}
+    # Dropped from the targets (recorded): left in place, reported, not deleted.
+    plan = plan_with_allowed(
+        mirror(status=recording("a", "b", "c")),
+        SOURCE,
+        {"a": copy("a"), "b": copy("b")},
+        [copy("a"), copy("b"), copy("c")],
+        NOW,
+        allowed_namespaces=EVERY_TARGET,
+        undeletable=why,
+    )
+    assert all(r.method != "DELETE" for r in plan.writes)
+    assert plan.ignored == ("c/settings",)
+    # A mirror being deleted: the other copies are deleted, then the finalizer goes.
+    deleting = mirror(
+        metadata={"deletionTimestamp": NOW, "finalizers": [FINALIZER]},
+        spec={"targetNamespaces": ["a", "c"]},
+    )
+    cleanup = plan_with_allowed(
+        deleting,
+        SOURCE,
+        {},
+        [copy("a"), copy("c")],
+        NOW,
+        allowed_namespaces=EVERY_TARGET,
+        copies_listed=True,
+        undeletable=why,
+    )
+    assert summary(cleanup) == [("DELETE", "/api/v1/namespaces/a/configmaps/settings")]
+    assert cleanup.ignored == ("c/settings",)
+    done = plan_with_allowed(
+        deleting,
+        SOURCE,
+        {},
+        [copy("c")],
+        NOW,
+        allowed_namespaces=EVERY_TARGET,
+        copies_listed=True,
+        undeletable=why,
+    )
+    assert json.loads(done.writes[0].body)["metadata"]["finalizers"] == []
+    # An immutable copy that cannot be deleted cannot be replaced: reported, not deleted.
+    frozen = copy("c", data={"k": "old"})
+    frozen["immutable"] = True
+    stuck = plan_with_allowed(
+        mirror(spec={"targetNamespaces": ["a", "c"]}, status=recording("a", "c")),
+        SOURCE,
+        {"a": copy("a"), "c": frozen},
+        [copy("a"), frozen],
+        NOW,
+        allowed_namespaces=EVERY_TARGET,
+        undeletable=why,
+    )
+    assert [r.method for r in stuck.writes] == ["PUT"]  # the status only
+    status = json.loads(stuck.writes[0].body)["status"]
+    assert status["conditions"][0]["reason"] == "AuthorNotAllowed"
+    assert status["targets"][1] == {"namespace": "c", "state": "NotAllowed", "message": why["c"]}
+
+
+def test_a_target_whose_configmap_cannot_be_read_gets_nothing_and_is_reported() -> None:
+    """Attacker's pass, round four: a receiving tenant makes its copy too deep to decode
+    (kept out of the caches and LISTs); nothing is written there and it is not Synced."""
+    why = {"b": "ConfigMap b/settings: nested 9005 levels deep"}
+    plan = plan_with_allowed(
+        mirror(status=SYNCED_STATUS),
+        SOURCE,
+        {"a": copy("a")},
+        [copy("a")],
+        NOW,
+        allowed_namespaces=EVERY_TARGET,
+        unreadable=why,
+    )
+    assert [r.method for r in plan.writes] == ["PUT"]  # the status only
+    status = json.loads(plan.writes[0].body)["status"]
+    ready = status["conditions"][0]
+    assert (ready["status"], ready["reason"]) == ("False", "TargetUnreadable")
+    assert "b/settings" in ready["message"]
+    assert status["targets"][1] == {"namespace": "b", "state": "Conflict", "message": why["b"]}
