@@ -333,20 +333,25 @@ class Client(ClientVerbs):
                 raw = await self._pool.handle_async_request(raw_request)
             finally:
                 disarm_send_guard()  # however the exchange ended
-            body = await self._read_body(raw, deadline)
+            body = await self._read_body(raw, deadline, request.body_limit)
         except NETWORK_ERRORS as exc:
             self.request_counts["<error>", request.method, self._host] += 1
             raise transport_error(exc, self.config.origin, self.config.tls_server_name) from None
         self.request_counts[str(raw.status), request.method, self._host] += 1
         return Response(raw.status, decode_headers(raw.headers), body)
 
-    async def _read_body(self, raw: httpcore.Response, deadline: float) -> bytes:
+    async def _read_body(
+        self, raw: httpcore.Response, deadline: float, body_limit: int | None = None
+    ) -> bytes:
         # Bounded: an error body is cut at 64 KiB, any other body over the cap is refused,
         # and a body that trickles in stops at the call's deadline (even where a blocking
         # read cannot be interrupted, each chunk is checked). The reads need no scope of
         # their own: the call's deadline scope (send) bounds them. The response is closed
         # here, whatever happens.
         limit = self._max_body_size if 200 <= raw.status < 300 else ERROR_BODY_LIMIT
+        cap = "max_body_size"
+        if body_limit is not None and body_limit < limit and limit != ERROR_BODY_LIMIT:
+            limit, cap = body_limit, "the request's body_limit"
         reader = _backend.BodyReader(raw)
         try:
             chunks: list[bytes] = []
@@ -361,7 +366,7 @@ class Client(ClientVerbs):
                         return b"".join(chunks)[:limit]
                     raise ResponseTooLarge(
                         f"{self.config.origin}: the response body exceeds {limit} bytes "
-                        "(max_body_size); the connection was closed"
+                        f"({cap}); the connection was closed"
                     )
         finally:
             await reader.aclose()

@@ -1,7 +1,8 @@
 """Records of objects the server holds but the reflector's cache cannot.
 
-Rules: an object too deeply nested to decode, or one the store refuses, is kept out of the
-store and produces no change; a :class:`KeptOut` says what it was (as much of its key, uid
+Rules: an object too deeply nested to decode, or one the store refuses (for a metadata-only
+cache: labels past :data:`MAX_CACHED_LABEL_CHARS`), is kept out of the store and produces
+no change; a :class:`KeptOut` says what it was (as much of its key, uid
 and resourceVersion as could be read without decoding it) and why. What names a record is
 read defensively: a missing or mistyped field is None, never an error.
 """
@@ -12,9 +13,31 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._errors import LocalProtocolError
 from ._resources import ObjectKey
 
-__all__ = ["KeptOut"]
+__all__ = ["MAX_CACHED_LABEL_CHARS", "KeptOut", "check_label_size"]
+
+#: The most label text (keys and values, in characters) a metadata-only cache keeps of one
+#: object. The apiserver bounds annotations (256 KiB in all) but not labels: an object can
+#: carry a megabyte of them, several MiB once decoded, and a metadata-only cache promises
+#: objects that stay small whatever their writer does. Real objects use a few hundred.
+MAX_CACHED_LABEL_CHARS = 64 * 1024
+
+
+def check_label_size(obj: Mapping[str, Any]) -> None:
+    """Refuse ``obj`` (:class:`~kubemoon_core.errors.LocalProtocolError`) when its labels
+    hold more than :data:`MAX_CACHED_LABEL_CHARS` characters."""
+    metadata = obj.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    if not isinstance(labels, Mapping) or not labels:
+        return
+    size = sum(len(k) + (len(v) if isinstance(v, str) else 0) for k, v in labels.items())
+    if size > MAX_CACHED_LABEL_CHARS:
+        raise LocalProtocolError(
+            f"its {len(labels)} labels hold {size} characters, more than the "
+            f"{MAX_CACHED_LABEL_CHARS} a metadata-only cache keeps of one object"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -754,7 +754,10 @@ class Reflector:
         elif kind == "DELETED":
             self._store.unstage(event.object)
         else:
-            self._store.stage(event.object)
+            try:
+                self._store.stage(event.object)
+            except LocalProtocolError as exc:  # decoded, but the store refuses it
+                self._note_kept(_kept_out(event.object, str(exc)), self._epoch_kept)
 
     def _event_rv(self, event: WatchEvent) -> str:
         rv = event.resource_version

@@ -29,6 +29,7 @@ from ._status import error_from_response
 
 __all__ = [
     "METADATA_ONLY_ACCEPT",
+    "PAGE_BODY_LIMIT",
     "METADATA_ONLY_LIST_ACCEPT",
     "DeleteOptions",
     "ListOptions",
@@ -75,6 +76,9 @@ class Request:
     headers: Headers = (("Accept", JSON), ("User-Agent", USER_AGENT))
     body: bytes = b""
     stream: bool = False
+    #: A cap on the answer's body below the client's own (``max_body_size``), or None: a
+    #: paginated LIST page of more than one object is held to :data:`PAGE_BODY_LIMIT`.
+    body_limit: int | None = None
 
     @property
     def target(self) -> str:
@@ -372,6 +376,13 @@ def get_request(
     return Request("GET", _path(resource, namespace, name, subresource, collection=False))
 
 
+#: The most one LIST page of several objects may weigh (its body, in bytes); past it the
+#: client refuses the page (``ResponseTooLarge``) and the pager asks again for half as
+#: many objects. One object alone gets the client's own cap. A tenant's large objects thus
+#: cost the operator small pages, never a page of many megabytes decoded at once.
+PAGE_BODY_LIMIT = 16 * 1024 * 1024
+
+
 def next_page_limit(limit: int) -> int | None:
     """The ``limit`` to ask a LIST page again with after it was too large for the client:
     half of ``limit`` (rounded down), or None at 1 (one object is as small as a page gets).
@@ -404,6 +415,9 @@ def list_request(
         _path(resource, namespace, None, None, collection=True),
         tuple(opts.query()),
         headers=headers,
+        # A page of several objects is held to the page limit, so big objects make smaller
+        # pages (next_page_limit), not big buffers; one object gets the client's cap.
+        body_limit=PAGE_BODY_LIMIT if opts.limit is not None and opts.limit > 1 else None,
     )
 
 

@@ -33,7 +33,7 @@ from ._freshness import (
 )
 from ._gate import DEFAULT_GATE_MARGIN, WriteGate
 from ._histogram import QUEUE_DURATION_BUCKETS, RECONCILE_TIME_BUCKETS, Histogram
-from ._kept_out import KeptOut
+from ._kept_out import MAX_CACHED_LABEL_CHARS, KeptOut, check_label_size
 from ._leader import (
     JITTER_FACTOR,
     LeaderElector,
@@ -63,7 +63,12 @@ from ._ratelimit import (
 )
 from ._reflector import Reflector, ReflectorStats
 from ._reflector_states import ReflectorInput, ReflectorState, RelistReason
-from ._request import METADATA_ONLY_ACCEPT, METADATA_ONLY_LIST_ACCEPT, USER_AGENT
+from ._request import (
+    METADATA_ONLY_ACCEPT,
+    METADATA_ONLY_LIST_ACCEPT,
+    PAGE_BODY_LIMIT,
+    USER_AGENT,
+)
 from ._restmapper import RefreshNeeded, RESTMapper
 from ._status import Disposition, decode_status, error_from_response, error_from_status, retry_delay
 from ._store import Store, label_indexer, namespace_indexer
@@ -115,6 +120,9 @@ __all__ = [
     "JITTER_FACTOR",
     "KeptOut",
     "KeptOutEvent",
+    "MAX_CACHED_LABEL_CHARS",
+    "PAGE_BODY_LIMIT",
+    "check_label_size",
     "label_indexer",
     "LeaderElector",
     "LeaderEvent",

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from kubemoon_core import APIResource, GroupVersionResource, ObjectKey, Request
+from kubemoon_core._kept_out import check_label_size
 from kubemoon_core.errors import CacheSyncTimeout, LocalProtocolError
 from kubemoon_core.lowlevel import Store, WriteFloors, written_object
 
@@ -51,6 +52,13 @@ def _drop_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     if isinstance(metadata, dict):
         metadata.pop("managedFields", None)
     return obj
+
+
+def _bounded_metadata(obj: dict[str, Any]) -> dict[str, Any]:
+    """A metadata-only cache's transform: no managedFields, and an object whose labels are
+    past the bound is refused (kept out of the cache, with an ERROR naming it)."""
+    check_label_size(obj)
+    return _drop_managed_fields(obj)
 
 
 def _as_cached(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -317,7 +325,7 @@ class SharedInformers:
         if informer is None:
             store = Store(
                 indexers=dict(indexers or {}),
-                transform=_drop_managed_fields,
+                transform=_bounded_metadata if metadata_only else _drop_managed_fields,
                 compact=self._compact,
             )
             informer = Informer(
