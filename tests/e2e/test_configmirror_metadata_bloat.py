@@ -95,6 +95,14 @@ async def test_a_tenants_heavily_labelled_configmaps_do_not_blow_the_operators_m
             return True
 
         await eventually(copied, timeout=120, what="the copy made after the caches synced")
+
+        async def named() -> bool:  # the informer logs what it keeps out (at ERROR)
+            return (
+                "a metadata-only cache keeps of one object"
+                in (tmp_path / "operator.log").read_text()
+            )
+
+        await eventually(named, timeout=60, what="the kept-out ConfigMaps named in the log")
         await trio.sleep(2)
         peak = _peak_rss_mib(process.pid)
     finally:
