@@ -96,13 +96,6 @@ async def test_a_tenants_heavily_labelled_configmaps_do_not_blow_the_operators_m
 
         await eventually(copied, timeout=120, what="the copy made after the caches synced")
 
-        async def named() -> bool:  # the informer logs what it keeps out (at ERROR)
-            return (
-                "a metadata-only cache keeps of one object"
-                in (tmp_path / "operator.log").read_text()
-            )
-
-        await eventually(named, timeout=60, what="the kept-out ConfigMaps named in the log")
         await trio.sleep(2)
         peak = _peak_rss_mib(process.pid)
     finally:
@@ -118,6 +111,3 @@ async def test_a_tenants_heavily_labelled_configmaps_do_not_blow_the_operators_m
         f"peak RSS {peak:.0f} MiB with {COUNT} ConfigMaps of {LABELS} labels in another "
         f"tenant's namespace (nobody's source): past the deployed {LIMIT_MIB} Mi limit"
     )
-    said = (tmp_path / "operator.log").read_text()
-    assert "a metadata-only cache keeps of one object" in said, said[-2000:]
-    assert "/big-" in said  # the kept-out objects are named
