@@ -257,6 +257,10 @@ _PLANS: list[dict[str, Any]] = [
 ]
 
 
+def _running(walk: Discovery) -> bool:
+    return walk.state is DiscoveryState.RUNNING
+
+
 @pytest.mark.parametrize("reverse", [False, True])
 def test_discovery_moves_only_along_its_table_and_takes_every_edge(
     steps: list[Step], reverse: bool
@@ -264,7 +268,7 @@ def test_discovery_moves_only_along_its_table_and_takes_every_edge(
     taken: set[Step] = set()
     for plan in _PLANS:
         walk = Discovery()
-        while walk.state is DiscoveryState.RUNNING:
+        while _running(walk):
             requests = walk.next_requests()
             for request in reversed(requests) if reverse else requests:
                 before = walk.state
@@ -275,7 +279,7 @@ def test_discovery_moves_only_along_its_table_and_takes_every_edge(
                     pass
                 _explained(Discovery.transitions(), before, walk.state, steps)
                 taken.update(steps)
-                if walk.state is not DiscoveryState.RUNNING:
+                if not _running(walk):
                     break
     used = {(source, event) for _, source, event in taken}
     assert used == set(Discovery.transitions())
