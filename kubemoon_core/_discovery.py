@@ -341,9 +341,9 @@ class DiscoveryInput(enum.Enum):
     """What moves a :class:`Discovery` walk: how one answer was taken."""
 
     AGGREGATED = "aggregated root document"
-    EXPANDED = "legacy root document: its group versions queued"
+    EXPANDED = "legacy root document, its group versions queued"
     GROUP_VERSION = "group version document"
-    GROUP_VERSION_FAILED = "group version refused: recorded and skipped"
+    GROUP_VERSION_FAILED = "group version refused, recorded and skipped"
     ROOT_FAILED = "root refused"
     INVALID = "document invalid"
     FINISHED = "nothing left to ask or to wait for"
