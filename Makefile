@@ -42,6 +42,7 @@ lint: $(STAMP) $(BIN)/actionlint
 	$(BIN)/python scripts/unasync.py --check
 	$(BIN)/python scripts/migrate_imports.py --check .  # no import of a moved name by its old path
 	$(BIN)/python scripts/gen_builtins.py --check
+	$(BIN)/python scripts/state_diagrams.py --check  # docs/diagrams/*.mmd are the machines' tables
 	$(BIN)/kubemoon crd check deploy/base/crd.yaml $(CONFIGMIRROR_CRD)
 	$(BIN)/python scripts/version.py check
 	$(BIN)/actionlint -no-color

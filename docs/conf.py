@@ -14,15 +14,13 @@ nitpicky = True  # every cross-reference resolves; no suppressions
 html_theme = "alabaster"
 exclude_patterns = ["_build", "_generated"]
 
-# The reflector's state diagram is generated from its transition table at every build, so
-# the docs cannot drift from the code.
+# The state diagrams (docs/diagrams/*.mmd) are generated from the machines' transition
+# tables by scripts/state_diagrams.py; `make lint` and tests/unit/test_state_diagrams.py
+# fail when one disagrees with its table.
 import pathlib  # noqa: E402
-
-from kubemoon_core.lowlevel import Reflector  # noqa: E402
 
 _generated = pathlib.Path(__file__).parent / "_generated"
 _generated.mkdir(exist_ok=True)
-(_generated / "reflector.mmd").write_text(Reflector.diagram() + "\n", encoding="utf-8")
 
 
 # -- Cross-references -------------------------------------------------------------------

@@ -4,6 +4,11 @@ Rules: the server's order is kept (no sorting, no de-duplication). A missing or 
 required field, a mistyped optional field, or an inconsistent version relation rejects the
 whole document with a :class:`DecodeError` naming the JSON path. Subresources
 (``deployments/status``) are attached to their parent, never made top-level resources.
+
+The walk's state moves only by its transition table (``_TRANSITIONS``, published by
+:meth:`Discovery.transitions`): each answer is classified into a :class:`DiscoveryInput`,
+then the last answer of the walk moves it to DONE. A move the table lacks is a bug of the
+machine, an AssertionError naming the state and the input.
 """
 
 from __future__ import annotations
@@ -12,13 +17,14 @@ import dataclasses
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from . import _json
 from ._errors import DecodeError, KubeMoonError, LocalProtocolError
 from ._request import USER_AGENT, Request, Response
 from ._resources import APIResource, GroupVersion, GroupVersionResource, Scope
 from ._status import ApiError, error_from_response
+from ._transitions import TransitionTable
 
 __all__ = [
     "AGGREGATED_DISCOVERY_ACCEPT",
@@ -28,6 +34,7 @@ __all__ = [
     "APIResourceList",
     "APIVersions",
     "Discovery",
+    "DiscoveryInput",
     "DiscoveryState",
     "decode_aggregated_discovery",
     "decode_api_group_list",
@@ -330,6 +337,34 @@ class DiscoveryState(enum.Enum):
     FAILED = "failed"
 
 
+class DiscoveryInput(enum.Enum):
+    """What moves a :class:`Discovery` walk: how one answer was taken."""
+
+    AGGREGATED = "aggregated root document"
+    EXPANDED = "legacy root document, its group versions queued"
+    GROUP_VERSION = "group version document"
+    GROUP_VERSION_FAILED = "group version refused, recorded and skipped"
+    ROOT_FAILED = "root refused"
+    INVALID = "document invalid"
+    FINISHED = "nothing left to ask or to wait for"
+
+
+_DS, _DI = DiscoveryState, DiscoveryInput
+_TRANSITIONS: dict[tuple[DiscoveryState, DiscoveryInput], DiscoveryState] = {
+    (_DS.RUNNING, _DI.AGGREGATED): _DS.RUNNING,
+    (_DS.RUNNING, _DI.EXPANDED): _DS.RUNNING,
+    (_DS.RUNNING, _DI.GROUP_VERSION): _DS.RUNNING,
+    (_DS.RUNNING, _DI.GROUP_VERSION_FAILED): _DS.RUNNING,
+    (_DS.RUNNING, _DI.ROOT_FAILED): _DS.FAILED,
+    (_DS.RUNNING, _DI.INVALID): _DS.FAILED,
+    (_DS.RUNNING, _DI.FINISHED): _DS.DONE,
+}
+del _DS, _DI
+_TABLE = TransitionTable.from_targets(
+    "Discovery", DiscoveryState.RUNNING, DiscoveryInput, _TRANSITIONS
+)
+
+
 @dataclass(frozen=True, slots=True)
 class _Pending:
     index: int  # position in the final result, so answers may arrive in any order
@@ -355,8 +390,13 @@ class Discovery:
     ``DONE``; then read :attr:`resources`.
     """
 
+    @classmethod
+    def transitions(cls) -> TransitionTable[DiscoveryState, DiscoveryInput]:
+        """The walk's transition table."""
+        return _TABLE
+
     def __init__(self, *, aggregated: bool = True) -> None:
-        self.state = DiscoveryState.RUNNING
+        self._state = DiscoveryState.RUNNING
         self.failed_group_versions: dict[GroupVersion, ApiError] = {}
         self.stale_group_versions: tuple[GroupVersion, ...] = ()
         self._aggregated = aggregated
@@ -367,6 +407,16 @@ class Discovery:
         self._queue("/api", root=True)
         self._queue("/apis", root=True)
 
+    @property
+    def state(self) -> DiscoveryState:
+        """Where the walk is."""
+        return self._state
+
+    def _move(self, event: DiscoveryInput) -> None:
+        target = _TABLE.step(self._state, event).target
+        assert target is not None  # the walk never leaves its table
+        self._state = target
+
     def _queue(self, path: str, *, root: bool, gv: GroupVersion | None = None) -> None:
         request = _discovery_request(path, aggregated=root and self._aggregated)
         # Indices leave room for the group versions a legacy root expands into.
@@ -375,7 +425,7 @@ class Discovery:
 
     def next_requests(self) -> list[Request]:
         """Requests to send now (possibly concurrently); empty when none are due."""
-        if self.state is not DiscoveryState.RUNNING:
+        if self._state is not DiscoveryState.RUNNING:
             return []
         out = []
         for pending in self._queued:
@@ -387,28 +437,29 @@ class Discovery:
     def receive_response(self, request: Request, response: Response) -> None:
         """Take the answer to one request returned by :meth:`next_requests`."""
         pending = self._in_flight.pop(request, None)
-        if self.state is not DiscoveryState.RUNNING or pending is None:
+        if self._state is not DiscoveryState.RUNNING or pending is None:
             raise LocalProtocolError(f"no discovery request in flight for {request.path}")
         if pending.root:
             self._receive_root(pending, response)
         else:
             self._receive_group_version(pending, response)
         if not self._queued and not self._in_flight:
-            self.state = DiscoveryState.DONE
+            self._move(DiscoveryInput.FINISHED)
 
-    def _fail(self, error: KubeMoonError) -> None:
-        self.state = DiscoveryState.FAILED
+    def _fail(self, event: DiscoveryInput, error: KubeMoonError) -> NoReturn:
+        self._move(event)
         raise error
 
     def _receive_root(self, pending: _Pending, response: Response) -> None:
         if not response.ok:
             self._fail(
+                DiscoveryInput.ROOT_FAILED,
                 error_from_response(
                     response.status_code,
                     response.headers,
                     response.body,
                     path=pending.request.path,
-                )
+                ),
             )
         try:
             doc = _document(response.body)
@@ -417,15 +468,19 @@ class Discovery:
                 aggregated = decode_aggregated_discovery(doc)
                 self._results[pending.index] = aggregated.resources
                 self.stale_group_versions += aggregated.stale_group_versions
+                event = DiscoveryInput.AGGREGATED
             elif pending.request.path == "/api":
                 for version in decode_api_versions(doc).versions:
                     self._expand(pending, GroupVersion("", version))
+                event = DiscoveryInput.EXPANDED
             else:
                 for group in decode_api_group_list(doc).groups:
                     for gv in group.versions:
                         self._expand(pending, gv)
+                event = DiscoveryInput.EXPANDED
         except DecodeError as exc:
-            self._fail(exc)
+            self._fail(DiscoveryInput.INVALID, exc)
+        self._move(event)
 
     def _expand(self, root: _Pending, gv: GroupVersion) -> None:
         # Results are ordered by index; group versions of /api sort before those of /apis
@@ -441,16 +496,18 @@ class Discovery:
                 response.status_code, response.headers, response.body, path=pending.request.path
             )
             self.failed_group_versions[pending.group_version] = error
+            self._move(DiscoveryInput.GROUP_VERSION_FAILED)
             return
         try:
             decoded = decode_api_resource_list(response.body)
         except DecodeError as exc:
-            self._fail(exc)
+            self._fail(DiscoveryInput.INVALID, exc)
         self._results[pending.index] = decoded.resources
+        self._move(DiscoveryInput.GROUP_VERSION)
 
     @property
     def resources(self) -> tuple[APIResource, ...]:
         """Every resource found, core group first, then the named groups in server order."""
-        if self.state is not DiscoveryState.DONE:
-            raise LocalProtocolError(f"discovery is {self.state.value}, not done")
+        if self._state is not DiscoveryState.DONE:
+            raise LocalProtocolError(f"discovery is {self._state.value}, not done")
         return tuple(r for index in sorted(self._results) for r in self._results[index])

@@ -51,7 +51,6 @@ write that a new leader must then see unchanged for ``lease_duration`` local sec
 from __future__ import annotations
 
 import datetime
-import enum
 import math
 import random
 from collections.abc import Mapping
@@ -60,9 +59,21 @@ from typing import Any
 
 from . import _json
 from ._errors import DecodeError, KubeMoonError, LocalProtocolError
+from ._leader_states import (
+    _LEADING_STATES,
+    _REQUESTS,
+    _STOP_REASONS,
+    _TABLE,
+    _TRANSITIONS,
+    LeaderInput,
+    LeaderState,
+    _Op,
+    _Wait,
+)
 from ._request import Request, Response, create_request, get_request, replace_request
 from ._resources import GroupVersionResource
 from ._status import error_from_response
+from ._transitions import TransitionTable
 
 __all__ = [
     "HOLDER_INSTANCE_ANNOTATION",
@@ -70,6 +81,7 @@ __all__ = [
     "LEASES",
     "LeaderElector",
     "LeaderEvent",
+    "LeaderInput",
     "LeaderState",
     "LeaseRecord",
     "NewLeader",
@@ -101,152 +113,6 @@ def takeover_bound(lease_duration: float = 15.0, retry_period: float = 2.0) -> f
     taken at the follower's next poll.) Its caches are warm, so it reconciles at once.
     """
     return lease_duration + 2.0 * retry_period * (1.0 + JITTER_FACTOR)
-
-
-class LeaderState(enum.Enum):
-    """Where a :class:`LeaderElector` stands, and what it will ask for next."""
-
-    FOLLOWING = "following"  # next: GET the lease at the jittered retry time
-    CREATING = "creating"  # next: CREATE the lease, which does not exist
-    ACQUIRING = "acquiring"  # next: UPDATE taking the lease
-    LEADING = "leading"  # leader; next: the renewing UPDATE every retry_period
-    CONFIRMING = "confirming"  # leader whose renew conflicted; next: GET to see why
-    DEPOSED = "deposed"  # stopped leading with a request in flight; its answer only informs
-    RELEASE_PENDING = "release_pending"  # release asked while a request is in flight
-    RELEASE_CHECKING = "release_checking"  # next: GET to see whether the lease is still ours
-    RELEASING = "releasing"  # next: the UPDATE that clears the holder
-    STOPPED = "stopped"  # released or shut down: nothing more to do
-    DUPLICATE = "duplicate"  # another live process has this identity: nothing more to do
-
-
-_LEADING_STATES = frozenset({LeaderState.LEADING, LeaderState.CONFIRMING})
-
-
-class _Input(enum.Enum):
-    ABSENT = "the lease does not exist"
-    MINE = "the lease names this candidate"
-    FREE = "the lease has no holder or it expired"
-    HELD = "another candidate holds the lease"
-    WRITTEN = "a write succeeded"
-    CONFLICT = "a write lost a race"
-    FAILED = "a request failed"
-    EXPIRED = "the renew deadline passed"
-    EXPIRED_BUSY = "the renew deadline passed with a request in flight"
-    RELEASE = "release was asked"
-    RELEASE_BUSY = "release was asked with a request in flight"
-    DUPLICATE = "another process writes the lease under this identity"
-
-
-class _Wait(enum.Enum):
-    NOW = "now"  # the next request is due at once
-    RETRY = "retry"  # after retry_period
-    JITTER = "jitter"  # after retry_period, jittered
-
-
-class _Op(enum.Enum):
-    GET = "GET"
-    CREATE = "CREATE"
-    UPDATE = "UPDATE"
-
-
-_S, _I, _W = LeaderState, _Input, _Wait
-
-# The whole machine: (state, input) -> (next state, when the next request is due).
-_TRANSITIONS: dict[tuple[LeaderState, _Input], tuple[LeaderState, _Wait]] = {
-    (_S.FOLLOWING, _I.ABSENT): (_S.CREATING, _W.NOW),
-    (_S.FOLLOWING, _I.MINE): (_S.ACQUIRING, _W.NOW),
-    (_S.FOLLOWING, _I.FREE): (_S.ACQUIRING, _W.NOW),
-    (_S.FOLLOWING, _I.HELD): (_S.FOLLOWING, _W.JITTER),
-    (_S.FOLLOWING, _I.FAILED): (_S.FOLLOWING, _W.JITTER),
-    (_S.FOLLOWING, _I.RELEASE): (_S.STOPPED, _W.NOW),
-    (_S.FOLLOWING, _I.RELEASE_BUSY): (_S.RELEASE_PENDING, _W.NOW),
-    (_S.CREATING, _I.WRITTEN): (_S.LEADING, _W.RETRY),
-    (_S.CREATING, _I.CONFLICT): (_S.FOLLOWING, _W.JITTER),
-    (_S.CREATING, _I.FAILED): (_S.FOLLOWING, _W.JITTER),
-    (_S.CREATING, _I.RELEASE): (_S.STOPPED, _W.NOW),
-    (_S.CREATING, _I.RELEASE_BUSY): (_S.RELEASE_PENDING, _W.NOW),
-    (_S.ACQUIRING, _I.WRITTEN): (_S.LEADING, _W.RETRY),
-    (_S.ACQUIRING, _I.CONFLICT): (_S.FOLLOWING, _W.JITTER),
-    (_S.ACQUIRING, _I.FAILED): (_S.FOLLOWING, _W.JITTER),
-    (_S.ACQUIRING, _I.RELEASE): (_S.STOPPED, _W.NOW),
-    (_S.ACQUIRING, _I.RELEASE_BUSY): (_S.RELEASE_PENDING, _W.NOW),
-    (_S.LEADING, _I.WRITTEN): (_S.LEADING, _W.RETRY),
-    (_S.LEADING, _I.CONFLICT): (_S.CONFIRMING, _W.NOW),
-    (_S.LEADING, _I.FAILED): (_S.LEADING, _W.RETRY),
-    (_S.LEADING, _I.EXPIRED): (_S.FOLLOWING, _W.JITTER),
-    (_S.LEADING, _I.EXPIRED_BUSY): (_S.DEPOSED, _W.NOW),
-    (_S.LEADING, _I.RELEASE): (_S.RELEASING, _W.NOW),
-    (_S.LEADING, _I.RELEASE_BUSY): (_S.RELEASE_PENDING, _W.NOW),
-    (_S.CONFIRMING, _I.MINE): (_S.LEADING, _W.NOW),
-    (_S.CONFIRMING, _I.ABSENT): (_S.CREATING, _W.NOW),
-    (_S.CONFIRMING, _I.FREE): (_S.ACQUIRING, _W.NOW),
-    (_S.CONFIRMING, _I.HELD): (_S.FOLLOWING, _W.JITTER),
-    (_S.CONFIRMING, _I.FAILED): (_S.CONFIRMING, _W.RETRY),
-    (_S.CONFIRMING, _I.EXPIRED): (_S.FOLLOWING, _W.JITTER),
-    (_S.CONFIRMING, _I.EXPIRED_BUSY): (_S.DEPOSED, _W.NOW),
-    (_S.CONFIRMING, _I.RELEASE): (_S.RELEASING, _W.NOW),
-    (_S.CONFIRMING, _I.RELEASE_BUSY): (_S.RELEASE_PENDING, _W.NOW),
-    (_S.DEPOSED, _I.ABSENT): (_S.FOLLOWING, _W.JITTER),
-    (_S.DEPOSED, _I.MINE): (_S.FOLLOWING, _W.JITTER),
-    (_S.DEPOSED, _I.FREE): (_S.FOLLOWING, _W.JITTER),
-    (_S.DEPOSED, _I.HELD): (_S.FOLLOWING, _W.JITTER),
-    (_S.DEPOSED, _I.WRITTEN): (_S.FOLLOWING, _W.JITTER),
-    (_S.DEPOSED, _I.CONFLICT): (_S.FOLLOWING, _W.JITTER),
-    (_S.DEPOSED, _I.FAILED): (_S.FOLLOWING, _W.JITTER),
-    (_S.DEPOSED, _I.RELEASE_BUSY): (_S.RELEASE_PENDING, _W.NOW),
-    (_S.RELEASE_PENDING, _I.MINE): (_S.RELEASING, _W.NOW),
-    (_S.RELEASE_PENDING, _I.WRITTEN): (_S.RELEASING, _W.NOW),
-    (_S.RELEASE_PENDING, _I.ABSENT): (_S.STOPPED, _W.NOW),
-    (_S.RELEASE_PENDING, _I.FREE): (_S.STOPPED, _W.NOW),
-    (_S.RELEASE_PENDING, _I.HELD): (_S.STOPPED, _W.NOW),
-    (_S.RELEASE_PENDING, _I.CONFLICT): (_S.RELEASE_CHECKING, _W.NOW),
-    (_S.RELEASE_PENDING, _I.FAILED): (_S.RELEASE_CHECKING, _W.NOW),
-    (_S.RELEASE_PENDING, _I.RELEASE_BUSY): (_S.RELEASE_PENDING, _W.NOW),
-    (_S.RELEASE_CHECKING, _I.MINE): (_S.RELEASING, _W.NOW),
-    (_S.RELEASE_CHECKING, _I.ABSENT): (_S.STOPPED, _W.NOW),
-    (_S.RELEASE_CHECKING, _I.FREE): (_S.STOPPED, _W.NOW),
-    (_S.RELEASE_CHECKING, _I.HELD): (_S.STOPPED, _W.NOW),
-    # The GET failed too: write the release blind; the resourceVersion guards it.
-    (_S.RELEASE_CHECKING, _I.FAILED): (_S.RELEASING, _W.NOW),
-    (_S.RELEASE_CHECKING, _I.RELEASE): (_S.RELEASE_CHECKING, _W.NOW),
-    (_S.RELEASE_CHECKING, _I.RELEASE_BUSY): (_S.RELEASE_CHECKING, _W.NOW),
-    (_S.RELEASING, _I.WRITTEN): (_S.STOPPED, _W.NOW),
-    (_S.RELEASING, _I.CONFLICT): (_S.STOPPED, _W.NOW),
-    (_S.RELEASING, _I.FAILED): (_S.STOPPED, _W.NOW),
-    (_S.RELEASING, _I.RELEASE): (_S.RELEASING, _W.NOW),
-    (_S.RELEASING, _I.RELEASE_BUSY): (_S.RELEASING, _W.NOW),
-    (_S.STOPPED, _I.RELEASE): (_S.STOPPED, _W.NOW),
-    # Two live processes with one identity: stop for good (the other one may go on).
-    (_S.FOLLOWING, _I.DUPLICATE): (_S.DUPLICATE, _W.NOW),
-    (_S.CONFIRMING, _I.DUPLICATE): (_S.DUPLICATE, _W.NOW),
-    (_S.DEPOSED, _I.DUPLICATE): (_S.DUPLICATE, _W.NOW),
-    (_S.RELEASE_PENDING, _I.DUPLICATE): (_S.DUPLICATE, _W.NOW),
-    (_S.RELEASE_CHECKING, _I.DUPLICATE): (_S.DUPLICATE, _W.NOW),
-    (_S.DUPLICATE, _I.RELEASE): (_S.DUPLICATE, _W.NOW),
-}
-
-# What each state asks for when nothing is in flight and its time has come.
-_REQUESTS: dict[LeaderState, _Op] = {
-    _S.FOLLOWING: _Op.GET,
-    _S.CREATING: _Op.CREATE,
-    _S.ACQUIRING: _Op.UPDATE,
-    _S.LEADING: _Op.UPDATE,
-    _S.CONFIRMING: _Op.GET,
-    _S.RELEASE_CHECKING: _Op.GET,
-    _S.RELEASING: _Op.UPDATE,
-}
-
-# Why a leader stops, by the input that ends its leadership.
-_STOP_REASONS: dict[_Input, str] = {
-    _I.ABSENT: "lease deleted",
-    _I.FREE: "lease lost",
-    _I.HELD: "lease held by another candidate",
-    _I.EXPIRED: "renew deadline passed",
-    _I.EXPIRED_BUSY: "renew deadline passed",
-    _I.RELEASE: "released",
-    _I.RELEASE_BUSY: "released",
-    _I.DUPLICATE: "another process holds the lease under this identity",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,6 +235,12 @@ class LeaderElector:
         "_valid_until",
         "_wrote",
     )
+
+    @classmethod
+    def transitions(cls) -> TransitionTable[LeaderState, LeaderInput]:
+        """The elector's transition table; each edge's action says when its next request
+        is due."""
+        return _TABLE
 
     def __init__(
         self,
@@ -532,7 +404,7 @@ class LeaderElector:
         events: list[LeaderEvent] = []
         self._expire(now, events)
         self._in_flight = None
-        self._step(_Input.FAILED, now, events)
+        self._step(LeaderInput.FAILED, now, events)
         return events
 
     def tick(self, now: float) -> list[LeaderEvent]:
@@ -548,7 +420,7 @@ class LeaderElector:
         events: list[LeaderEvent] = []
         self._expire(now, events)
         busy = self._in_flight is not None
-        self._step(_Input.RELEASE_BUSY if busy else _Input.RELEASE, now, events)
+        self._step(LeaderInput.RELEASE_BUSY if busy else LeaderInput.RELEASE, now, events)
         return events
 
     # --- the machine ---------------------------------------------------------------------
@@ -561,20 +433,19 @@ class LeaderElector:
     def _expire(self, now: float, events: list[LeaderEvent]) -> None:
         if self._state in _LEADING_STATES and now >= self._valid_until:
             busy = self._in_flight is not None
-            self._step(_Input.EXPIRED_BUSY if busy else _Input.EXPIRED, now, events)
+            self._step(LeaderInput.EXPIRED_BUSY if busy else LeaderInput.EXPIRED, now, events)
 
-    def _step(self, event: _Input, now: float, events: list[LeaderEvent]) -> None:
-        transition = _TRANSITIONS.get((self._state, event))
-        if transition is None:
-            raise AssertionError("unreachable: a missing transition", self._state, event)
-        target, wait = transition
+    def _step(self, event: LeaderInput, now: float, events: list[LeaderEvent]) -> None:
+        _TABLE.step(self._state, event)  # AssertionError naming both if the table has none
+        target, wait = _TRANSITIONS[(self._state, event)]
         if target is LeaderState.RELEASING and not self._observed_mine():
-            # Never clear a holder that is not this candidate (or a lease never seen).
+            # Never clear a holder that is not this candidate (or a lease never seen): the
+            # table's one guard, named in those edges' actions.
             target = LeaderState.STOPPED
         was_leader, is_leader = self._state in _LEADING_STATES, target in _LEADING_STATES
         if was_leader and not is_leader:
             events.insert(0, StoppedLeading(_STOP_REASONS[event]))
-        if event is _Input.WRITTEN and is_leader:
+        if event is LeaderInput.WRITTEN and is_leader:
             self._valid_until = self._sent + self._renew_deadline
         self._state = target
         if wait is _Wait.NOW:
@@ -591,33 +462,33 @@ class LeaderElector:
 
     def _classify(
         self, op: _Op, response: Response, now: float, events: list[LeaderEvent]
-    ) -> _Input:
+    ) -> LeaderInput:
         code = response.status_code
         if not response.ok:
             self._last_error = error_from_response(code, response.headers, response.body)
             if op is _Op.GET and code == 404:
                 self._object = self._observed = None
-                return _Input.ABSENT
+                return LeaderInput.ABSENT
             if op is _Op.GET:
-                return _Input.FAILED
+                return LeaderInput.FAILED
             if code == 409 or (code == 404 and op is _Op.UPDATE):
-                return _Input.CONFLICT
-            return _Input.FAILED
+                return LeaderInput.CONFLICT
+            return LeaderInput.FAILED
         try:
             document, record = _parse_lease(_json.loads(response.body))
         except DecodeError as exc:
             self._last_error = exc
-            return _Input.FAILED
+            return LeaderInput.FAILED
         before = self._observed
         self._observe(document, record, now, events)
         if op is not _Op.GET:
             self._wrote = True
-            return _Input.WRITTEN
+            return LeaderInput.WRITTEN
         holder = record.holder_identity
         if holder == self._identity:
             instance = record.holder_instance
             if self._instance is None or not instance or instance == self._instance:
-                return _Input.MINE
+                return LeaderInput.MINE
             # Another process wrote it under this identity: a live one if this process
             # wrote the lease too, or if it renews while followed; else an earlier one.
             renewed = (
@@ -632,12 +503,12 @@ class LeaderElector:
                     f"identity {holder!r} (instance {instance[:40]!r}, this one is "
                     f"{self._instance!r}): replica identities must be unique"
                 )
-                return _Input.DUPLICATE
+                return LeaderInput.DUPLICATE
         seconds = record.lease_duration_seconds
         duration = self._lease_duration if seconds is None else float(seconds)
         if not holder or self._observed_time + duration <= now:
-            return _Input.FREE
-        return _Input.HELD
+            return LeaderInput.FREE
+        return LeaderInput.HELD
 
     def _observe(
         self, document: dict[str, Any], record: LeaseRecord, now: float, events: list[LeaderEvent]

@@ -47,6 +47,11 @@ Rules (time comes in as ``now``, local monotonic seconds; the machine reads no c
   clock's rate within a factor ``1 + clock_skew`` of true time: the holder stops before
   anyone can judge its Lease expired. The constructor refuses timings that break it.
 
+Transitions as data: the replica's standing moves only by ``_MEMBER_TRANSITIONS`` and each
+range only by ``_RANGE_TRANSITIONS`` (published by :meth:`ShardMember.transitions` and
+:meth:`ShardMember.range_transitions`); a move either table lacks is a bug of the machine,
+an AssertionError naming the state and the input.
+
 The Leases themselves (labels, annotations, writing and reading them) are in
 ``kubemoon_core._member_leases``.
 """
@@ -61,8 +66,10 @@ from types import MappingProxyType
 from ._errors import LocalProtocolError
 from ._member_leases import MemberRecord, _check_instance
 from ._shard import HASH_SPACE, ShardRange
+from ._transitions import TransitionTable, _Deprecated
 
 __all__ = [
+    "MemberInput",
     "MemberState",
     "RangeInput",
     "RangeState",
@@ -80,6 +87,49 @@ class MemberState(enum.Enum):
     LEAVING = "leaving"  # stopping everything before deleting its lease
     LEFT = "left"  # every claim released; the lease may be deleted
     DUPLICATE = "duplicate"  # another live process has this identity: nothing more to do
+
+
+class MemberInput(enum.Enum):
+    """What moves the replica's standing."""
+
+    WRITTEN = "own lease written in time"
+    WRITTEN_LEAVING = "own lease written in time, leaving"
+    RELEASED = "own lease written with no claims, leaving"
+    EXPIRED = "own lease past its renew deadline"
+    LEAVE = "leave() was called"
+    DUPLICATE = "another process holds the own lease under this identity"
+
+
+_M, _MI = MemberState, MemberInput
+_MEMBER_TRANSITIONS: dict[tuple[MemberState, MemberInput], MemberState] = {
+    (_M.JOINING, _MI.WRITTEN): _M.MEMBER,
+    (_M.JOINING, _MI.WRITTEN_LEAVING): _M.LEAVING,
+    (_M.JOINING, _MI.LEAVE): _M.JOINING,  # leaves once its first write is acknowledged
+    (_M.MEMBER, _MI.WRITTEN): _M.MEMBER,
+    (_M.MEMBER, _MI.EXPIRED): _M.LOST,
+    (_M.MEMBER, _MI.LEAVE): _M.LEAVING,
+    (_M.LOST, _MI.WRITTEN): _M.MEMBER,
+    (_M.LOST, _MI.WRITTEN_LEAVING): _M.LEAVING,
+    (_M.LOST, _MI.LEAVE): _M.LOST,  # leaves once a write is acknowledged again
+    (_M.LEAVING, _MI.WRITTEN_LEAVING): _M.LEAVING,
+    (_M.LEAVING, _MI.RELEASED): _M.LEFT,
+    (_M.LEAVING, _MI.EXPIRED): _M.LOST,
+    (_M.LEAVING, _MI.LEAVE): _M.LEAVING,
+    (_M.LEFT, _MI.LEAVE): _M.LEFT,
+    (_M.DUPLICATE, _MI.LEAVE): _M.DUPLICATE,
+    # A second live process with this identity: stop for good, whatever the standing (a
+    # read sent before this one left may still show it).
+    (_M.JOINING, _MI.DUPLICATE): _M.DUPLICATE,
+    (_M.MEMBER, _MI.DUPLICATE): _M.DUPLICATE,
+    (_M.LOST, _MI.DUPLICATE): _M.DUPLICATE,
+    (_M.LEAVING, _MI.DUPLICATE): _M.DUPLICATE,
+    (_M.LEFT, _MI.DUPLICATE): _M.DUPLICATE,
+    (_M.DUPLICATE, _MI.DUPLICATE): _M.DUPLICATE,
+}
+del _M, _MI
+_MEMBER_TABLE = TransitionTable.from_targets(
+    "ShardMember", MemberState.JOINING, MemberInput, _MEMBER_TRANSITIONS
+)
 
 
 class RangeState(enum.Enum):
@@ -116,6 +166,9 @@ _RANGE_TRANSITIONS: dict[tuple[RangeState, RangeInput], RangeState | None] = {
     (_R.STOPPING, _I.DUPLICATE): None,
 }
 del _R, _I
+_RANGE_TABLE = TransitionTable.from_targets(
+    "ShardMember range", RangeState.CLAIMING, RangeInput, _RANGE_TRANSITIONS
+)
 
 
 _BUCKETS = 256  # kubemoon_core._sharded.OWNER_BUCKETS
@@ -177,9 +230,20 @@ class ShardMember:
     :attr:`duplicate`, stop: another process runs with this identity.
     """
 
-    RANGE_TRANSITIONS: Mapping[tuple[RangeState, RangeInput], RangeState | None] = MappingProxyType(
-        _RANGE_TRANSITIONS
+    RANGE_TRANSITIONS = _Deprecated(
+        MappingProxyType(_RANGE_TRANSITIONS), "ShardMember.range_transitions()"
     )
+
+    @classmethod
+    def transitions(cls) -> TransitionTable[MemberState, MemberInput]:
+        """The transition table of the replica's standing (:attr:`state`)."""
+        return _MEMBER_TABLE
+
+    @classmethod
+    def range_transitions(cls) -> TransitionTable[RangeState, RangeInput]:
+        """The transition table of each range (:meth:`ranges`); a transition to None
+        drops the range (no longer claimed)."""
+        return _RANGE_TABLE
 
     def __init__(
         self,
@@ -341,15 +405,18 @@ class ShardMember:
     def tick(self, now: float) -> None:
         """Apply the renew deadline: past it, every range stops and claims need confirming."""
         if self._state in (MemberState.MEMBER, MemberState.LEAVING) and now >= self._valid_until:
-            self._state = MemberState.LOST
+            self._move(MemberInput.EXPIRED)
             for r in list(self._ranges):
                 self._range(r, RangeInput.LOST)
             self._confirm_after.clear()
 
+    def _move(self, event: MemberInput) -> None:
+        target = _MEMBER_TABLE.step(self._state, event).target
+        assert target is not None  # the replica's standing never ends
+        self._state = target
+
     def _range(self, r: ShardRange, event: RangeInput) -> None:
-        target = _RANGE_TRANSITIONS.get((self._ranges[r], event), self._ranges[r])
-        if (self._ranges[r], event) not in _RANGE_TRANSITIONS:
-            raise LocalProtocolError(f"range {r} cannot take {event.name} in {self._ranges[r]}")
+        target = _RANGE_TABLE.step(self._ranges[r], event).target
         if target is None:
             del self._ranges[r]
             self._confirm_after.pop(r, None)
@@ -394,8 +461,7 @@ class ShardMember:
             self._acked_at = now
         if now >= self._valid_until:
             return
-        if self._state in (MemberState.JOINING, MemberState.LOST):
-            self._state = MemberState.LEAVING if self._leaving else MemberState.MEMBER
+        self._move(MemberInput.WRITTEN_LEAVING if self._leaving else MemberInput.WRITTEN)
         if _sorted(self._ranges) == claims:
             self._dirty = False
         for r in claims:
@@ -403,7 +469,7 @@ class ShardMember:
                 self._confirm_after[r] = now
                 self._read_soon = True
         if self._leaving and not claims:
-            self._state = MemberState.LEFT
+            self._move(MemberInput.RELEASED)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -528,7 +594,7 @@ class ShardMember:
         )
         if written or renewed:
             self._twin = record.instance
-            self._state = MemberState.DUPLICATE
+            self._move(MemberInput.DUPLICATE)
             for r in list(self._ranges):
                 self._range(r, RangeInput.DUPLICATE)
             self._confirm_after.clear()
@@ -560,11 +626,10 @@ class ShardMember:
     def leave(self, now: float) -> None:
         """Leave the group: every range stops; once released, :attr:`state` is LEFT."""
         self._leaving = True
+        self._move(MemberInput.LEAVE)
         if self._state is MemberState.DUPLICATE:
             return
         self._assignment = {}
         self._reassign()
         self._dirty = True
-        if self._state is MemberState.MEMBER:
-            self._state = MemberState.LEAVING
         self.tick(now)

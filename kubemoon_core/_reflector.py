@@ -4,8 +4,8 @@ A sans-IO state machine. It says which request to perform (:meth:`Reflector.next
 and when to call back (:meth:`Reflector.next_deadline`); the adapter performs requests and
 feeds back complete LIST responses, watch heads, watch bytes, the end of each watch, and
 the time. States are :class:`ReflectorState`; every move is one entry of
-:data:`Reflector.TRANSITIONS`, and a call the current state has no entry for raises
-:class:`LocalProtocolError`.
+its table (:meth:`Reflector.transitions`), and a call the current state has no entry
+for raises :class:`LocalProtocolError`.
 
 Rules (client-go's reflector is the reference):
 
@@ -62,6 +62,7 @@ Rules (client-go's reflector is the reference):
 from __future__ import annotations
 
 import random
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -81,6 +82,7 @@ from ._reflector_states import (
     _READING,
     _REJECTED,
     _STREAM,
+    _TABLE,
     _TRANSITIONS,
     ReflectorInput,
     ReflectorState,
@@ -98,6 +100,7 @@ from ._resources import APIResource, GroupVersionResource, ObjectKey
 from ._shard import ShardSelector
 from ._status import ApiError, Disposition, Gone, error_from_response
 from ._store import Store
+from ._transitions import TransitionTable, _Deprecated
 from ._watch import DEFAULT_MAX_LINE_LENGTH, WatchDecoder
 from ._watch_events import KeptOutEvent, WatchEvent
 
@@ -166,9 +169,12 @@ class Reflector:
     the range ``timeoutSeconds`` is drawn from (client-go: 300 to 600 s).
     """
 
-    TRANSITIONS: Mapping[tuple[ReflectorState, ReflectorInput], ReflectorState] = MappingProxyType(
-        _TRANSITIONS
-    )
+    TRANSITIONS = _Deprecated(MappingProxyType(_TRANSITIONS), "Reflector.transitions()")
+
+    @classmethod
+    def transitions(cls) -> TransitionTable[ReflectorState, ReflectorInput]:
+        """The reflector's transition table: every ``(state, input)`` move it makes."""
+        return _TABLE
 
     def __init__(
         self,
@@ -352,11 +358,14 @@ class Reflector:
 
     @staticmethod
     def diagram() -> str:
-        """The transition table as a Mermaid ``stateDiagram-v2``, for the docs."""
-        lines = ["stateDiagram-v2", f"    [*] --> {ReflectorState.SYNC_DUE.name}"]
-        for (source, event), target in _TRANSITIONS.items():
-            lines.append(f"    {source.name} --> {target.name}: {event.value}")
-        return "\n".join(lines) + "\n"
+        """Deprecated: use ``Reflector.transitions().diagram()``."""
+        warnings.warn(
+            "Reflector.diagram() is deprecated; use Reflector.transitions().diagram() "
+            "(the old name works until KubeMoon 1.1)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return _TABLE.diagram()
 
     def next_deadline(self) -> float | None:
         """When to call back: a ``*_DUE`` state's start time, or a watch's stall deadline.
@@ -873,7 +882,9 @@ class Reflector:
             raise LocalProtocolError(f"{method}() is not allowed in state {state.name}")
 
     def _move(self, event: ReflectorInput) -> None:
-        self._state = _TRANSITIONS[(self._state, event)]
+        target = _TABLE.step(self._state, event).target
+        assert target is not None  # the reflector never ends
+        self._state = target
 
     def _touch(self, now: float) -> None:
         self._stall_at = now + self._timeout + self._stall_margin

@@ -1,8 +1,10 @@
 """The reflector's states, the inputs that move it, and its transition table, as data.
 
 Rules: every move of a :class:`~kubemoon_core.lowlevel.Reflector` is one entry of
-``_TRANSITIONS`` (``(state, input) -> next state``); a call the current state has no
-entry for is the caller's mistake, refused by the machine in :mod:`._reflector`. The
+``_TRANSITIONS`` (``(state, input) -> next state``), published as ``_TABLE`` (a
+:class:`~kubemoon_core.lowlevel.TransitionTable`, ``Reflector.transitions()``); a call the
+current state has no entry for is the caller's mistake, refused by the machine in
+:mod:`._reflector`. The
 frozensets and tuples below group states and inputs the machine asks about together
 (is a connection open, which inputs may a method report), so the table stays the single
 source of which moves exist. Pure data: no I/O, no time.
@@ -11,6 +13,8 @@ source of which moves exist. Pure data: no I/O, no time.
 from __future__ import annotations
 
 import enum
+
+from ._transitions import TransitionTable
 
 __all__ = ["ReflectorInput", "ReflectorState", "RelistReason"]
 
@@ -132,6 +136,9 @@ _TRANSITIONS: dict[tuple[ReflectorState, ReflectorInput], ReflectorState] = {
     (S.WATCH_EXPIRED, In.DROPPED): S.SYNC_DUE,
 }
 del S, In
+_TABLE = TransitionTable.from_targets(
+    "Reflector", ReflectorState.SYNC_DUE, ReflectorInput, _TRANSITIONS
+)
 
 _DUE = frozenset({ReflectorState.SYNC_DUE, ReflectorState.PAGE_DUE, ReflectorState.WATCH_DUE})
 # A watch connection is open and the reflector still reads it.

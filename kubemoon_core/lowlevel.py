@@ -1,6 +1,6 @@
 """The state machines and values the loop adapters drive: reflector, watch decoder, store,
-queue, rate limiters, leader election, discovery, events, failures and metrics. Most users
-never import this; the adapters do.
+queue, rate limiters, leader election, discovery, events, failures, metrics, and the
+machines' transition tables. Most users never import this; the adapters do.
 """
 
 from ._backoff import Backoff
@@ -14,6 +14,7 @@ from ._discovery import (
     APIResourceList,
     APIVersions,
     Discovery,
+    DiscoveryInput,
     DiscoveryState,
     decode_aggregated_discovery,
     decode_api_group_list,
@@ -45,6 +46,7 @@ from ._leader import (
     StoppedLeading,
     takeover_bound,
 )
+from ._leader_states import LeaderInput
 from ._public import publish
 from ._queue import (
     DEFAULT_MAX_OVERTAKES,
@@ -72,6 +74,7 @@ from ._request import (
 from ._restmapper import RefreshNeeded, RESTMapper
 from ._status import Disposition, decode_status, error_from_response, error_from_status, retry_delay
 from ._store import Store, label_indexer, namespace_indexer
+from ._transitions import Transition, TransitionTable
 from ._watch import DEFAULT_MAX_LINE_LENGTH, GC_PAUSE_MIN, PULL_WINDOW, WatchDecoder
 from ._watch_events import INITIAL_EVENTS_END_ANNOTATION, KeptOutEvent, WatchEvent
 
@@ -99,6 +102,7 @@ __all__ = [
     "DEFAULT_MAX_OVERTAKES",
     "default_rate_limiter",
     "Discovery",
+    "DiscoveryInput",
     "DiscoveryState",
     "Disposition",
     "error_from_response",
@@ -126,6 +130,7 @@ __all__ = [
     "label_indexer",
     "LeaderElector",
     "LeaderEvent",
+    "LeaderInput",
     "LeaderState",
     "LeaseRecord",
     "LogLevel",
@@ -155,6 +160,8 @@ __all__ = [
     "StartedLeading",
     "StoppedLeading",
     "Store",
+    "Transition",
+    "TransitionTable",
     "takeover_bound",
     "USER_AGENT",
     "WatchDecoder",

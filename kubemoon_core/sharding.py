@@ -10,7 +10,14 @@ from ._member_leases import (
     member_lease,
     member_record_from_lease,
 )
-from ._membership import MemberState, RangeInput, RangeState, ShardMember, assign_ranges
+from ._membership import (
+    MemberInput,
+    MemberState,
+    RangeInput,
+    RangeState,
+    ShardMember,
+    assign_ranges,
+)
 from ._public import publish
 from ._request import shard_probe_request, sharding_enabled
 from ._shard import HASH_SPACE, ShardField, ShardRange, ShardSelector, fnv1a_64, shard_hash
@@ -39,6 +46,7 @@ __all__ = [
     "LEAVING_ANNOTATION",
     "member_lease",
     "member_record_from_lease",
+    "MemberInput",
     "MemberRecord",
     "MemberState",
     "owner_bucket",

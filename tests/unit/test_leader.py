@@ -11,7 +11,6 @@ import pytest
 
 from kubemoon_core import ApiError, Request, Response
 from kubemoon_core._leader import (
-    _TRANSITIONS,
     JITTER_FACTOR,
     LEASES,
     LeaderElector,
@@ -21,9 +20,9 @@ from kubemoon_core._leader import (
     NewLeader,
     StartedLeading,
     StoppedLeading,
-    _Input,
 )
 from kubemoon_core.errors import DecodeError, LocalProtocolError
+from kubemoon_core.lowlevel import LeaderInput
 from kubemoon_testing import json_response
 
 PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/demo"
@@ -768,16 +767,16 @@ def test_the_lease_resource() -> None:
 
 def test_the_transition_table_covers_every_input_each_state_can_receive() -> None:
     answers_to_get = {
-        _Input.ABSENT,
-        _Input.MINE,
-        _Input.FREE,
-        _Input.HELD,
-        _Input.FAILED,
-        _Input.DUPLICATE,
+        LeaderInput.ABSENT,
+        LeaderInput.MINE,
+        LeaderInput.FREE,
+        LeaderInput.HELD,
+        LeaderInput.FAILED,
+        LeaderInput.DUPLICATE,
     }
-    answers_to_write = {_Input.WRITTEN, _Input.CONFLICT, _Input.FAILED}
-    leader_timers = {_Input.EXPIRED, _Input.EXPIRED_BUSY}
-    release = {_Input.RELEASE, _Input.RELEASE_BUSY}
+    answers_to_write = {LeaderInput.WRITTEN, LeaderInput.CONFLICT, LeaderInput.FAILED}
+    leader_timers = {LeaderInput.EXPIRED, LeaderInput.EXPIRED_BUSY}
+    release = {LeaderInput.RELEASE, LeaderInput.RELEASE_BUSY}
     S = LeaderState
     expected = {
         S.FOLLOWING: answers_to_get | release,
@@ -785,15 +784,15 @@ def test_the_transition_table_covers_every_input_each_state_can_receive() -> Non
         S.ACQUIRING: answers_to_write | release,
         S.LEADING: answers_to_write | leader_timers | release,
         S.CONFIRMING: answers_to_get | leader_timers | release,
-        S.DEPOSED: answers_to_get | answers_to_write | {_Input.RELEASE_BUSY},
-        S.RELEASE_PENDING: answers_to_get | answers_to_write | {_Input.RELEASE_BUSY},
+        S.DEPOSED: answers_to_get | answers_to_write | {LeaderInput.RELEASE_BUSY},
+        S.RELEASE_PENDING: answers_to_get | answers_to_write | {LeaderInput.RELEASE_BUSY},
         S.RELEASE_CHECKING: answers_to_get | release,
         S.RELEASING: answers_to_write | release,
-        S.STOPPED: {_Input.RELEASE},
-        S.DUPLICATE: {_Input.RELEASE},
+        S.STOPPED: {LeaderInput.RELEASE},
+        S.DUPLICATE: {LeaderInput.RELEASE},
     }
-    actual: dict[LeaderState, set[_Input]] = {state: set() for state in LeaderState}
-    for state, event in _TRANSITIONS:
+    actual: dict[LeaderState, set[LeaderInput]] = {state: set() for state in LeaderState}
+    for state, event in LeaderElector.transitions():
         actual[state].add(event)
     assert actual == expected
 

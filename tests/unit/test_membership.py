@@ -148,7 +148,7 @@ def test_misuse_is_a_local_protocol_error() -> None:
         m.observe(["b"], 0.0)  # type: ignore[list-item]
     with pytest.raises(LocalProtocolError):
         ShardMember("a", lease_duration=-1)
-    assert set(ShardMember.RANGE_TRANSITIONS) >= {(RangeState.ACTIVE, RangeInput.LOST)}
+    assert set(ShardMember.range_transitions()) >= {(RangeState.ACTIVE, RangeInput.LOST)}
 
 
 def test_a_failed_write_waits_a_retry_period_and_a_failed_read_is_retried() -> None:
