@@ -27,6 +27,7 @@ from ._config import (
 )
 from ._credentials import PLUGIN_OUTPUT_LIMIT, PLUGIN_TIMEOUT, CredentialProvider, PluginRun
 from ._gate import (
+    LATE_SENDS,
     SendGuard,
     arm_send_guard,
     check_armed_guard,
@@ -34,6 +35,7 @@ from ._gate import (
     disarm_send_guard,
     gate_guard,
     gated_writes,
+    report_late_send,
 )
 from ._gc import paused_gc
 from ._limits import raise_open_file_limit
@@ -68,6 +70,7 @@ __all__ = [
     "JsonLogFormatter",
     "MetricsSource",
     "PluginRun",
+    "LATE_SENDS",
     "SendGuard",
     "arm_send_guard",
     "check_armed_guard",
@@ -75,6 +78,7 @@ __all__ = [
     "disarm_send_guard",
     "gate_guard",
     "gated_writes",
+    "report_late_send",
     "ProxySettings",
     "RunSettings",
     "current_run_settings",

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpcore
 
-from ._gate import check_armed_guard
+from ._gate import check_armed_guard, report_late_send
 
 __all__ = ["ClosingNetworkBackend"]
 
@@ -36,6 +36,7 @@ class _ClosingStream(httpcore.AsyncNetworkStream):
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         check_armed_guard()  # a gated write: its authority must hold as its bytes go out
         await self._stream.write(buffer, timeout)
+        report_late_send()  # frozen inside the send: the bytes may arrive late; say so
 
     async def aclose(self) -> None:
         await self._stream.aclose()

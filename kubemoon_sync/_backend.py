@@ -32,7 +32,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 
 import httpcore
 
-from kubemoon_io import TransportTimeout, check_armed_guard
+from kubemoon_io import TransportTimeout, check_armed_guard, report_late_send
 
 __all__ = [
     "LOOP_NAME",
@@ -371,6 +371,7 @@ class _DeadlineStream(httpcore.NetworkStream):
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         check_armed_guard()  # a gated write: its authority must hold as its bytes go out
         self._stream.write(buffer, _time_left(timeout, httpcore.WriteTimeout))
+        report_late_send()  # frozen inside the send: the bytes may arrive late; say so
 
     def close(self) -> None:
         self._stream.close()

@@ -23,7 +23,7 @@ from typing import Any, Protocol, TypeVar, cast
 import httpcore
 import trio
 
-from kubemoon_io import check_armed_guard
+from kubemoon_io import check_armed_guard, report_late_send
 
 __all__ = [
     "LOOP_NAME",
@@ -124,6 +124,7 @@ class _GuardedTransport(trio.abc.Stream):
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         check_armed_guard()
         await self.inner.send_all(data)
+        report_late_send()  # frozen inside the send: the bytes may arrive late; say so
 
     async def wait_send_all_might_not_block(self) -> None:
         await self.inner.wait_send_all_might_not_block()

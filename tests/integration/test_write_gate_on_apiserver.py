@@ -139,3 +139,40 @@ async def test_an_event_recorded_in_gated_work_is_written_only_while_the_gate_ho
     got = [(e["reason"], e.get("series")) for e in listed]
     assert got == [("Valid", None)], got
     assert recorder.writes == 1
+
+
+async def test_a_write_whose_authority_lapses_inside_its_send_is_reported(
+    kube_apiserver: ApiServer, kube_namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The window no check closes: a process frozen inside the ``send`` of a gated write
+    finishes that send when it resumes, after its authority ended (seen on the real
+    apiserver with SIGSTOP). The write goes out, so it must not go out silently: once its
+    bytes are handed to the socket the guard is asked again, and a lapse is a WARNING and
+    a count in ``kubemoon_io.LATE_SENDS``. Here the authority lapses right after trio's
+    last check before the socket (the framing check, the stream's, the TLS transport's)."""
+    from kubemoon_io import LATE_SENDS
+    from kubemoon_trio import Client
+
+    calls: list[str] = []
+
+    def lapses_inside_the_send(what: str) -> None:
+        calls.append(what)
+        if len(calls) > 3:
+            raise AuthorityLost(f"not sending {what}: the leadership of the Lease ns/demo ended")
+
+    before = LATE_SENDS.count
+    async with Client.from_kubeconfig(str(kube_apiserver.kubeconfig_path)) as client:
+        with (
+            caplog.at_level("WARNING", logger="kubemoon.gate"),
+            gated_writes(lapses_inside_the_send),
+        ):
+            created = await client.create(CM, cm("late"), namespace=kube_namespace)
+        stored = await client.get(CM, "late", namespace=kube_namespace)
+    assert created["metadata"]["uid"] == stored["metadata"]["uid"]  # it was sent
+    assert len(calls) == 4, calls  # three checks before the bytes, one after
+    assert LATE_SENDS.count == before + 1
+    warnings = [r.getMessage() for r in caplog.records if r.name == "kubemoon.gate"]
+    assert len(warnings) == 1, warnings
+    assert "may reach the API server after another replica took the work over" in warnings[0]
+    assert f"POST /api/v1/namespaces/{kube_namespace}/configmaps" in warnings[0]
+

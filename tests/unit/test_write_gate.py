@@ -93,3 +93,33 @@ def test_a_member_may_write_only_its_working_ranges_before_its_renew_deadline() 
     assert m.state is MemberState.MEMBER
     m.tick(10.0)
     assert m.state is MemberState.LOST and m.write_deadline(10.0) is None
+
+
+def test_a_send_is_reported_only_when_its_authority_lapsed_during_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``report_late_send`` asks the armed guard again after the bytes went out: silent
+    while the authority holds or nothing is armed, a WARNING and a count once it lapsed."""
+    import contextvars
+
+    from kubemoon_io import LATE_SENDS, arm_send_guard, gate_guard, report_late_send
+
+    clock = [10.0]
+    gate = WriteGate([("leadership of the Lease ns/demo", lambda now: 12.0)], margin=0.5)
+    guard = gate_guard(gate, lambda: clock[0])
+
+    def run() -> list[str]:
+        before = LATE_SENDS.count
+        with caplog.at_level("WARNING", logger="kubemoon.gate"):
+            report_late_send()  # nothing armed: nothing to say
+            arm_send_guard(guard, "PUT /api/v1/namespaces/ns/configmaps/c")
+            report_late_send()  # still valid at 10.0
+            clock[0] = 20.0  # frozen inside the send until past the Lease
+            report_late_send()
+        assert LATE_SENDS.count == before + 1
+        return [r.getMessage() for r in caplog.records if r.name == "kubemoon.gate"]
+
+    messages = contextvars.copy_context().run(run)
+    assert len(messages) == 1, messages
+    assert "PUT /api/v1/namespaces/ns/configmaps/c" in messages[0]
+    assert "ended 8.000 s ago" in messages[0]
