@@ -65,6 +65,9 @@ class EventWrite:
     request: Request
     write_id: int
     create: bool
+    event: str = ""
+    """The Event written, ``namespace/name``: a series update belongs to the record that
+    started the series (its gate, for a runtime that gates writes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,8 @@ class EventPlan:
     outcome: EventOutcome
     writes: tuple[EventWrite, ...] = ()
     reason: str = ""
+    event: str = ""
+    """The Event created or counted in (``namespace/name``); empty when dropped."""
 
 
 _Ref = tuple[tuple[str, str], ...]  # an ObjectReference as sorted items
@@ -247,7 +252,7 @@ class EventRecorder:
             self._series.move_to_end(key)
             self._dirty[key] = series
             due = self._series_write(key, series, now)
-            return EventPlan(EventOutcome.COUNTED, due)
+            return EventPlan(EventOutcome.COUNTED, due, event=f"{series.namespace}/{series.name}")
         if not self._take_token(key[0], now):
             return EventPlan(EventOutcome.SPAM, reason="too many events for this object")
         return self._create(
@@ -334,7 +339,9 @@ class EventRecorder:
         request = patch_request(
             EVENTS, series.name, patch, patch_type=PatchType.MERGE, namespace=series.namespace
         )
-        write = EventWrite(request, next(self._ids), create=False)
+        write = EventWrite(
+            request, next(self._ids), create=False, event=f"{series.namespace}/{series.name}"
+        )
         self._pending[write.write_id] = (key, series, series.count)
         series.in_flight = write.write_id
         return (write,)
@@ -378,7 +385,7 @@ class EventRecorder:
             request = create_request(EVENTS, event)
         except LocalProtocolError as exc:  # e.g. a namespace that is no DNS label
             return EventPlan(EventOutcome.INVALID, reason=str(exc))
-        write = EventWrite(request, write_id, create=True)
+        write = EventWrite(request, write_id, create=True, event=f"{namespace}/{name}")
         series = _Series(name, namespace, _State.CREATING, 1, 0, now, wall, now)
         self._pending[write_id] = (key, series, 1)
         self._series.pop(key, None)
@@ -387,7 +394,7 @@ class EventRecorder:
         if len(self._series) > self._cache_size:
             evicted, _ = self._series.popitem(last=False)
             self._dirty.pop(evicted, None)
-        return EventPlan(EventOutcome.CREATED, (write,))
+        return EventPlan(EventOutcome.CREATED, (write,), event=write.event)
 
     def _take_token(self, regarding: _Ref, now: float) -> bool:
         buckets = self._buckets

@@ -9,8 +9,10 @@ time, and flushes due series updates. A failed write is logged at DEBUG and forg
 Event is never worth failing or slowing a reconcile. At most ``max_pending`` writes wait;
 more are dropped and counted. An Event recorded where writes are gated (a reconcile under
 a leadership or a shard range: ``kubemoon_io.gated_writes``) is written under that gate,
-when the writer gets to it; a series update under the gate of the latest gated record.
-A gate that lapsed meanwhile stops the write like any other failure.
+when the writer gets to it; a series update under the gate of the latest record of that
+same Event (so of the object it is about, never another's: a shard member must not write
+an Event of an object outside its range). A gate that lapsed meanwhile stops the write
+like any other failure; a series update whose record's gate is no longer known is dropped.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ __all__ = ["EventRecorder"]
 
 logger = logging.getLogger("kubemoon.events")
 
+_GUARDS_KEPT = 4096  # Events whose latest record's guard is kept for their series updates
+
 
 class EventRecorder:
     """Queues Events for a background writer; see the module rules.
@@ -55,7 +59,9 @@ class EventRecorder:
         self._client = client
         self.machine = machine or EventMachine(reporting_controller, reporting_instance)
         self._pending: collections.deque[tuple[EventWrite, SendGuard | None]] = collections.deque()
-        self._series_guard: SendGuard | None = None  # the latest gated record's guard
+        # The guard of each Event's latest record (None: recorded ungated), least recent
+        # first; bounded like the machine's own series cache.
+        self._guards: collections.OrderedDict[str, SendGuard | None] = collections.OrderedDict()
         self._max_pending = max_pending
         self._request_timeout = request_timeout
         self._wakeup = _backend.Event()
@@ -91,8 +97,11 @@ class EventRecorder:
         if plan.outcome is EventOutcome.INVALID:
             logger.debug("event %s not recorded: %s", reason, plan.reason)
         guard = current_send_guard()
-        if guard is not None:
-            self._series_guard = guard
+        if plan.event:
+            self._guards[plan.event] = guard
+            self._guards.move_to_end(plan.event)
+            if len(self._guards) > _GUARDS_KEPT:
+                self._guards.popitem(last=False)
         self._queue(plan.writes, guard)
         if plan.outcome is EventOutcome.COUNTED:
             # A series update may now be due later: the writer, perhaps asleep with no
@@ -109,10 +118,17 @@ class EventRecorder:
         if writes:
             self._wakeup.set()
 
+    def _queue_series_updates(self, writes: tuple[EventWrite, ...]) -> None:
+        for write in writes:
+            if write.event not in self._guards:
+                self.machine.request_failed(write, _backend.current_time())  # gate unknown
+                continue
+            self._queue((write,), self._guards[write.event])
+
     def run(self) -> None:
         """Write queued Events and due series updates until cancelled."""
         while True:
-            self._queue(self.machine.flush(_backend.current_time()), self._series_guard)
+            self._queue_series_updates(self.machine.flush(_backend.current_time()))
             while self._pending:
                 self._write(*self._pending.popleft())
             self._wakeup = _backend.Event()

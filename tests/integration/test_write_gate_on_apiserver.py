@@ -176,3 +176,45 @@ async def test_a_write_whose_authority_lapses_inside_its_send_is_reported(
     assert "may reach the API server after another replica took the work over" in warnings[0]
     assert f"POST /api/v1/namespaces/{kube_namespace}/configmaps" in warnings[0]
 
+
+async def test_a_series_update_goes_under_the_gate_of_its_own_events_record(
+    kube_apiserver: ApiServer, kube_namespace: str
+) -> None:
+    """A series update is gated like the record of its own Event, not like the latest
+    gated record of any object (found by the simulator: a shard member sent a series update
+    for a mirror outside its range under another mirror's gate). Here A's gate holds and
+    B's has lapsed when A's series update is due: A's update is written, B's Event never."""
+    from kubemoon_core.lowlevel import EventRecorder as EventMachine
+    from kubemoon_trio import Client, EventRecorder
+
+    ns = kube_namespace
+    a_until, b_until = [trio.current_time() + 3600.0], [trio.current_time() + 3600.0]
+    guard_a = gate_guard(WriteGate([("range of A", lambda now: a_until[0])]), trio.current_time)
+    guard_b = gate_guard(WriteGate([("range of B", lambda now: b_until[0])]), trio.current_time)
+    async with Client.from_kubeconfig(str(kube_apiserver.kubeconfig_path)) as client:
+        a = await client.create(CM, cm("object-a"), namespace=ns)
+        b = await client.create(CM, cm("object-b"), namespace=ns)
+        machine = EventMachine("example.com/gate-test", "r-0", flush_interval=0.2)
+        recorder = EventRecorder(client, "example.com/gate-test", "r-0", machine=machine)
+
+        async def settled(writes: int) -> None:
+            with trio.fail_after(20):
+                while recorder.writes < writes or recorder._pending:
+                    await trio.sleep(0.02)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(recorder.run)
+            with gated_writes(guard_a):
+                recorder.record(a, "Normal", "Synced", "a")
+            await settled(1)
+            b_until[0] = trio.current_time() - 1.0  # B's range was handed over
+            with gated_writes(guard_a):
+                recorder.record(a, "Normal", "Synced", "a again: a series update")
+            with gated_writes(guard_b):
+                recorder.record(b, "Normal", "Synced", "b, outside the range now")
+            await trio.sleep(1.0)  # past the flush interval: A's series update is due
+            await settled(2)
+            nursery.cancel_scope.cancel()
+        listed = [e async for e in client.list(EVENTS, namespace=ns)]
+    got = sorted((e["regarding"]["name"], (e.get("series") or {}).get("count")) for e in listed)
+    assert got == [("object-a", 2)], got
