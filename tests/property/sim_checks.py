@@ -3,8 +3,9 @@ test_sim_widgets.py): when a run converged, what was written after it, and wheth
 failed reconcile was reported.
 
 - convergence: a predicate on the server's objects (its failures, empty when it holds),
-  first holding strictly after the schedule's last fault ended (a pause ends when its time
-  is up), within a stated bound;
+  first holding strictly after the last fault ended (a pause ends when its time is up; a
+  pause armed for a write, ``PauseOnWrite``, starts when that write goes out, so its end is
+  read from ``SimulatedCluster.pauses`` as the run goes), within a stated bound;
 - quiescence: once converged, no replica writes (Lease renewals aside), except, within
   ``EVENT_FLUSH`` seconds, the series count of an Event repeated before convergence (the
   event recorder writes counts at most once per flush interval, so up to one interval
@@ -55,6 +56,10 @@ class Convergence:
 
     def until(self, result: SimulationResult) -> bool:
         now = result.cluster.now() - self.start
+        # A pause armed for a write starts when that write goes out: its end is known only
+        # then (from the cluster's record of pauses), and the faults end no earlier.
+        for _, _, until in result.cluster.pauses:
+            self.faults_end = max(self.faults_end, until - self.start)
         if self.at is None:
             if now > self.faults_end and not self.failures(result):
                 self.at, self.seq = now, len(result.trace)

@@ -24,7 +24,21 @@ The invariants checked on every run:
 - no reconcile error unreported: every failed reconcile was logged (``kubemoon.controller``)
   and counted in its controller's ``reconcile_errors_total``, one for one.
 
-Found by this suite, and not a failure of it: the Events an operator records are named
+Found by exploring this suite (``make fuzz``; the replays are the xfail tests at the end,
+``(seed, faults, edits)`` shrunk by dropping trailing steps):
+
+- a sharded member paused past its membership Lease, once it rejoins and is handed
+  mirrors again, writes their copies from its stale view: with
+  ``mirror_run("sharded", 112, 8, 7)`` replica b PUTs three converged copies back to the
+  data their sources held before its pause (``{"k": "v"}`` over ``v4``/``v0``), then
+  writes them right again 66 ms later; shrunk to ``(112, 6, 1)`` the same thawed member
+  sends PUTs of copies on stale resourceVersions (409s in a retry loop) after convergence;
+- with ``mirror_run("sharded", 135, 2, 6)`` a member sends an Event's series update
+  (``PATCH .../events/m2.<suffix>``) for a mirror outside its claimed range: the event
+  recorder sends series updates under the guard of the latest gated record, not under
+  the guard of the object the Event is about.
+
+Also found, and not a failure of it: the Events an operator records are named
 and stamped from the wall clock (``EventRecorder``), which the simulation does not
 virtualize, so two runs of one seed send the same requests in the same order but not
 byte-identical Event names.
@@ -41,6 +55,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
@@ -364,3 +379,32 @@ def test_the_checks_see_a_run_that_never_converges() -> None:
     server = run.result.cluster.server
     server.delete(server.resource(CONFIGMAPS), TARGETS[0], "cfg0", now=1_000.0)
     assert any("no copy in t1" in failure for failure in mirror_failures(run.result))
+
+
+# -- found by exploration; replays of the shrunk schedules (see the module docstring) --------
+
+STALE_VIEW = (
+    "a sharded member thawed after its membership Lease ran out rewrites copies of the "
+    "mirrors it is handed from its stale view (stale data, or stale resourceVersions), "
+    "after convergence; not fixed here (the sharded handoff and the reflector are another "
+    "change's)"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=STALE_VIEW)
+def test_a_thawed_shard_member_does_not_write_stale_copies() -> None:
+    assert_holds("sharded", 112, 8, 7)
+
+
+@pytest.mark.xfail(strict=True, reason=STALE_VIEW)
+def test_a_thawed_shard_member_does_not_write_stale_copies_shrunk() -> None:
+    assert_holds("sharded", 112, 6, 1)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the event recorder sends a series update under the guard of the latest gated "
+    "record, not of the Event's own object: a write outside the member's range",
+)
+def test_event_series_updates_stay_within_the_members_range() -> None:
+    assert_holds("sharded", 135, 2, 6)
