@@ -399,6 +399,7 @@ class ConfigMirrorOperator:
                 undeletable=undeletable,
                 unreadable=unreadable,
                 known={t: k for t, c in copies.items() if (k := memory.get(c)) is not None},
+                made=self.made_copies,
             )
 
         outcome: Outcome | None = Requeue()  # if every attempt needed another

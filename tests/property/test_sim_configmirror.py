@@ -38,6 +38,13 @@ Found by exploring this suite (``make fuzz``; the replays are the xfail tests at
   recorder sends series updates under the guard of the latest gated record, not under
   the guard of the object the Event is about.
 
+- fixed: ``mirror_run("single", 118, 5, 9)`` left a copy behind for good: a replica
+  thawed with a stale view of m0 (targets ``t3``, since edited back to ``t1, t2``) created
+  a copy in t3, its status PUTs failed (409, stale view), so the copy was never recorded in
+  ``targets[].uid``; once its view was fresh, t3 was no target and only recorded copies
+  were deleted there. The planner now also takes the UIDs of the copies this process
+  created (``made``); ``test_a_copy_whose_status_record_failed_is_not_left_behind``.
+
 Also found, and not a failure of it: the Events an operator records are named
 and stamped from the wall clock (``EventRecorder``), which the simulation does not
 virtualize, so two runs of one seed send the same requests in the same order but not
@@ -382,6 +389,15 @@ def test_the_checks_see_a_run_that_never_converges() -> None:
 
 
 # -- found by exploration; replays of the shrunk schedules (see the module docstring) --------
+
+
+def test_a_copy_whose_status_record_failed_is_not_left_behind() -> None:
+    # Found by exploration and fixed (ConfigMirror now deletes, outside the targets, the
+    # copies it made itself as well as those its status records): a replica thawed with a
+    # stale view created a copy in t3 and could not record it (409s on the status), and
+    # the copy stayed once the fresh view showed t3 was no longer a target.
+    assert_holds("single", 118, 5, 9)
+
 
 STALE_VIEW = (
     "a sharded member thawed after its membership Lease ran out rewrites copies of the "
