@@ -146,6 +146,7 @@ class RuntimeController:
                 namespace=namespace,
                 primary=self.primary_informer,
                 owned=[i for s, i in sources[1:] if s.name.startswith("owns:")],
+                reads=[i for _, i in sources],
             )
             self.controller.set_admission(self.sharding.keys.admits)
             for informer, selector in bucketed:
