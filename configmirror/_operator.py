@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import random
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -161,10 +162,17 @@ class ConfigMirrorOperator:
 
     ``await operator.manager.run()`` runs it (see :meth:`Manager.run` for stopping,
     signals and a lost Lease). With several watched namespaces there is one controller
-    per namespace, all on the same shared ConfigMap and Namespace caches.
+    per namespace, all on the same shared ConfigMap and Namespace caches. ``rng`` is the
+    Manager's source of jitter (a seeded one makes a simulated run repeat exactly).
     """
 
-    def __init__(self, client: Client, options: OperatorOptions | None = None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        options: OperatorOptions | None = None,
+        *,
+        rng: random.Random | None = None,
+    ) -> None:
         self.options = opts = options or OperatorOptions()
         self.manager = Manager(
             client,
@@ -174,6 +182,7 @@ class ConfigMirrorOperator:
             grace_period=opts.grace_period,
             stall_margin=opts.stall_margin,
             check_permissions=opts.check_permissions,
+            rng=rng,
         )
         self.manager.rbac_extra.extend(RBAC_EXTRA)
         self.writes = 0
@@ -390,6 +399,7 @@ class ConfigMirrorOperator:
                 undeletable=undeletable,
                 unreadable=unreadable,
                 known={t: k for t, c in copies.items() if (k := memory.get(c)) is not None},
+                made=self.made_copies,
             )
 
         outcome: Outcome | None = Requeue()  # if every attempt needed another

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -442,6 +442,7 @@ def plan_reconcile(
     known: Mapping[str, CopyData] | None = None,
     undeletable: Mapping[str, str] | None = None,
     unreadable: Mapping[str, str] | None = None,
+    made: Container[str] = (),
 ) -> Plan:
     """Plan one reconcile of ``mirror``.
 
@@ -460,11 +461,13 @@ def plan_reconcile(
     Only copies are written: see ``is_copy`` (the owner annotation alone, which
     whoever may update a ConfigMap can add, is not enough), and outside the targets that
     accept copies only those whose UID the mirror's status records (``targets[].uid``,
-    written for every copy kept; the status subresource is the operator's); the others of
-    ``managed_copies`` are named in ``Plan.ignored``. A mirror being deleted keeps its
-    finalizer until every copy is deleted or being deleted (a DELETE accepted is the
-    operator's work done, whatever finalizers the receiving tenant added), whatever its
-    owner-bucket label says. Caches are selected by labels, so an empty
+    written for every copy kept; the status subresource is the operator's) or that the
+    caller itself created (``made``: the UIDs its own creates were answered with, so a copy
+    whose status record failed is not left behind when its namespace stops being a
+    target); the others of ``managed_copies`` are named in ``Plan.ignored``. A mirror being
+    deleted keeps its finalizer until every copy is deleted or being deleted (a DELETE
+    accepted is the operator's work done, whatever finalizers the receiving tenant added),
+    whatever its owner-bucket label says. Caches are selected by labels, so an empty
     ``managed_copies`` is trusted only with ``copies_listed`` (it includes every
     ConfigMap the API server holds with the managed-by label and this mirror's UID);
     otherwise the plan is a ``Plan.list_copies`` request.
@@ -499,7 +502,7 @@ def plan_reconcile(
     for c in managed_copies:
         cm = _meta(c)
         if is_copy(c, uid, source_name) and (
-            cm.get("namespace") in accepting or cm.get("uid") in recorded
+            cm.get("namespace") in accepting or cm.get("uid") in recorded or cm.get("uid") in made
         ):
             managed.append(c)
         else:

@@ -15,6 +15,12 @@ admitted (:class:`~kubemoon_core.sharding.ShardedKeys`), which owner buckets a r
 - A key is queued and handed out only while its object's hash is in an active range;
   objects leaving the range leave the cache and their keys are dropped, never reconciled
   as deletions.
+- A range gained after this replica's Lease lapsed (it was LOST: paused, partitioned) is
+  held behind a :class:`~kubemoon_core.sharding.FreshnessBarrier`: no key of it is admitted
+  until every informer the controller reads has caught up with the API server's
+  resourceVersion as of the gain (one LIST ``limit=1`` per resource; an informer still
+  behind after the grace is relisted), so a thawed replica never writes from the view it
+  had before its pause.
 - A range that must stop is reported stopped to the membership only once no reconcile of
   its objects is running, so its claim stays in this replica's Lease until then and no
   other replica can start it: no object is reconciled by two replicas at once.
@@ -23,16 +29,19 @@ admitted (:class:`~kubemoon_core.sharding.ShardedKeys`), which owner buckets a r
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kubemoon_core import KubeMoonError
+from kubemoon_core import KubeMoonError, Request
 from kubemoon_core.errors import LocalProtocolError
 from kubemoon_core.lowlevel import LOW_PRIORITY, Controller
 from kubemoon_core.sharding import (
+    CacheProgress,
+    FreshnessBarrier,
     ShardedKeys,
     ShardRange,
     ShardSelector,
@@ -52,6 +61,7 @@ __all__ = ["ShardStatus", "ShardedControl", "ShardingConfig", "default_shard_ide
 logger = logging.getLogger("kubemoon.sharding")
 
 _UNSAFE = re.compile(r"[^a-z0-9-]+")
+_BARRIER_POLL = 0.1  # seconds between looks at the informers while the barrier is closed
 
 
 def _dns_part(text: str, limit: int) -> str:
@@ -135,6 +145,7 @@ class ShardedControl:
         namespace: str,
         primary: Informer,
         owned: Sequence[Informer],
+        reads: Sequence[Informer] = (),
     ) -> None:
         self.name = name
         self.controller = controller  # the core machine: its queue and running items
@@ -152,6 +163,16 @@ class ShardedControl:
         self.server_side: bool | None = None
         self._active: tuple[ShardRange, ...] = ()
         self._left = _backend.Event()
+        # Every informer the controller reads, named for the freshness barrier.
+        self._reads: dict[str, Informer] = {}
+        for informer in (primary, *owned, *reads):
+            if all(informer is not i for i in self._reads.values()):
+                self._reads[f"{len(self._reads)}:{informer.name}"] = informer
+        self.barrier = FreshnessBarrier(
+            {name: (i.resource, i.namespace) for name, i in self._reads.items()}
+        )
+        self._lapses = 0  # the membership's lapses when the barrier was last armed
+        self._armed = _backend.Event()
         try:
             self.membership = ShardMembership(
                 client,
@@ -233,7 +254,10 @@ class ShardedControl:
                     self.name,
                 )
         try:
-            await self.membership.run()
+            async with _backend.TaskGroup() as group:
+                group.start_soon(self._hold_until_fresh)
+                await self.membership.run()
+                group.cancel()
         finally:
             self._left.set()
 
@@ -273,7 +297,21 @@ class ShardedControl:
         active = membership.active()
         gained = [r for r in active if r not in self._active]
         self._active = active
-        newly = self.keys.admit(active)
+        lapses = membership.member.lapses
+        if gained and lapses != self._lapses:
+            # Regained after the Lease lapsed: the caches may hold the world as it was
+            # before the pause. Nothing of the ranges is handed out until they caught up.
+            self._lapses = lapses
+            self.barrier.arm(_backend.current_time())
+            self._armed.set()
+            self._armed = _backend.Event()
+            logger.info(
+                "controller %s: %s regained ranges after its Lease lapsed: holding their "
+                "work until its caches catch up",
+                self.name,
+                self.identity,
+            )
+        newly = self.keys.admit(active if self.barrier.open else ())
         if active:
             self.primary.reselect(ShardSelector(active), self._label_selector)
             buckets = owner_bucket_selector(active)
@@ -295,6 +333,70 @@ class ShardedControl:
                 self.controller.enqueue(key, now, priority=LOW_PRIORITY)
         self._cancel_unworked()
         self.check_stopping()
+        self.runner.wake()
+
+    # -- the freshness barrier ------------------------------------------------------------
+
+    def _progress(self) -> dict[str, CacheProgress]:
+        return {
+            name: CacheProgress(i.reflector.resource_version, i.reflector.stats.syncs)
+            for name, i in self._reads.items()
+        }
+
+    async def _hold_until_fresh(self) -> None:
+        """Drive the freshness barrier: send its reads, relist the informers it names and
+        admit the ranges once it opens. Runs beside the membership until it ends."""
+        barrier = self.barrier
+        while True:
+            if barrier.open:
+                await self._armed.wait()
+                continue
+            for key, request in barrier.reads():
+                barrier.read_finished(key, await self._floor_read(request))
+            now = _backend.current_time()
+            for name in barrier.relists_due(now, self._progress()):
+                logger.info(
+                    "controller %s: %s relists %s: not caught up after its Lease lapsed",
+                    self.name,
+                    self.identity,
+                    self._reads[name].name,
+                )
+                self._reads[name].relist()
+            if barrier.update(self._progress()):
+                self._opened()
+                continue
+            deadline = barrier.next_deadline()
+            await _backend.sleep_until(
+                min(now + _BARRIER_POLL, math.inf if deadline is None else deadline)
+            )
+
+    async def _floor_read(self, request: Request) -> object | None:
+        try:
+            async with _backend.fail_after(self.config.renew_deadline):
+                answer: object = await self.client.request(request)
+        except (KubeMoonError, TransportError, TimeoutError) as exc:
+            logger.info(
+                "controller %s: freshness read %s failed (%s): relisting instead",
+                self.name,
+                request.path,
+                exc,
+            )
+            return None
+        return answer
+
+    def _opened(self) -> None:
+        """The barrier opened: admit the active ranges and queue their keys."""
+        active = self.membership.active()
+        newly = self.keys.admit(active)
+        logger.info(
+            "controller %s: %s caches caught up: its %d range(s) are worked on again",
+            self.name,
+            self.identity,
+            len(active),
+        )
+        now = _backend.current_time()
+        for key in newly:
+            self.controller.enqueue(key, now, priority=LOW_PRIORITY)
         self.runner.wake()
 
     def _cancel_unworked(self) -> None:

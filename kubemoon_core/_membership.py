@@ -302,6 +302,7 @@ class ShardMember:
         # The own Lease as last seen written by another process: (record, first seen at).
         self._other: tuple[MemberRecord, float] | None = None
         self._twin: str | None = None  # the other live process's instance, once found
+        self._lapses = 0
 
     def __repr__(self) -> str:
         ranges = {str(r.start): s.name for r, s in self._ranges.items()}
@@ -328,6 +329,13 @@ class ShardMember:
     def twin(self) -> str | None:
         """The instance id of the other process found running with this identity."""
         return self._twin
+
+    @property
+    def lapses(self) -> int:
+        """How many times the own lease passed its renew deadline (LOST): a caller that
+        gains a range after a lapse must not trust caches from before it (see
+        :class:`~kubemoon_core.sharding.FreshnessBarrier`)."""
+        return self._lapses
 
     @property
     def leaving(self) -> bool:
@@ -406,6 +414,7 @@ class ShardMember:
         """Apply the renew deadline: past it, every range stops and claims need confirming."""
         if self._state in (MemberState.MEMBER, MemberState.LEAVING) and now >= self._valid_until:
             self._move(MemberInput.EXPIRED)
+            self._lapses += 1
             for r in list(self._ranges):
                 self._range(r, RangeInput.LOST)
             self._confirm_after.clear()

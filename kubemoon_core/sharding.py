@@ -1,5 +1,6 @@
 """Sharding: hash ranges, owner buckets and the member Leases that divide them."""
 
+from ._barrier import DEFAULT_BARRIER_GRACE, BarrierState, CacheProgress, FreshnessBarrier
 from ._member_leases import (
     CLAIMS_ANNOTATION,
     GROUP_LABEL,
@@ -35,6 +36,10 @@ from ._sharded import (
 
 __all__ = [
     "assign_ranges",
+    "BarrierState",
+    "CacheProgress",
+    "DEFAULT_BARRIER_GRACE",
+    "FreshnessBarrier",
     "bucket_range",
     "buckets_of",
     "CLAIMS_ANNOTATION",

@@ -146,6 +146,7 @@ class RuntimeController:
                 namespace=namespace,
                 primary=self.primary_informer,
                 owned=[i for s, i in sources[1:] if s.name.startswith("owns:")],
+                reads=[i for _, i in sources],
             )
             self.controller.set_admission(self.sharding.keys.admits)
             for informer, selector in bucketed:
@@ -262,11 +263,15 @@ class RuntimeController:
             authorities.append((f"leadership of the Lease {elector.lease}", elector.valid_until))
             deadlines.append(elector.renew_deadline)
         if self.sharding is not None:
-            member, keys = self.sharding.membership.member, self.sharding.keys
+            member = self.sharding.membership.member
+            # The hash is taken now, while the key's object is known: a key forgotten
+            # later (it left the shard) must not make the gate skip the range check (an
+            # Event's series update may be sent long after its reconcile ended).
+            hashed = self.sharding.keys.hash_of(key)
             authorities.append(
                 (
                     f"range of {key} in {member.identity}'s membership Lease",
-                    lambda now: member.write_deadline(now, keys.hash_of(key)),
+                    lambda now: None if hashed is None else member.write_deadline(now, hashed),
                 )
             )
             deadlines.append(self.sharding.config.renew_deadline)

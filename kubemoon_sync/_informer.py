@@ -195,6 +195,17 @@ class Informer:
         if group is not None:
             group.cancel()
 
+    def relist(self) -> None:
+        """List again from now on, with the same selectors (a consistent read: no
+        resourceVersion); the request in flight is abandoned. Nothing while held."""
+        if self._held:
+            return
+        self._pending = (self.shard_selector, self.label_selector)
+        self._reselected.set()
+        group = self._drive_group  # read once: on the blocking adapter another thread runs
+        if group is not None:
+            group.cancel()
+
     def run(self, *, until: Callable[[], bool] | None = None) -> None:
         """Drive the reflector until cancelled, or until ``until()`` returns True.
 

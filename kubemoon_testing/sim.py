@@ -12,9 +12,9 @@ kube-apiserver for tests of controllers.
 
 - :func:`simulate`: N replicas of an operator (their real ``Manager``) on one cluster
   under a seeded :class:`FaultSchedule` (pauses, dropped and expired watches, compactions,
-  injected 409/429/5xx, a tenant's writes), deterministic per seed; the run's
-  ``SimulatedCluster.trace`` and Lease history feed checks such as
-  :func:`lease_violations`.
+  injected 409/429/5xx, a tenant's creates, merge patches, deletes and floods),
+  deterministic per seed; the run's ``SimulatedCluster.trace`` and Lease history feed
+  checks such as :func:`lease_violations`.
 
 Whatever is not modelled raises :class:`NotModelled` (answered 501 over HTTP and kept in
 ``SimulatedCluster.refusals``) instead of an answer that could differ from kube-apiserver.
@@ -49,7 +49,9 @@ from ._sim import (
     SimWatch,
     StatusError,
     TenantCreate,
+    TenantDelete,
     TenantFlood,
+    TenantPatch,
     TraceEntry,
     VirtualTimeEventLoop,
     WatchLine,
@@ -89,7 +91,9 @@ __all__ = [
     "SimulationResult",
     "StatusError",
     "TenantCreate",
+    "TenantDelete",
     "TenantFlood",
+    "TenantPatch",
     "TraceEntry",
     "VirtualTimeEventLoop",
     "WatchLine",

@@ -94,6 +94,9 @@ BUILTIN_RESOURCES: tuple[SimResource, ...] = (
     _builtin("", "v1", "serviceaccounts", "ServiceAccount"),
     _builtin("", "v1", "namespaces", "Namespace", scope=Scope.CLUSTER, status=True),
     _builtin("coordination.k8s.io", "v1", "leases", "Lease"),
+    # What an operator's EventRecorder writes; only the Events kube-apiserver's validation
+    # accepts are modelled (see SimApiServer's content checks).
+    _builtin("events.k8s.io", "v1", "events", "Event"),
 )
 """The built-in resources whose strategy the simulator models."""
 

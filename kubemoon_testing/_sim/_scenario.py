@@ -15,6 +15,7 @@ history the server stored.
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from typing import Any
 import trio
 
 from kubemoon_core import GroupVersionResource, KubeMoonError, Request, ResourcePath
+from kubemoon_core.errors import NotFound
 from kubemoon_core.sharding import CLAIMS_ANNOTATION, decode_claims
 from kubemoon_trio import Client, Manager
 
@@ -42,7 +44,9 @@ __all__ = [
     "ShardViolation",
     "SimulationResult",
     "TenantCreate",
+    "TenantDelete",
     "TenantFlood",
+    "TenantPatch",
     "lease_violations",
     "seed_trio_scheduler",
     "shard_violations",
@@ -135,6 +139,36 @@ class TenantCreate:
 
 
 @dataclass(frozen=True, slots=True)
+class TenantPatch:
+    """At ``at``, a tenant (a user editing by hand) sends ``patch`` as a JSON merge patch
+    to ``name``: a spec edit, a changed label, data overwritten. An object that is absent
+    then is left so (the 404 is in the trace)."""
+
+    at: float
+    resource: GroupVersionResource
+    namespace: str | None
+    name: str
+    patch: Mapping[str, Any] = field(hash=False)
+
+    def __repr__(self) -> str:
+        return (
+            f"TenantPatch(at={self.at!r}, resource={self.resource!r}, "
+            f"namespace={self.namespace!r}, name={self.name!r}, patch={dict(self.patch)!r})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TenantDelete:
+    """At ``at``, a tenant deletes ``name`` (background propagation); an object that is
+    absent then is left so (the 404 is in the trace)."""
+
+    at: float
+    resource: GroupVersionResource
+    namespace: str | None
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class TenantFlood:
     """At ``at``, a tenant updates one ConfigMap ``count`` times back to back (each update a
     request; created first if absent)."""
@@ -153,6 +187,8 @@ Step = (
     | CompactHistory
     | FailRequests
     | TenantCreate
+    | TenantPatch
+    | TenantDelete
     | TenantFlood
 )
 
@@ -389,6 +425,12 @@ async def _apply(cluster: SimulatedCluster, step: Step, tenant: Client) -> None:
                 raise NotModelled(f"the tenant's create was answered {response.status_code}")
         else:
             await tenant.create(step.resource, dict(step.body), namespace=step.namespace)
+    elif isinstance(step, TenantPatch):
+        with contextlib.suppress(NotFound):
+            await tenant.patch(step.resource, step.name, dict(step.patch), namespace=step.namespace)
+    elif isinstance(step, TenantDelete):
+        with contextlib.suppress(NotFound):
+            await tenant.delete(step.resource, step.name, namespace=step.namespace)
     else:
         await _flood(tenant, step)
 

@@ -466,6 +466,8 @@ class SimApiServer:
                         raise NotModelled("Secret data that is not base64") from None
             if "stringData" in body:
                 raise NotModelled("Secret stringData")
+        if resource.gvr == _EVENTS:
+            _check_event(body)
 
     def _validate_name(self, resource: SimResource, name: str) -> None:
         if len(name) > 253 or not _SUBDOMAIN.match(name):
@@ -1131,3 +1133,39 @@ def _merge_patch(target: Any, patch: Any) -> Any:
         else:
             result[key] = _merge_patch(result.get(key), value)
     return result
+
+
+_EVENTS = GroupVersionResource("events.k8s.io", "v1", "events")
+_EVENT_SHORT_FIELDS = ("reportingController", "reportingInstance", "action", "reason")
+
+
+def _check_event(body: dict[str, Any]) -> None:
+    """An ``events.k8s.io/v1`` Event as kube-apiserver's validation accepts it (the fields
+    an event recorder sets); any other is refused with NotModelled, since the simulator does
+    not reproduce the 422 that kube-apiserver would answer."""
+
+    def refuse(why: str) -> NotModelled:
+        return NotModelled(f"an Event kube-apiserver's validation would refuse ({why})")
+
+    if not isinstance(body.get("eventTime"), str) or not body["eventTime"]:
+        raise refuse("eventTime is required")
+    for field in _EVENT_SHORT_FIELDS:
+        value = body.get(field)
+        if not isinstance(value, str) or not value or len(value) > 128:
+            raise refuse(f"{field} must be 1 to 128 characters")
+    if body.get("type") not in ("Normal", "Warning"):
+        raise refuse("type must be Normal or Warning")
+    note = body.get("note", "")
+    if not isinstance(note, str) or len(note.encode()) > 1024:
+        raise refuse("note must be at most 1 kB")
+    for field in ("regarding", "related"):
+        if field in body and not isinstance(body[field], dict):
+            raise refuse(f"{field} must be an object reference")
+    series = body.get("series")
+    if series is not None and (
+        not isinstance(series, dict)
+        or not isinstance(series.get("count"), int)
+        or series["count"] < 2
+        or not series.get("lastObservedTime")
+    ):
+        raise refuse("series needs a count of at least 2 and a lastObservedTime")

@@ -180,6 +180,9 @@ class SimulatedCluster:
         self.trace: list[TraceEntry] = []
         self.lease_history: list[LeaseRecord] = []
         self.faults: list[RequestFault] = []
+        self.pauses: list[tuple[str, float, float]] = []
+        """Every pause as it took effect: (identity, from, until) in virtual seconds (a
+        pause at a write starts when that write goes out, not when it was armed)."""
         self._changed = _Event()
         self._streams: set[_SimStream] = set()
         self._paused: dict[str, float] = {}
@@ -250,7 +253,9 @@ class SimulatedCluster:
     def pause(self, identity: str, seconds: float = math.inf) -> None:
         """Freeze ``identity``'s network for ``seconds`` of virtual time (until
         :meth:`resume` by default): its connects, writes and reads wait."""
-        self._paused[identity] = self.now() + seconds
+        now = self.now()
+        self._paused[identity] = now + seconds
+        self.pauses.append((identity, now, now + seconds))
         self._wake_paused()
 
     def pause_on_write(self, identity: str, seconds: float) -> None:

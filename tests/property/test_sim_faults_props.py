@@ -5,15 +5,37 @@
 One property per fault class the outside probes found (issue 31's hardening):
 
 (a) a replica frozen past its Lease never writes outside its leadership (checked against
-    the Lease history the server stored), with ``..._catches_the_reverted_fix`` showing
-    the property fails once the write gate's check is switched off;
+    the Lease history the server stored);
 (b) one custom resource nested 10,000 levels does not stop the informer: every other
     object reconciles;
 (c) a tenant's flood of updates does not starve the first reconciles of the others;
 (d) ConfigMaps whose page is past the client's body cap do not stop a restart (the LIST
     page shrinks until it fits);
 (a') a member of three sharded replicas frozen past its membership Lease never writes
-    outside its claimed range (with its own ``..._catches_the_reverted_fix``).
+    outside its claimed range.
+
+Each property has a checker that returns what it found wrong (empty when it holds), and a
+``..._catches_the_reverted_fix`` test that switches the hardening fix off with a monkeypatch
+and asserts the checker reports the failure:
+
+(a), (a') the write gate's check (``WriteGate.check``) does nothing;
+(b) the kept-out path: ``_jsonsplit.DEEP`` (the depth from which an undecodable object is
+    too deep, kept out, rather than malformed) set past any depth, so the deep object's
+    watch line fails the watch as before the fix;
+(c) the queue's aging: every ``WorkQueue`` built with ``max_overtakes`` past any count, so
+    the oldest key's turn never comes (priority order alone, as before the fix);
+(d) the adaptive page size: the reflector's ``next_page_limit`` answers None (no smaller
+    page to ask for), so a page past the body cap fails the LIST as before the fix.
+
+All four are clean reverts: each fix is reached through one module attribute or
+constructor default that the monkeypatch replaces for the test only.
+
+(c) is judged on the order of the requests the server received, not on virtual time: the
+simulated server answers in zero virtual time, so a whole flood happens at one virtual
+instant and any bound in virtual seconds would hold with or without aging. The bound is
+the queue's own (its module docstring): a key queued behind Q others is among the next
+(max_overtakes + 1) * (Q + 1) keys handed out, and each hand-out of the flooded key sends
+at most one write of its copy.
 
 And the simulation itself: the same seed gives the same trace.
 """
@@ -21,6 +43,7 @@ And the simulation itself: the same seed gives the same trace.
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -32,7 +55,9 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 import kubemoon_trio as km
-from kubemoon_core import GroupVersionResource, Reconciled
+from kubemoon_core import GroupVersionResource, Reconciled, _jsonsplit, _reflector
+from kubemoon_core._queue import DEFAULT_MAX_OVERTAKES, WorkQueue
+from kubemoon_core._ratelimit import RateLimiter
 from kubemoon_core.errors import AlreadyExists, NotFound
 from kubemoon_core.lowlevel import WriteGate
 from kubemoon_core.sharding import shard_hash
@@ -121,17 +146,20 @@ def elected_copier(client: km.Client, identity: str, rng: random.Random) -> km.M
     return manager
 
 
-def converged(result: SimulationResult, values: dict[str, str]) -> bool:
+def unconverged(result: SimulationResult, values: dict[str, str]) -> list[str]:
+    """The copies that are absent or differ from their source's value (``name -> value``)."""
     store = result.cluster.server
     res = store.resource(CONFIGMAPS)
+    found = []
     for name, value in values.items():
         try:
             copy = store.get(res, "default", f"{name}-copy")
-        except StatusError:  # absent: not converged
-            return False
+        except StatusError:
+            found.append(f"{name}-copy is absent")
+            continue
         if copy.get("data") != {"k": value}:
-            return False
-    return True
+            found.append(f"{name}-copy holds {str(copy.get('data'))[:60]}, not its source's value")
+    return found
 
 
 # -- (a) a replica paused past its Lease ----------------------------------------------------
@@ -180,7 +208,7 @@ def test_a_paused_replica_never_writes_outside_its_lease(
     violations = lease_violations(result.trace, result.cluster.lease_history, LEASE, REPLICAS)
     assert violations == [], "\n".join(map(str, violations))
     # And the copies converge once the faults stop.
-    assert converged(result, dict.fromkeys(SOURCES, "v"))
+    assert unconverged(result, dict.fromkeys(SOURCES, "v")) == []
 
 
 def test_a_paused_replica_catches_the_reverted_fix(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -203,6 +231,7 @@ def test_the_same_seed_gives_the_same_trace() -> None:
 # -- (c) a tenant's update flood ------------------------------------------------------------
 
 OTHERS = tuple(f"other{index:02d}" for index in range(20))
+FLOODED = "flood"
 
 
 def flood_run(updates: int, at: float, seed: int) -> SimulationResult:
@@ -213,7 +242,6 @@ def flood_run(updates: int, at: float, seed: int) -> SimulationResult:
                 await setup.create(CONFIGMAPS, source(name), namespace="default")
             await setup.create(CONFIGMAPS, source("flood", "0"), namespace="default")
         schedule = FaultSchedule((TenantFlood(at, "default", "flood", updates),))
-        # Bounded: the first reconciles of all others within 20 virtual seconds of start.
         return await simulate(cluster, {"a": elected_copier}, schedule, duration=20.0, seed=seed)
 
     result: SimulationResult = run_sim(main)
@@ -221,13 +249,59 @@ def flood_run(updates: int, at: float, seed: int) -> SimulationResult:
     return result
 
 
-@settings(SIM_SETTINGS, max_examples=5)
-@given(updates=st.integers(200, 1_000), at=st.floats(0.0, 3.0), seed=st.integers(0, 2**16))
-def test_a_tenant_flood_does_not_starve_the_others(updates: int, at: float, seed: int) -> None:
-    result = flood_run(updates, at, seed)
+def starved(result: SimulationResult, replica: str = "a") -> list[str]:
+    """The others whose first copy write came later than the queue's bound allows: after
+    more than (max_overtakes + 1) * (len(OTHERS) + 1) writes of the flooded key's copy (one
+    per hand-out at most), or never."""
+    bound = (DEFAULT_MAX_OVERTAKES + 1) * (len(OTHERS) + 1)
+    writes = [e for e in result.trace if e.identity == replica and e.is_write]
+    found = []
+    for name in OTHERS:
+        first = next((e for e in writes if e.name == f"{name}-copy"), None)
+        if first is None:
+            found.append(f"{name}: never reconciled")
+            continue
+        ahead = sum(1 for e in writes if e.name == f"{FLOODED}-copy" and e.seq < first.seq)
+        if ahead > bound:
+            found.append(
+                f"{name}: first reconciled at {first.time:.3f} s after {ahead} reconciles of "
+                f"the flooded {FLOODED!r} (bound {bound})"
+            )
+    return found
+
+
+def check_flood(result: SimulationResult, updates: int) -> list[str]:
     tenant_writes = sum(1 for e in result.trace if e.identity == "tenant" and e.is_write)
-    assert tenant_writes == updates + 1  # the flood ran (a create, then its updates)
-    assert converged(result, dict.fromkeys(OTHERS, "v"))
+    # The flood ran (a create, then its updates), the others were not starved meanwhile,
+    # and every copy converged once it stopped.
+    ran = [] if tenant_writes == updates + 1 else [f"the tenant sent {tenant_writes} writes"]
+    return ran + starved(result) + unconverged(result, dict.fromkeys(OTHERS, "v"))
+
+
+# The flood starts at 0: the first list is queued then (the server answers in zero virtual
+# time, so a later flood finds every first reconcile done and tests nothing).
+@settings(SIM_SETTINGS, max_examples=5)
+@given(updates=st.integers(200, 1_000), seed=st.integers(0, 2**16))
+def test_a_tenant_flood_does_not_starve_the_others(updates: int, seed: int) -> None:
+    failures = check_flood(flood_run(updates, 0.0, seed), updates)
+    assert failures == [], "\n".join(failures)
+
+
+def test_a_tenant_flood_catches_the_reverted_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Aging switched off: the oldest key's turn never comes, so the flooded key (an ordinary
+    # add, above the first list's low priority) is handed out until the flood stops.
+    aging = WorkQueue.__init__
+
+    def without_aging(
+        self: WorkQueue[Any], rate_limiter: RateLimiter | None = None, *, max_overtakes: int = 0
+    ) -> None:
+        aging(self, rate_limiter, max_overtakes=sys.maxsize)
+
+    monkeypatch.setattr(WorkQueue, "__init__", without_aging)
+    failures = check_flood(flood_run(500, 0.0, 0), 500)
+    assert failures, "the property must detect the others waiting out the flood"
+    assert all("reconciles of the flooded" in failure for failure in failures), failures
+    print(*failures, sep="\n")
 
 
 # -- (d) ConfigMaps past the client's body cap, across a restart ----------------------------
@@ -266,16 +340,40 @@ def huge_run(count: int, size: int, seed: int) -> SimulationResult:
     return result
 
 
+def check_huge(result: SimulationResult, count: int, size: int) -> list[str]:
+    """What went wrong in a run of :func:`huge_run` (empty when the property holds)."""
+    found = []
+    runs = result.managers["a"]
+    if len(runs) < 2:
+        found.append(f"replica a started {len(runs)} time(s), no restart: {result.endings}")
+    for run, manager in enumerate(runs):  # each start's LIST shrank its pages to fit
+        for informer in manager.informers:
+            stats = informer.reflector.stats
+            if stats.page_shrinks == 0 or stats.syncs == 0:
+                found.append(
+                    f"start {run}: {stats.page_shrinks} page shrinks, {stats.syncs} syncs, "
+                    f"{stats.failures} failures"
+                )
+    values = {f"huge{index:02d}": "x" * size for index in range(count)}
+    values.update(dict.fromkeys((f"late{index}" for index in range(3)), "v"))
+    return found + unconverged(result, values)
+
+
 @settings(SIM_SETTINGS, max_examples=4)
 @given(count=st.integers(6, 12), size=st.integers(60_000, 120_000), seed=st.integers(0, 2**8))
 def test_huge_configmaps_do_not_stop_a_restart(count: int, size: int, seed: int) -> None:
-    result = huge_run(count, size, seed)
-    assert len(result.managers["a"]) >= 2, result.endings  # it did restart
-    for manager in result.managers["a"]:  # and each start's LIST shrank its pages to fit
-        assert all(informer.reflector.stats.page_shrinks > 0 for informer in manager.informers)
-    values = {f"huge{index:02d}": "x" * size for index in range(count)}
-    values.update(dict.fromkeys((f"late{index}" for index in range(3)), "v"))
-    assert converged(result, values)
+    failures = check_huge(huge_run(count, size, seed), count, size)
+    assert failures == [], "\n".join(failures)
+
+
+def test_huge_configmaps_catch_the_reverted_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No adaptive page size: a page past the body cap is not asked for again smaller, so
+    # the LIST fails for good and nothing is copied.
+    monkeypatch.setattr(_reflector, "next_page_limit", lambda limit: None)
+    failures = check_huge(huge_run(8, 80_000, 0), 8, 80_000)
+    assert failures, "the property must detect the LIST that never fits"
+    assert any("-copy is absent" in failure for failure in failures), failures
+    print(*failures, sep="\n")
 
 
 # -- (b) one object nested 10,000 levels ----------------------------------------------------
@@ -334,21 +432,52 @@ def deep_run(others: int, at: float, seed: int) -> SimulationResult:
     return result
 
 
-@settings(SIM_SETTINGS, max_examples=4)
-@given(others=st.integers(2, 10), at=st.floats(0.0, 5.0), seed=st.integers(0, 2**8))
-def test_one_deeply_nested_object_does_not_stop_the_informer(
-    others: int, at: float, seed: int
-) -> None:
-    result = deep_run(others, at, seed)
+def check_deep(result: SimulationResult, others: int) -> list[str]:
+    """What went wrong in a run of :func:`deep_run` (empty when the property holds): blobs
+    never reconciled, the deep one reconciled, or not exactly it kept out of the cache."""
     store = result.cluster.server
     names = {
         item["metadata"]["name"]
         for item in store.list(store.resource(CONFIGMAPS), "default")["items"]
     }
-    assert {f"b{index}-seen" for index in range(others)} <= names
-    assert "deep-seen" not in names  # kept out of the cache and of reconciles
-    (manager,) = result.managers["a"]
-    assert [informer.reflector.stats.kept_out for informer in manager.informers] == [1]
+    found = [
+        f"b{index} was never reconciled" for index in range(others) if f"b{index}-seen" not in names
+    ]
+    if "deep-seen" in names:
+        found.append("the deep blob was reconciled (it cannot be decoded)")
+    runs = result.managers["a"]
+    if len(runs) != 1:
+        found.append(f"replica a started {len(runs)} times: {result.endings}")
+    for manager in runs:
+        stats = [informer.reflector.stats for informer in manager.informers]
+        if [s.kept_out for s in stats] != [1]:
+            found.append(
+                f"kept out {[s.kept_out for s in stats]} (not [1]); watch restarts "
+                f"{[s.watch_restarts for s in stats]}, failures {[s.failures for s in stats]}"
+            )
+    return found
+
+
+@settings(SIM_SETTINGS, max_examples=4)
+@given(others=st.integers(2, 10), at=st.floats(0.0, 5.0), seed=st.integers(0, 2**8))
+def test_one_deeply_nested_object_does_not_stop_the_informer(
+    others: int, at: float, seed: int
+) -> None:
+    failures = check_deep(deep_run(others, at, seed), others)
+    assert failures == [], "\n".join(failures)
+
+
+def test_one_deeply_nested_object_catches_the_reverted_fix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # No kept-out path: an object that fails to decode is malformed at any depth, so the
+    # deep blob's watch line fails the watch, again at every resume, and the blobs created
+    # after it are never seen.
+    monkeypatch.setattr(_jsonsplit, "DEEP", sys.maxsize)
+    failures = check_deep(deep_run(6, 1.0, 0), 6)
+    assert failures, "the property must detect the informer stopped by one object"
+    assert any("was never reconciled" in failure for failure in failures), failures
+    print(*failures, sep="\n")
 
 
 # -- (a) for shards: a member paused past its membership Lease ------------------------------
@@ -427,7 +556,7 @@ def test_a_paused_shard_member_never_writes_outside_its_range(
 ) -> None:
     result, violations = paused_member_run(pause_seconds, paused, fault_seed, faults=faults)
     assert violations == [], "\n".join(map(str, violations))
-    assert converged(result, dict.fromkeys(SHARD_SOURCES, "v"))
+    assert unconverged(result, dict.fromkeys(SHARD_SOURCES, "v")) == []
 
 
 def test_a_paused_shard_member_catches_the_reverted_fix(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -269,6 +269,22 @@ def test_a_look_alike_outside_the_targets_is_deleted_only_if_recorded() -> None:
     assert summary(unrecorded) == [("DELETE", "/api/v1/namespaces/b/configmaps/settings")]
 
 
+def test_a_copy_it_made_but_never_recorded_is_deleted_outside_the_targets() -> None:
+    """Found by the simulation (test_sim_configmirror.py, mirror_run("single", 118, 5, 9)):
+    a copy created while the mirror's status could not be written (409s on a stale view)
+    is not in ``targets[].uid``; once its namespace stops being a target it must still go,
+    since the operator knows it made it (``made``), or it is left behind for good."""
+    unrecorded = copy("c")
+    args = (mirror(status=recording("a", "b")), SOURCE, {"a": copy("a"), "b": copy("b")})
+    managed = [copy("a"), copy("b"), unrecorded]
+    ignored = plan_with_allowed(*args, managed, NOW, allowed_namespaces=EVERY_TARGET)
+    assert all(r.method != "DELETE" for r in ignored.writes)  # not known to be its own
+    plan = plan_with_allowed(
+        *args, managed, NOW, allowed_namespaces=EVERY_TARGET, made=frozenset({"cm-c"})
+    )
+    assert summary(plan) == [("DELETE", "/api/v1/namespaces/c/configmaps/settings")]
+
+
 def test_missing_source_reports_source_not_found_and_keeps_copies() -> None:
     plan = plan_reconcile(mirror(), None, {"a": copy("a")}, [copy("a")], NOW)
     assert summary(plan) == [

@@ -297,6 +297,20 @@ async def test_a_paused_client_sends_nothing_until_it_resumes(
         await client.create(CONFIGMAPS, cm("a"), namespace="default")
         assert trio.current_time() - start == 25.0
     assert [(e.time - start, e.method) for e in cluster.trace] == [(25.0, "POST")]
+    assert cluster.pauses == [("p", start, start + 25.0)]
+
+
+async def test_a_pause_on_write_is_recorded_when_the_write_goes_out(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    cluster = SimulatedCluster()
+    async with cluster.client(identity="p") as client:
+        start = trio.current_time()
+        cluster.pause_on_write("p", 10.0)
+        await trio.sleep(5)
+        assert cluster.pauses == []  # armed, not yet in effect
+        await client.create(CONFIGMAPS, cm("a"), namespace="default")
+    assert cluster.pauses == [("p", start + 5.0, start + 15.0)]
 
 
 async def test_access_reviews_are_allowed_as_with_always_allow(

@@ -585,3 +585,54 @@ def test_a_class_with_validation_rules_is_refused() -> None:
 
     with pytest.raises(NotModelled, match="CEL"):
         SimApiServer([Widget])
+
+
+EVENTS = GroupVersionResource("events.k8s.io", "v1", "events")
+
+
+def event(**changes: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": "w.1"},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "reportingController": "example.com/widgets",
+        "reportingInstance": "widgets-1",
+        "action": "Reconcile",
+        "reason": "Scaled",
+        "regarding": {"kind": "Widget", "name": "w", "namespace": "default"},
+        "note": "3 ready",
+        "type": "Normal",
+    }
+    body.update(changes)
+    return body
+
+
+def test_an_event_as_a_recorder_writes_it_is_created_and_its_series_patched(
+    server: SimApiServer,
+) -> None:
+    events = server.resource(EVENTS)
+    created = server.create(events, "default", event(), 0.0)
+    assert "generation" not in created["metadata"]  # no generation for a built-in Event
+    series = {"series": {"count": 2, "lastObservedTime": "2026-01-01T00:00:01.000000Z"}}
+    patched = server.patch(
+        events, "default", "w.1", series, 1.0, content_type="application/merge-patch+json"
+    )
+    assert patched["series"]["count"] == 2
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        ({"eventTime": ""}, "eventTime"),
+        ({"reason": "x" * 129}, "reason"),
+        ({"type": "Info"}, "type"),
+        ({"note": "n" * 1025}, "note"),
+        ({"series": {"count": 1, "lastObservedTime": "2026-01-01T00:00:01.000000Z"}}, "series"),
+    ],
+)
+def test_an_event_validation_would_refuse_is_not_modelled(
+    server: SimApiServer, changes: dict[str, Any], why: str
+) -> None:
+    with pytest.raises(NotModelled, match=why):
+        server.create(server.resource(EVENTS), "default", event(**changes), 0.0)
