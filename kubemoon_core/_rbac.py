@@ -38,8 +38,21 @@ __all__ = [
     "rules_manifest",
 ]
 
-# The order verbs are written in: reads first, then writes, as people write them by hand.
-_VERB_ORDER = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
+# The order verbs are written in: reads first, then writes, as people write them by hand;
+# then RBAC's own: ``bind`` (a RoleBinding to a role whose rights the writer lacks) and
+# ``escalate`` (a role granting more than the writer holds), on ``roles``/``clusterroles``.
+_VERB_ORDER = (
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+    "bind",
+    "escalate",
+)
 
 # What the runtime's requests need (kubemoon_trio/_context.py: the informer LISTs and
 # WATCHes, finalizers are PATCHed, ctx.update_status merge-PATCHes the status subresource,

@@ -4,6 +4,10 @@ A typed controller: the reconcile reads a :class:`Widget` (``widget_api.py``) an
 typed ``ConfigMap`` objects (generated built-in kinds); ``mypy --strict`` checks it.
 
 Usage: ``python examples/widgets/controller.py [--loop trio|asyncio] [--leader-elect NS]``
+
+``rbac.yaml`` is generated from :func:`rbac_manager`, which builds what ``main`` runs with
+``--leader-elect widgets-system`` (the ServiceAccount's namespace): its Lease rule is
+there. Electing in another namespace, regenerate it with that one (``LEASE_NAMESPACE``).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from widget_api import Widget, WidgetStatus
 
@@ -50,13 +54,31 @@ async def reconcile(ctx: ReconcileContext[Widget]) -> Outcome:
     return RequeueAfter(300.0)
 
 
-def rbac_manager() -> object:
-    """The operator's Manager, built without connecting, for ``kubemoon rbac generate``."""
-    import kubemoon_trio as km  # noqa: PLC0415 - only the RBAC tooling needs it
+#: The namespace of the Lease ``rbac.yaml`` grants (``main --leader-elect widgets-system``).
+LEASE_NAMESPACE = "widgets-system"
 
-    manager = km.Manager(km.Client(ClientConfig(server="https://127.0.0.1:6443")))
+
+def build(km: Any, client: Any, leader_elect: str | None, probe_port: int | None) -> Any:
+    """The operator's Manager on the loop package ``km``: what ``main`` runs and what
+    ``rbac.yaml`` is derived from are one and the same."""
+    election = km.LeaderElectionConfig("widgets", leader_elect) if leader_elect else None
+    manager = km.Manager(
+        client,
+        name="examples.kubemoon.dev/widgets",
+        leader_election=election,
+        probe_address=None if probe_port is None else ("127.0.0.1", probe_port),
+    )
     manager.controller("widgets", Widget).owns(ConfigMap).complete(reconcile)
     return manager
+
+
+def rbac_manager() -> object:
+    """The operator's Manager, built without connecting, for ``kubemoon rbac generate``:
+    as ``main --leader-elect widgets-system`` runs it, so the Lease is granted too."""
+    import kubemoon_trio as km  # noqa: PLC0415 - only the RBAC tooling needs it
+
+    client = km.Client(ClientConfig(server="https://127.0.0.1:6443"))
+    return build(km, client, LEASE_NAMESPACE, None)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -68,14 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     km = importlib.import_module(f"kubemoon_{args.loop}")
-    election = km.LeaderElectionConfig("widgets", args.leader_elect) if args.leader_elect else None
-    manager = km.Manager(
-        km.Client.from_environment(),
-        name="examples.kubemoon.dev/widgets",
-        leader_election=election,
-        probe_address=("127.0.0.1", args.probe_port),
-    )
-    manager.controller("widgets", Widget).owns(ConfigMap).complete(reconcile)
+    manager = build(km, km.Client.from_environment(), args.leader_elect, args.probe_port)
     manager.run_forever()
 
 
