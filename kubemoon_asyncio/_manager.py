@@ -116,8 +116,7 @@ class Manager:
     server, with SelfSubjectAccessReviews (in batches, within ``permission_check_timeout``
     seconds), for every RBAC rule derived from the declarations: when some are missing, or
     the reviews go unanswered, all is said in one ERROR and on ``/readyz``, and the replica
-    neither campaigns, joins a shard group nor reconciles; the check is made again every
-    30 s and the replica starts once it passes (rights granted late). A
+    neither campaigns, joins a shard group nor reconciles until a check (every 30 s) passes. A
     Manager built under ``kubemoon run`` takes its command line's
     :class:`~kubemoon_io.RunSettings` (leader election, probes, sharding, webhook serving)
     over these arguments.
@@ -517,9 +516,8 @@ class Manager:
                 )
 
     async def wait_permitted(self) -> None:
-        """Wait until the start-up check passed (at once without one); while a rule is
-        missing the check is made again every ``RECHECK_INTERVAL`` (30 s) and the wait ends
-        once it passes: a replica that cannot work writes nothing."""
+        """Wait until the start-up check passed (at once without one; it is made again
+        every 30 s while it fails): a replica that cannot work writes nothing."""
         await self.permissions.permitted.wait()
 
     async def wait_synced(self, timeout: float | None = None) -> None:

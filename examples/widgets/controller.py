@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from widget_api import Widget, WidgetStatus
 
@@ -58,27 +58,18 @@ async def reconcile(ctx: ReconcileContext[Widget]) -> Outcome:
 LEASE_NAMESPACE = "widgets-system"
 
 
-def build(km: Any, client: Any, leader_elect: str | None, probe_port: int | None) -> Any:
-    """The operator's Manager on the loop package ``km``: what ``main`` runs and what
-    ``rbac.yaml`` is derived from are one and the same."""
-    election = km.LeaderElectionConfig("widgets", leader_elect) if leader_elect else None
+def rbac_manager() -> object:
+    """The operator's Manager, built without connecting, for ``kubemoon rbac generate``:
+    as ``main --leader-elect widgets-system`` runs it, so its Lease is granted too."""
+    import kubemoon_trio as km  # noqa: PLC0415 - only the RBAC tooling needs it
+
     manager = km.Manager(
-        client,
+        km.Client(ClientConfig(server="https://127.0.0.1:6443")),
         name="examples.kubemoon.dev/widgets",
-        leader_election=election,
-        probe_address=None if probe_port is None else ("127.0.0.1", probe_port),
+        leader_election=km.LeaderElectionConfig("widgets", LEASE_NAMESPACE),
     )
     manager.controller("widgets", Widget).owns(ConfigMap).complete(reconcile)
     return manager
-
-
-def rbac_manager() -> object:
-    """The operator's Manager, built without connecting, for ``kubemoon rbac generate``:
-    as ``main --leader-elect widgets-system`` runs it, so the Lease is granted too."""
-    import kubemoon_trio as km  # noqa: PLC0415 - only the RBAC tooling needs it
-
-    client = km.Client(ClientConfig(server="https://127.0.0.1:6443"))
-    return build(km, client, LEASE_NAMESPACE, None)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -90,7 +81,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     km = importlib.import_module(f"kubemoon_{args.loop}")
-    manager = build(km, km.Client.from_environment(), args.leader_elect, args.probe_port)
+    election = km.LeaderElectionConfig("widgets", args.leader_elect) if args.leader_elect else None
+    # What rbac_manager builds (keep them alike: rbac.yaml is derived from that one).
+    manager = km.Manager(
+        km.Client.from_environment(),
+        name="examples.kubemoon.dev/widgets",
+        leader_election=election,
+        probe_address=("127.0.0.1", args.probe_port),
+    )
+    manager.controller("widgets", Widget).owns(ConfigMap).complete(reconcile)
     manager.run_forever()
 
 
