@@ -115,8 +115,8 @@ class Manager:
     read decodes a fresh copy). ``check_permissions`` (on by default) first asks the API
     server, with SelfSubjectAccessReviews (in batches, within ``permission_check_timeout``
     seconds), for every RBAC rule derived from the declarations: when some are missing, or
-    the reviews go unanswered (then asked again every 30 s), all is said in one ERROR and on
-    ``/readyz``, and the replica neither campaigns, joins a shard group nor reconciles. A
+    the reviews go unanswered, all is said in one ERROR and on ``/readyz``, and the replica
+    neither campaigns, joins a shard group nor reconciles until a check (every 30 s) passes. A
     Manager built under ``kubemoon run`` takes its command line's
     :class:`~kubemoon_io.RunSettings` (leader election, probes, sharding, webhook serving)
     over these arguments.
@@ -516,8 +516,8 @@ class Manager:
                 )
 
     async def wait_permitted(self) -> None:
-        """Wait until the start-up check passed (at once without one); forever after it
-        found a rule missing: a replica that cannot work writes nothing."""
+        """Wait until the start-up check passed (at once without one; it is made again
+        every 30 s while it fails): a replica that cannot work writes nothing."""
         await self.permissions.permitted.wait()
 
     async def wait_synced(self, timeout: float | None = None) -> None:

@@ -83,7 +83,7 @@ class Cluster(Protocol):
     def registry(self) -> CollectorRegistry: ...
 
     async def wait_permitted(self) -> None:
-        """Wait until the start-up permission check passed; forever after it failed."""
+        """Wait until the start-up permission check passed (it is made again until it does)."""
         ...
 
 

@@ -35,11 +35,25 @@ __all__ = [
     "describe_missing",
     "has_status",
     "permissions_to_check",
+    "review_plan",
     "rules_manifest",
 ]
 
-# The order verbs are written in: reads first, then writes, as people write them by hand.
-_VERB_ORDER = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
+# The order verbs are written in: reads first, then writes, as people write them by hand;
+# then RBAC's own: ``bind`` (a RoleBinding to a role whose rights the writer lacks) and
+# ``escalate`` (a role granting more than the writer holds), on ``roles``/``clusterroles``.
+_VERB_ORDER = (
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+    "bind",
+    "escalate",
+)
 
 # What the runtime's requests need (kubemoon_trio/_context.py: the informer LISTs and
 # WATCHes, finalizers are PATCHed, ctx.update_status merge-PATCHes the status subresource,
@@ -300,20 +314,53 @@ class Permission:
         return (self.namespace or "", self.group, self.resource, self.name or "", self.verb)
 
 
-def permissions_to_check(rules: Sequence[PolicyRule], *, limit: int = 256) -> list[Permission]:
-    """One :class:`Permission` per verb (and per resource name) of ``rules``, at most ``limit``.
+def permissions_to_check(
+    rules: Sequence[PolicyRule], *, limit: int | None = 256
+) -> list[Permission]:
+    """One :class:`Permission` per verb (and per resource name) of ``rules``, each once, at
+    most ``limit`` (``None``: as many as the rules need).
 
-    More than ``limit`` is a :class:`ValueError`: the start-up check stays bounded.
+    More than ``limit`` is a :class:`ValueError`: a caller's explicit bound.
     """
-    asks = [
-        Permission(verb, r.group, r.resource, r.namespace, name)
-        for r in rules
-        for name in (sorted(r.resource_names) if r.resource_names else [None])
-        for verb in r.sorted_verbs()
-    ]
-    if len(asks) > limit:
+    asks = list(
+        dict.fromkeys(
+            Permission(verb, r.group, r.resource, r.namespace, name)
+            for r in rules
+            for name in (sorted(r.resource_names) if r.resource_names else [None])
+            for verb in r.sorted_verbs()
+        )
+    )
+    if limit is not None and len(asks) > limit:
         raise ValueError(f"{len(asks)} permissions to check, more than limit={limit}")
     return asks
+
+
+def review_plan(asks: Sequence[Permission]) -> list[tuple[Permission, tuple[Permission, ...]]]:
+    """The first round of access reviews for ``asks``: ``(review, implied)`` pairs.
+
+    A permission needed in two or more namespaces is asked once cluster-wide (the review
+    without a namespace, allowed only when every namespace is): ``implied`` lists the
+    namespaced permissions that answer settles when allowed, and that are asked one by
+    one when it is denied (so a missing one is still named with its namespace). Any other
+    permission is its own review with ``implied`` empty. A review is needed itself when it
+    is one of ``asks`` (denied: it is missing). An operator with the same controllers in
+    many namespaces and cluster-wide rights is checked with as many reviews as one
+    namespace needs. Order: that of ``asks``' first occurrences.
+    """
+    spread: dict[Permission, list[Permission]] = {}
+    for p in asks:
+        if p.namespace is not None:
+            wide = Permission(p.verb, p.group, p.resource, None, p.name)
+            spread.setdefault(wide, []).append(p)
+    plan: dict[Permission, tuple[Permission, ...]] = {}
+    for p in asks:
+        wide = Permission(p.verb, p.group, p.resource, None, p.name)
+        members = spread.get(wide, [])
+        if len(members) < 2:
+            plan.setdefault(p, ())
+        else:
+            plan[wide] = tuple(members)
+    return list(plan.items())
 
 
 def access_review_allowed(answer: Mapping[str, Any]) -> bool:

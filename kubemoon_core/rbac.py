@@ -15,6 +15,7 @@ from ._rbac import (
     describe_missing,
     has_status,
     permissions_to_check,
+    review_plan,
     rules_manifest,
 )
 
@@ -30,6 +31,7 @@ __all__ = [
     "permissions_to_check",
     "PolicyRule",
     "RbacDeclared",
+    "review_plan",
     "rules_manifest",
 ]
 

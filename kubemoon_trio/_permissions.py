@@ -33,6 +33,7 @@ from kubemoon_core._rbac import (
     describe_missing,
     has_status,
     permissions_to_check,
+    review_plan,
 )
 from kubemoon_core.errors import LocalProtocolError, MissingPermissions, PermissionCheckFailed
 from kubemoon_core.webhooks import WebhookEndpoint
@@ -172,25 +173,43 @@ async def missing_permissions(
     rules: Sequence[PolicyRule],
     *,
     concurrency: int = 4,
-    limit: int = 256,
+    limit: int | None = None,
     timeout: float = 30.0,
 ) -> list[Permission]:
     """The permissions of ``rules`` the client's identity lacks, in a stable order.
 
-    One SelfSubjectAccessReview per verb (and per resource name), in batches of at most
-    ``concurrency`` at a time, at most ``limit`` in all (more is a
-    :class:`LocalProtocolError`) and within ``timeout`` seconds in all (past it,
-    :class:`~kubemoon_io.TransportTimeout`): a bounded start-up. A ``/status`` resource is
-    asked as its subresource. A review the server refuses (a cluster that forbids them)
-    raises its :class:`~kubemoon_core.ApiError`.
+    One SelfSubjectAccessReview per distinct verb (and per resource name); a permission
+    needed in several namespaces is first asked once cluster-wide, and only when that is
+    denied in each namespace (:func:`~kubemoon_core.rbac.review_plan`). In batches of at
+    most ``concurrency`` at a time and within ``timeout`` seconds in all (past it,
+    :class:`~kubemoon_io.TransportTimeout`): a bounded start-up. ``limit`` (None: what the
+    rules need, however many) caps the distinct permissions: more is a
+    :class:`LocalProtocolError`. A ``/status`` resource is asked as its subresource. A
+    review the server refuses (a cluster that forbids them) raises its
+    :class:`~kubemoon_core.ApiError`.
     """
     try:
         asks = permissions_to_check(rules, limit=limit)
     except ValueError as exc:
         raise LocalProtocolError(str(exc)) from None
-    missing: list[Permission] = []
-    errors: list[KubeMoonError] = []
     deadline = _backend.current_time() + timeout
+    needed = set(asks)
+    plan = review_plan(asks)
+    denied = await _denied(client, [review for review, _ in plan], concurrency, deadline)
+    missing = [review for review, _ in plan if review in denied and review in needed]
+    second = [p for review, implied in plan if review in denied for p in implied]
+    if second:
+        missing += await _denied(client, second, concurrency, deadline)
+    return sorted(set(missing), key=Permission.sort_key)
+
+
+async def _denied(
+    client: Client, asks: Sequence[Permission], concurrency: int, deadline: float
+) -> list[Permission]:
+    """The permissions of ``asks`` their reviews deny, asked in batches of
+    ``concurrency`` before ``deadline``; the first failure to answer raises."""
+    denied: list[Permission] = []
+    errors: list[KubeMoonError] = []
 
     async def ask(permission: Permission) -> None:
         request = create_request(_SSAR, permission.review())
@@ -202,7 +221,7 @@ async def missing_permissions(
             errors.append(exc)
             return
         if not access_review_allowed(answer):
-            missing.append(permission)
+            denied.append(permission)
 
     # Batches of ``concurrency`` reviews: no more requests in flight than that; the first
     # batch with a failure is the last.
@@ -213,7 +232,7 @@ async def missing_permissions(
                 tasks.start_soon(ask, item)
         if errors:
             raise errors[0]
-    return sorted(missing, key=Permission.sort_key)
+    return denied
 
 
 async def check_at_start(manager: DeclaringRuntime, *, timeout: float = 30.0) -> str | None:
@@ -235,7 +254,7 @@ async def start_up_check(
     the replica starts unchecked. Anything else (a timeout, 5xx, 429, a broken connection)
     is retried with backoff until ``timeout`` seconds have passed, then one ERROR and a
     :class:`PermissionCheckFailed`: a replica whose rights are unknown does not take the
-    Lease. More reviews than the check asks fail at once, the same way.
+    Lease. More permissions than an explicit limit fail at once, the same way.
     """
     deadline = _backend.current_time() + timeout
     delay = 0.5
@@ -280,7 +299,8 @@ async def start_up_check(
         delay = min(delay * 2, 8.0)
 
 
-#: After a check that went unanswered, how long until it is made again (an ERROR each time).
+#: After a check that went unanswered or found a rule missing, how long until it is made
+#: again (an ERROR each time it fails; an INFO once it passes).
 RECHECK_INTERVAL = 30.0
 _SKIP = "check_permissions=False, or kubemoon run --no-permission-check, skips the check"
 
@@ -288,17 +308,23 @@ _SKIP = "check_permissions=False, or kubemoon run --no-permission-check, skips t
 async def check_until_answered(
     manager: DeclaringRuntime, gate: PermissionGate, *, timeout: float
 ) -> bool:
-    """:func:`start_up_check` until it is answered: each outcome goes to ``gate`` (the
-    Manager's ``/readyz`` reason and its waits), an unanswered check is made again every
-    :data:`RECHECK_INTERVAL` seconds. True when the replica may work, False when a rule is
-    missing or the check can never be made."""
+    """:func:`start_up_check` until it passes: each outcome goes to ``gate`` (the Manager's
+    ``/readyz`` reason and its waits); a check that went unanswered or found a rule missing
+    is made again every :data:`RECHECK_INTERVAL` seconds, so rights granted after the
+    replica started let it work. True when the replica may work, False when the check can
+    never be made (more permissions than an explicit limit)."""
     outcome = await start_up_check(manager, timeout=timeout)
-    while isinstance(outcome, PermissionCheckFailed) and not isinstance(
-        outcome.last_error, LocalProtocolError
+    refused = False
+    while outcome is not None and not (
+        isinstance(outcome, PermissionCheckFailed)
+        and isinstance(outcome.last_error, LocalProtocolError)
     ):
+        refused = True
         gate.report(outcome)
         await _backend.sleep(RECHECK_INTERVAL)
         outcome = await start_up_check(manager, timeout=timeout)
+    if outcome is None and refused:
+        logger.info("RBAC permission check passed on a later attempt; starting controllers")
     gate.report(outcome)
     return outcome is None
 
@@ -317,13 +343,14 @@ class PermissionGate:
         return None if self.error is None else str(self.error)
 
     def report(self, error: MissingPermissions | PermissionCheckFailed | None) -> None:
-        """Record an outcome of :func:`check_until_answered` (None: the replica may work)."""
+        """Record an outcome of :func:`check_until_answered` (None: the replica may work;
+        a refusal before it is cleared)."""
         self.error = error
         self.known.set()
         if error is None:
             self.permitted.set()
 
     def raise_if_refused(self) -> None:
-        """Raise the outcome's error (the replica never campaigns), if there is one."""
+        """Raise the outcome's error (the replica does not campaign while it stands)."""
         if self.error is not None:
             raise self.error

@@ -5,7 +5,10 @@ Run it with ``kubemoon run examples/teamspace/operator.py:manager`` (see
 ``kubemoon run --help`` for leader election, probes, log format and the webhook's port and
 certificates). A validating webhook refuses ``system:`` users as owners. ``crd.yaml`` and
 ``rbac.yaml`` are generated from this file (``make lint`` checks them); the operator binds
-the built-in ClusterRole ``admin``, so its account also needs that role (or ``bind``).
+the built-in ClusterRole ``admin``, which the apiserver allows only to an account holding
+every right of ``admin`` or ``bind`` on it: :func:`manager` declares ``bind`` on the
+ClusterRole ``admin`` in ``rbac_extra``, so ``rbac.yaml`` grants it and the start-up check
+asks for it.
 """
 
 from dataclasses import dataclass, field
@@ -16,6 +19,7 @@ from kubemoon_core import Outcome, Reconciled, Scope
 from kubemoon_core.builtin import Namespace, ResourceQuota, RoleBinding
 from kubemoon_core.builtin.core_v1 import ResourceQuotaSpec
 from kubemoon_core.builtin.rbac_v1 import RoleRef, Subject
+from kubemoon_core.rbac import PolicyRule
 from kubemoon_core.typed import (
     Condition,
     Description,
@@ -26,6 +30,10 @@ from kubemoon_core.typed import (
 from kubemoon_core.webhooks import AdmissionRequest, AdmissionResponse, WebhookDeclarations
 
 RBAC = "rbac.authorization.k8s.io"
+#: What binding the ClusterRole ``admin`` takes: the apiserver's escalation check.
+BIND_ADMIN = PolicyRule(
+    RBAC, "clusterroles", frozenset({"bind"}), resource_names=frozenset({"admin"})
+)
 
 
 @dataclass(slots=True)
@@ -97,4 +105,6 @@ def manager(client: Client) -> Manager:
     controller = manager.controller("teamspaces", TeamSpace)
     controller.owns(Namespace).owns(ResourceQuota).owns(RoleBinding).complete(reconcile)
     manager.serve_webhooks(hooks)
+    # The RoleBinding to ``admin`` is refused without ``bind`` on it (or all its rights).
+    manager.rbac_extra.append(BIND_ADMIN)
     return manager

@@ -4,6 +4,10 @@ A typed controller: the reconcile reads a :class:`Widget` (``widget_api.py``) an
 typed ``ConfigMap`` objects (generated built-in kinds); ``mypy --strict`` checks it.
 
 Usage: ``python examples/widgets/controller.py [--loop trio|asyncio] [--leader-elect NS]``
+
+``rbac.yaml`` is generated from :func:`rbac_manager`, which builds what ``main`` runs with
+``--leader-elect widgets-system`` (the ServiceAccount's namespace): its Lease rule is
+there. Electing in another namespace, regenerate it with that one (``LEASE_NAMESPACE``).
 """
 
 from __future__ import annotations
@@ -50,11 +54,20 @@ async def reconcile(ctx: ReconcileContext[Widget]) -> Outcome:
     return RequeueAfter(300.0)
 
 
+#: The namespace of the Lease ``rbac.yaml`` grants (``main --leader-elect widgets-system``).
+LEASE_NAMESPACE = "widgets-system"
+
+
 def rbac_manager() -> object:
-    """The operator's Manager, built without connecting, for ``kubemoon rbac generate``."""
+    """The operator's Manager, built without connecting, for ``kubemoon rbac generate``:
+    as ``main --leader-elect widgets-system`` runs it, so its Lease is granted too."""
     import kubemoon_trio as km  # noqa: PLC0415 - only the RBAC tooling needs it
 
-    manager = km.Manager(km.Client(ClientConfig(server="https://127.0.0.1:6443")))
+    manager = km.Manager(
+        km.Client(ClientConfig(server="https://127.0.0.1:6443")),
+        name="examples.kubemoon.dev/widgets",
+        leader_election=km.LeaderElectionConfig("widgets", LEASE_NAMESPACE),
+    )
     manager.controller("widgets", Widget).owns(ConfigMap).complete(reconcile)
     return manager
 
@@ -69,6 +82,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     km = importlib.import_module(f"kubemoon_{args.loop}")
     election = km.LeaderElectionConfig("widgets", args.leader_elect) if args.leader_elect else None
+    # What rbac_manager builds (keep them alike: rbac.yaml is derived from that one).
     manager = km.Manager(
         km.Client.from_environment(),
         name="examples.kubemoon.dev/widgets",

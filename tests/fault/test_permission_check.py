@@ -174,17 +174,29 @@ async def test_an_unanswered_check_is_made_again_until_it_passes(
     assert gate.error is None and gate.problem is None
 
 
-async def test_more_reviews_than_the_limit_fail_closed_without_retrying(
+async def test_a_big_manager_is_checked_with_one_cluster_wide_review_per_verb(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """300 namespaces (once past the old bound of 256 reviews, refused): an identity with
+    the rights cluster-wide passes with one review; denied cluster-wide, every namespace
+    is asked and the one missing is named with its namespace."""
     many = [PolicyRule("", "configmaps", frozenset({"get"}), f"ns-{i}") for i in range(300)]
     monkeypatch.setattr(permissions, "derived_rules", lambda _manager: many)
     gate = permissions.PermissionGate()
     async with ScriptedServer(answer(set())) as server, Client(server.client_config()) as client:
         manager: Any = _Declaring(client)
         with trio.fail_after(20):
-            assert not await permissions.check_until_answered(manager, gate, timeout=5.0)
-        assert server.requests == []
-    assert isinstance(gate.error, PermissionCheckFailed)
-    assert isinstance(gate.error.last_error, LocalProtocolError)
-    assert "more than limit=256" in str(gate.error)
+            assert await permissions.check_until_answered(manager, gate, timeout=5.0)
+        assert len(server.requests) == 1
+        assert "namespace" not in server.requests[0].json()["spec"]["resourceAttributes"]
+    assert gate.error is None
+
+    def namespaced_only(request: RecordedRequest) -> Reply:
+        review = request.json()
+        where = review["spec"]["resourceAttributes"].get("namespace")
+        return Reply.json({**review, "status": {"allowed": where not in (None, "ns-7")}}, 201)
+
+    async with ScriptedServer(namespaced_only) as server, Client(server.client_config()) as c:
+        missing = await missing_permissions(c, many, concurrency=16)
+        assert missing == [Permission("get", "", "configmaps", "ns-7")]
+        assert len(server.requests) == 301

@@ -12,11 +12,13 @@ from kubemoon_core._rbac import (
     DeclaredController,
     DeclaredWebhooks,
     GroupResource,
+    Permission,
     PolicyRule,
     access_review_allowed,
     derive_rules,
     describe_missing,
     permissions_to_check,
+    review_plan,
     rules_manifest,
 )
 
@@ -312,3 +314,24 @@ def test_a_builtin_kind_without_status_gets_no_status_rule() -> None:
     resources = [r.resource for r in derived_rules(manager)]
     assert "configmaps/status" not in resources  # ConfigMaps have no status subresource
     assert "deployments/status" in resources
+
+
+def test_a_permission_in_several_namespaces_is_asked_once_cluster_wide_first() -> None:
+    rules = [
+        PolicyRule("", "configmaps", frozenset({"list", "get"})),
+        PolicyRule("", "configmaps", frozenset({"get", "patch"}), "a"),
+        PolicyRule("", "configmaps", frozenset({"get"}), "b"),
+        PolicyRule("", "configmaps", frozenset({"get"}), "b"),  # the same: asked once
+    ]
+    asks = permissions_to_check(rules, limit=None)
+    assert len(asks) == 5
+    plan = review_plan(asks)
+    wide_get = Permission("get", "", "configmaps")
+    assert plan == [
+        (
+            wide_get,
+            (Permission("get", "", "configmaps", "a"), Permission("get", "", "configmaps", "b")),
+        ),
+        (Permission("list", "", "configmaps"), ()),
+        (Permission("patch", "", "configmaps", "a"), ()),
+    ]
