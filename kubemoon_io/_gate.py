@@ -11,8 +11,8 @@ context), are never gated.
 No check in the process closes the last window: a process frozen while the kernel is
 still inside the ``send`` system call of a gated write may finish that call when it is
 resumed, so the bytes reach the API server after the authority ended (measured on the
-real apiserver: a leader frozen for 8 s while four reconciles wrote, about one round in
-ten). So after the bytes are handed over the guard is asked again
+real apiserver: a leader frozen for 8 s while four reconciles wrote, 4 rounds of
+66). So after the bytes are handed over the guard is asked again
 (:func:`report_late_send`): a write whose authority lapsed while it was being sent is
 logged at WARNING and counted (:data:`LATE_SENDS`), never silent.
 """
