@@ -3,9 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-# What mypy checks: the library packages, and configmirror/ (its own distribution,
-# configmirror/pyproject.toml, installed editable next to the library for the demo and tests).
-PACKAGES := kubemoon_core kubemoon_io kubemoon_trio kubemoon_asyncio kubemoon_sync kubemoon_testing kubemoon_cli configmirror
+# What mypy checks: the library packages, and ConfigMirror's package (its own distribution,
+# configmirror/pyproject.toml, src layout, installed editable next to the library for the
+# demo and tests).
+PACKAGES := kubemoon_core kubemoon_io kubemoon_trio kubemoon_asyncio kubemoon_sync kubemoon_testing kubemoon_cli configmirror/src/configmirror
 CORE_COVERAGE_MIN := 95
 # The version tier runs in `make test` unless set empty (VERSION_TIER=).
 VERSION_TIER ?= 1

@@ -1,6 +1,6 @@
 """ConfigMirror declared for msgspec's own decoder (bench_typed.py): the same dataclasses as
-configmirror/_api.py, with fields named as the JSON (msgspec cannot rename a dataclass's
-fields). Imported only when msgspec is installed."""
+configmirror/src/configmirror/_api.py, with fields named as the JSON (msgspec cannot rename a
+dataclass's fields). Imported only when msgspec is installed."""
 
 from __future__ import annotations
 

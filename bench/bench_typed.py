@@ -5,7 +5,8 @@ with three target namespaces, a status with one condition and three target state
 by ``json.loads`` so they are plain JSON values. Three ways to read them, in this process:
 
 - KubeMoon: ``kubemoon_core.typed.decode(ConfigMirror, d)`` with the declaration of
-  ``configmirror/_api.py`` (strict types, unknown fields refused, date-times parsed).
+  ``configmirror/src/configmirror/_api.py`` (strict types, unknown fields refused,
+  date-times parsed).
 - pydantic v2: ``ConfigMirrorModel.model_validate(d)`` of equivalent models (camelCase
   aliases, ``extra="forbid"``, the same Literal enums, ``datetime`` fields). pydantic's
   default (lax) mode: its strict mode refuses a date-time string in Python input.

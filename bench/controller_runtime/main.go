@@ -1,7 +1,7 @@
 // Command configmirror-cr is the ConfigMirror operator written on controller-runtime: the
 // Go anchor of bench/bench_operator.py. It behaves as configmirror/ does (see
-// configmirror/_plan.py): a copy of the source ConfigMap in each target namespace that
-// opted in (label kubemoon.dev/accept-mirrors=true), annotated with the mirror's UID;
+// configmirror/src/configmirror/_plan.py): a copy of the source ConfigMap in each target
+// namespace that opted in (label kubemoon.dev/accept-mirrors=true), annotated with the mirror's UID;
 // a ConfigMap not carrying that UID is never touched (TargetConflict); the Ready
 // condition with observedGeneration and the per-target states in the status, written
 // only when they change; an Event when Ready changes; the kubemoon.dev/cleanup finalizer
@@ -169,7 +169,7 @@ func deleteExactly(cm *corev1.ConfigMap) write {
 }
 
 // Reconcile plans from the caches and writes what the plan says, in the order of
-// configmirror/_plan.py: the copies (together), then the mirror's own status.
+// configmirror/src/configmirror/_plan.py: the copies (together), then the mirror's own status.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	mirror := &ConfigMirror{}
 	if err := r.Get(ctx, req.NamespacedName, mirror); err != nil {
