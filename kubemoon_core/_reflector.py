@@ -1,3 +1,7 @@
+# Longer than 700 lines because the Reflector is one state machine, kept in one file: its
+# handlers share its private state. Its table (_reflector_states), page scanners
+# (_page_scanners) and kept-out records (_kept_out) live apart. (The docstring below is
+# long, so this reason comes first, where tools reading a file's head find it.)
 """The reflector: keeps a :class:`Store` equal to a collection on the API server.
 
 A sans-IO state machine. It says which request to perform (:meth:`Reflector.next_request`)
@@ -53,11 +57,6 @@ Rules (client-go's reflector is the reference):
 - Stalls: when no byte arrives on a watch for longer than its ``timeoutSeconds`` plus
   ``stall_margin``, :meth:`Reflector.poll` tells the adapter to abandon the connection.
 """
-
-
-# Longer than 700 lines because the Reflector is one state machine whose handlers share its
-# private state; its table (_reflector_states), page scanners (_page_scanners) and
-# kept-out records (_kept_out) live apart.
 
 from __future__ import annotations
 

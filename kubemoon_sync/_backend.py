@@ -10,6 +10,10 @@ connect, TLS handshake, read and write of a connection gets a socket timeout no 
 than the time left (:func:`network_backend`); streams outside it use their read timeout.
 """
 
+# Longer than 700 lines because each of the three backends is kept in one file, with the
+# same names in the same order, so that they read side by side (kubemoon_trio/_backend.py,
+# kubemoon_asyncio/_backend.py); this one is the longest because it builds from threads
+# what trio and asyncio provide: cancellation, deadlines and task groups.
 from __future__ import annotations
 
 import contextlib

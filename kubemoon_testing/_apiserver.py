@@ -21,10 +21,10 @@ Rules of this module:
   an ``atexit`` hook stops every server still running.
 """
 
-# Longer than 700 lines because it is one object, the ApiServer fixture: the class
-# docstring documents its fourteen options, and the connection facts and test helpers
-# (namespaces, RBAC grants, CRDs, etcd) are its methods. What it drives is elsewhere:
-# processes, PKI, config files, command lines, CRD installation and HTTP (see above).
+# Longer than 700 lines because it is one object, the ApiServer fixture, kept in one file:
+# the class docstring documents its fourteen options, and the connection facts and test
+# helpers (namespaces, RBAC grants, CRDs, etcd) are its methods. What it drives is
+# elsewhere: processes, PKI, config files, command lines, CRD installation and HTTP.
 from __future__ import annotations
 
 import atexit
