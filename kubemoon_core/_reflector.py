@@ -75,17 +75,21 @@ from ._page_scanners import _decode_page
 from ._reflector_states import (
     _CLOSING,
     _DUE,
+    _EDGES,
     _ENDS,
     _HEADS,
     _LIST_OUTCOMES,
     _READING,
     _REJECTED,
-    _STREAM,
+    _RELISTS,
     _TABLE,
     _TRANSITIONS,
     ReflectorInput,
     ReflectorState,
     RelistReason,
+    _Delay,
+    _Stream,
+    _SyncFrom,
 )
 from ._request import (
     ListOptions,
@@ -479,17 +483,9 @@ class Reflector:
             field_selector=self._field_selector,
             shard_selector=shard_selector,
         )
-        self._move(ReflectorInput.RESELECT)
         self._shard = shard_selector
         self._label_selector = label_selector
-        self._stream_fallback = False
-        if self._synced:
-            self._restart(RelistReason.RESELECTED, now)
-        else:  # still the first sync: no relist to count
-            if self._store.epoch_open:
-                self._store.abort_epoch()
-            self._sync_rv = None
-            self._ready_at = now
+        self._move(ReflectorInput.RESELECT, now)
 
     @property
     def label_selector(self) -> str | None:
@@ -534,12 +530,11 @@ class Reflector:
             self._list_failed(exc, now)
             return []
         if token:
-            self._move(ReflectorInput.PAGE_MORE)
+            self._move(ReflectorInput.PAGE_MORE, now)
             self._continue = token
-            self._ready_at = now
             return []
-        self._move(ReflectorInput.PAGE_LAST)
-        return self._synced_at(rv, now)
+        self._move(ReflectorInput.PAGE_LAST, now)
+        return self._synced_at(rv)
 
     def request_failed(
         self, now: float, error: BaseException | None = None, *, too_large: bool = False
@@ -557,8 +552,7 @@ class Reflector:
             self._last_error = error
             self._page_limit = smaller
             self._page_shrinks += 1
-            self._move(ReflectorInput.LIST_RETRY)
-            self._ready_at = now
+            self._move(ReflectorInput.PAGE_TOO_LARGE, now)
             return
         self._list_failed(error, now)
 
@@ -581,12 +575,10 @@ class Reflector:
         continued = self._continue is not None
         if error is not None and _expired(error):
             if continued:
-                self._move(ReflectorInput.LIST_EXPIRED)
-                self._restart(RelistReason.CONTINUE_EXPIRED, now)
+                self._move(ReflectorInput.CONTINUE_EXPIRED, now)
                 return
             if self._page_rv is not None:
-                self._move(ReflectorInput.LIST_EXPIRED)
-                self._restart(RelistReason.LIST_EXPIRED, now)
+                self._move(ReflectorInput.LIST_EXPIRED, now)
                 return
         refused = (
             isinstance(error, ApiError)
@@ -594,25 +586,31 @@ class Reflector:
             and not _expired(error)
         )
         if continued and refused:
-            self._move(ReflectorInput.LIST_FAILED)
-            self._restart(
-                RelistReason.LIST_FAILED, now, keep_rv=True, delay=self._delay(now, error)
-            )
+            self._move(ReflectorInput.LIST_FAILED, now, error)
             return
-        self._move(ReflectorInput.LIST_RETRY)
-        self._ready_at = now + self._delay(now, error)
+        self._move(ReflectorInput.LIST_RETRY, now, error)
 
-    def _restart(
-        self, reason: RelistReason, now: float, *, keep_rv: bool = False, delay: float = 0.0
-    ) -> None:
-        """Count a relist and schedule the new sync (the state is already SYNC_DUE)."""
+    def _restart(self, reason: RelistReason, now: float, delay: float) -> None:
+        """Start a sync again for ``reason`` (the state is already SYNC_DUE): where it
+        starts and whether it streams are the reason's rule (``_RELISTS``)."""
+        rule = _RELISTS[reason]
         if self._store.epoch_open:
             self._store.abort_epoch()
-        if not keep_rv:
+        if rule.sync_from is _SyncFrom.LAST_SEEN:
+            self._sync_rv = self._rv
+        elif rule.sync_from is _SyncFrom.NEWEST:
             self._sync_rv = None
-        self._relists += 1
-        self._reasons[reason] = self._reasons.get(reason, 0) + 1
-        self._last_reason = reason
+        if rule.stream is _Stream.LIST_ONCE:
+            self._stream_fallback = True
+        elif rule.stream is _Stream.NEVER:
+            self._streaming = False
+        elif rule.stream is _Stream.RETRY:
+            self._stream_fallback = False
+        # A reselect during the first sync is no relist: there was nothing to list again.
+        if self._synced or reason is not RelistReason.RESELECTED:
+            self._relists += 1
+            self._reasons[reason] = self._reasons.get(reason, 0) + 1
+            self._last_reason = reason
         self._ready_at = now + delay
 
     def _note_kept(self, record: KeptOut, into: dict[Any, KeptOut]) -> None:
@@ -620,7 +618,7 @@ class Reflector:
         into[key] = record
         self._kept_seq += 1
 
-    def _synced_at(self, rv: str, now: float) -> list[Change]:
+    def _synced_at(self, rv: str) -> list[Change]:
         changes = self._store.commit_epoch()
         self._kept_out, self._epoch_kept = self._epoch_kept, {}
         if self._kept_out:
@@ -632,7 +630,6 @@ class Reflector:
         self._rv = rv
         self._synced = True
         self._syncs += 1
-        self._ready_at = now
         return changes
 
     # -- watches and streams ----------------------------------------------------------------
@@ -747,7 +744,7 @@ class Reflector:
             self._bookmarks += 1
             if event.initial_events_end:
                 self._move(ReflectorInput.INITIAL_EVENTS_END)
-                changes.extend(self._synced_at(rv, now))
+                changes.extend(self._synced_at(rv))
             return
         self._events += 1
         if self._shard is not None and not self._shard.contains(event.object):
@@ -822,26 +819,8 @@ class Reflector:
                 self._decoder.receive_data(b"")
             except KubeMoonError as exc:
                 error = self._last_error = exc  # cut inside an event
-        self._move(ReflectorInput.ENDED if error is None else ReflectorInput.DROPPED)
-        if state is ReflectorState.WATCH_EXPIRED:
-            self._sync_rv = self._rv
-            self._restart(
-                RelistReason.WATCH_EXPIRED, now, keep_rv=True, delay=self._delay(now, None)
-            )
-        elif state is ReflectorState.STREAM_EXPIRED:
-            self._restart(RelistReason.STREAM_EXPIRED, now)
-        elif state in _STREAM:
-            # A clean end before the end bookmark is no server fault: LIST at once.
-            self._stream_fallback = True
-            failed = error is not None or state is not ReflectorState.STREAMING
-            delay = self._delay(now, error or self._closing_error) if failed else 0.0
-            self._restart(RelistReason.STREAM_FAILED, now, keep_rv=True, delay=delay)
-        else:
-            self._watch_restarts += 1
-            short = self._received == 0 and now - self._started_at < SHORT_WATCH
-            failed = error is not None or state is not ReflectorState.WATCHING or short
-            delay = self._delay(now, error or self._closing_error) if failed else 0.0
-            self._ready_at = now + delay
+        event = ReflectorInput.ENDED if error is None else ReflectorInput.DROPPED
+        self._move(event, now, error or self._closing_error)
 
     def _rejected(self, now: float) -> None:
         status_code, headers = self._head
@@ -849,29 +828,14 @@ class Reflector:
         self._last_error = error
         self._error_body = bytearray()
         if self._state is ReflectorState.WATCH_REJECTED:
-            if _expired(error):
-                self._move(ReflectorInput.EXPIRED)
-                self._sync_rv = self._rv
-                self._restart(
-                    RelistReason.WATCH_EXPIRED, now, keep_rv=True, delay=self._delay(now, None)
-                )
-            else:
-                self._move(ReflectorInput.BROKEN)
-                self._watch_restarts += 1
-                self._ready_at = now + self._delay(now, error)
+            event = ReflectorInput.EXPIRED if _expired(error) else ReflectorInput.BROKEN
         elif _expired(error) and self._stream_rv:
-            self._move(ReflectorInput.EXPIRED)
-            self._restart(RelistReason.STREAM_EXPIRED, now)
+            event = ReflectorInput.EXPIRED
         elif status_code in STREAM_REFUSAL_CODES:
-            self._move(ReflectorInput.REFUSED)
-            self._streaming = False
-            self._restart(RelistReason.STREAM_REFUSED, now, keep_rv=True)
+            event = ReflectorInput.REFUSED
         else:
-            self._move(ReflectorInput.BROKEN)
-            self._stream_fallback = True
-            self._restart(
-                RelistReason.STREAM_FAILED, now, keep_rv=True, delay=self._delay(now, error)
-            )
+            event = ReflectorInput.BROKEN
+        self._move(event, now, error)
 
     # -- internals --------------------------------------------------------------------------
 
@@ -880,10 +844,36 @@ class Reflector:
         if not any((state, event) in _TRANSITIONS for event in inputs):
             raise LocalProtocolError(f"{method}() is not allowed in state {state.name}")
 
-    def _move(self, event: ReflectorInput) -> None:
-        target = _TABLE.step(self._state, event).target
-        assert target is not None  # the reflector never ends
-        self._state = target
+    def _move(
+        self, event: ReflectorInput, now: float | None = None, error: BaseException | None = None
+    ) -> None:
+        """Take the move on ``event`` with its action, both from the table (``_EDGES``):
+        the next state, then the relist or watch resume the edge starts and when the next
+        request is due. ``error`` is what caused the move (its Retry-After is honoured)."""
+        _TABLE.step(self._state, event)  # AssertionError naming both if the table has none
+        edge = _EDGES[(self._state, event)]
+        self._state = edge.target
+        if edge.delay is _Delay.NONE:
+            return
+        assert now is not None  # every edge that schedules a request is given the time
+        delay = self._delay_for(edge.delay, now, error)
+        if edge.relist is not None:
+            self._restart(edge.relist, now, delay)
+            return
+        if edge.resume_watch:
+            self._watch_restarts += 1
+        self._ready_at = now + delay
+
+    def _delay_for(self, kind: _Delay, now: float, error: BaseException | None) -> float:
+        if kind is _Delay.NOW:
+            return 0.0
+        if kind is _Delay.RELIST_BACKOFF:
+            return self._delay(now, None)
+        if kind is _Delay.CLEAN_END:
+            short = self._received == 0 and now - self._started_at < SHORT_WATCH
+            if not short:
+                return 0.0
+        return self._delay(now, error)
 
     def _touch(self, now: float) -> None:
         self._stall_at = now + self._timeout + self._stall_margin

@@ -1,18 +1,22 @@
 """The reflector's states, the inputs that move it, and its transition table, as data.
 
 Rules: every move of a :class:`~kubemoon_core.lowlevel.Reflector` is one entry of
-``_TRANSITIONS`` (``(state, input) -> next state``), published as ``_TABLE`` (a
-:class:`~kubemoon_core.lowlevel.TransitionTable`, ``Reflector.transitions()``); a call the
-current state has no entry for is the caller's mistake, refused by the machine in
-:mod:`._reflector`. The
-frozensets and tuples below group states and inputs the machine asks about together
-(is a connection open, which inputs may a method report), so the table stays the single
-source of which moves exist. Pure data: no I/O, no time.
+``_EDGES``: ``(state, input) -> _Edge``, the next state and the action taken with the move
+(the relist it starts, the watch it resumes, when the next request is due). The machine in
+:mod:`._reflector` takes each move and its action from there, and from nowhere else. What a
+relist does besides counting (where its sync starts, streaming or not) is ``_RELISTS``, by
+reason. The table is published as ``_TABLE`` (a
+:class:`~kubemoon_core.lowlevel.TransitionTable`, ``Reflector.transitions()``, each edge's
+action in words); a call the current state has no entry for is the caller's mistake,
+refused by the machine. The frozensets and tuples below group states and inputs the
+machine asks about together (is a connection open, which inputs may a method report), so
+the table stays the single source of which moves exist. Pure data: no I/O, no time.
 """
 
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 from ._transitions import TransitionTable
 
@@ -47,7 +51,9 @@ class ReflectorInput(enum.Enum):
     PAGE_MORE = "page with continue"
     PAGE_LAST = "last page"
     LIST_EXPIRED = "list 410"
+    CONTINUE_EXPIRED = "continue 410"
     LIST_RETRY = "list retryable failure"
+    PAGE_TOO_LARGE = "page too large"
     LIST_FAILED = "list failure"
     START_WATCH = "start watch"
     HEAD_OK = "2xx head"
@@ -76,68 +82,154 @@ class RelistReason(enum.Enum):
     RESELECTED = "the shard or label selector changed: list the newest state with it"
 
 
-S, In = ReflectorState, ReflectorInput
-_TRANSITIONS: dict[tuple[ReflectorState, ReflectorInput], ReflectorState] = {
-    (S.SYNC_DUE, In.START_LIST): S.LISTING,
-    (S.SYNC_DUE, In.RESELECT): S.SYNC_DUE,
-    (S.PAGE_DUE, In.RESELECT): S.SYNC_DUE,
-    (S.WATCH_DUE, In.RESELECT): S.SYNC_DUE,
-    (S.SYNC_DUE, In.START_STREAM): S.STREAM_CONNECTING,
-    (S.PAGE_DUE, In.REQUEST_PAGE): S.LISTING,
-    (S.LISTING, In.PAGE_MORE): S.PAGE_DUE,
-    (S.LISTING, In.PAGE_LAST): S.WATCH_DUE,
-    (S.LISTING, In.LIST_EXPIRED): S.SYNC_DUE,
-    (S.LISTING, In.LIST_RETRY): S.PAGE_DUE,
-    (S.LISTING, In.LIST_FAILED): S.SYNC_DUE,
-    (S.STREAM_CONNECTING, In.HEAD_OK): S.STREAMING,
-    (S.STREAM_CONNECTING, In.HEAD_ERROR): S.STREAM_REJECTED,
-    (S.STREAM_CONNECTING, In.STALL): S.STREAM_CLOSING,
-    (S.STREAM_CONNECTING, In.ENDED): S.SYNC_DUE,
-    (S.STREAM_CONNECTING, In.DROPPED): S.SYNC_DUE,
-    (S.STREAMING, In.DATA): S.STREAMING,
-    (S.STREAMING, In.INITIAL_EVENTS_END): S.WATCHING,
-    (S.STREAMING, In.EXPIRED): S.STREAM_EXPIRED,
-    (S.STREAMING, In.BROKEN): S.STREAM_CLOSING,
-    (S.STREAMING, In.STALL): S.STREAM_CLOSING,
-    (S.STREAMING, In.ENDED): S.SYNC_DUE,
-    (S.STREAMING, In.DROPPED): S.SYNC_DUE,
-    (S.STREAM_REJECTED, In.DATA): S.STREAM_REJECTED,
-    (S.STREAM_REJECTED, In.STALL): S.STREAM_CLOSING,
-    (S.STREAM_REJECTED, In.EXPIRED): S.SYNC_DUE,
-    (S.STREAM_REJECTED, In.REFUSED): S.SYNC_DUE,
-    (S.STREAM_REJECTED, In.BROKEN): S.SYNC_DUE,
-    (S.STREAM_CLOSING, In.DATA): S.STREAM_CLOSING,
-    (S.STREAM_CLOSING, In.ENDED): S.SYNC_DUE,
-    (S.STREAM_CLOSING, In.DROPPED): S.SYNC_DUE,
-    (S.STREAM_EXPIRED, In.DATA): S.STREAM_EXPIRED,
-    (S.STREAM_EXPIRED, In.ENDED): S.SYNC_DUE,
-    (S.STREAM_EXPIRED, In.DROPPED): S.SYNC_DUE,
-    (S.WATCH_DUE, In.START_WATCH): S.WATCH_CONNECTING,
-    (S.WATCH_CONNECTING, In.HEAD_OK): S.WATCHING,
-    (S.WATCH_CONNECTING, In.HEAD_ERROR): S.WATCH_REJECTED,
-    (S.WATCH_CONNECTING, In.STALL): S.WATCH_CLOSING,
-    (S.WATCH_CONNECTING, In.ENDED): S.WATCH_DUE,
-    (S.WATCH_CONNECTING, In.DROPPED): S.WATCH_DUE,
-    (S.WATCHING, In.DATA): S.WATCHING,
-    (S.WATCHING, In.EXPIRED): S.WATCH_EXPIRED,
-    (S.WATCHING, In.BROKEN): S.WATCH_CLOSING,
-    (S.WATCHING, In.STALL): S.WATCH_CLOSING,
-    (S.WATCHING, In.ENDED): S.WATCH_DUE,
-    (S.WATCHING, In.DROPPED): S.WATCH_DUE,
-    (S.WATCH_REJECTED, In.DATA): S.WATCH_REJECTED,
-    (S.WATCH_REJECTED, In.STALL): S.WATCH_CLOSING,
-    (S.WATCH_REJECTED, In.EXPIRED): S.SYNC_DUE,
-    (S.WATCH_REJECTED, In.BROKEN): S.WATCH_DUE,
-    (S.WATCH_CLOSING, In.DATA): S.WATCH_CLOSING,
-    (S.WATCH_CLOSING, In.ENDED): S.WATCH_DUE,
-    (S.WATCH_CLOSING, In.DROPPED): S.WATCH_DUE,
-    (S.WATCH_EXPIRED, In.DATA): S.WATCH_EXPIRED,
-    (S.WATCH_EXPIRED, In.ENDED): S.SYNC_DUE,
-    (S.WATCH_EXPIRED, In.DROPPED): S.SYNC_DUE,
+class _Delay(enum.Enum):
+    """When the request after a move is due: part of each edge's action."""
+
+    NONE = ""  # a request is in flight or a connection is open: nothing to schedule
+    NOW = "at once"
+    BACKOFF = "after backoff or Retry-After"
+    # A relist after a 410: client-go's relist backoff, Retry-After not consulted.
+    RELIST_BACKOFF = "after backoff"
+    # A watch's clean end: at once, unless it ended within SHORT_WATCH having delivered
+    # nothing (then a failure, backed off), which protects against hot loops.
+    CLEAN_END = "at once, after backoff if short and empty"
+
+
+class _SyncFrom(enum.Enum):
+    """What the sync after a relist asks for: part of each relist reason's rule."""
+
+    LAST_SEEN = "at the last resourceVersion seen"
+    NEWEST = "the newest state"
+    SAME = "what the abandoned sync asked for"
+
+
+class _Stream(enum.Enum):
+    """What a relist does to the choice between streaming list and LIST."""
+
+    KEEP = ""
+    LIST_ONCE = "LIST once, then stream again"
+    NEVER = "LIST from now on"
+    RETRY = "stream again"
+
+
+@dataclass(frozen=True, slots=True)
+class _Relist:
+    """What a relist reason does besides counting: where the sync starts, and streaming."""
+
+    sync_from: _SyncFrom
+    stream: _Stream = _Stream.KEEP
+
+
+_R = RelistReason
+_RELISTS: dict[RelistReason, _Relist] = {
+    _R.WATCH_EXPIRED: _Relist(_SyncFrom.LAST_SEEN),
+    _R.LIST_EXPIRED: _Relist(_SyncFrom.NEWEST),
+    _R.CONTINUE_EXPIRED: _Relist(_SyncFrom.NEWEST),
+    _R.LIST_FAILED: _Relist(_SyncFrom.SAME),
+    _R.STREAM_EXPIRED: _Relist(_SyncFrom.NEWEST),
+    _R.STREAM_FAILED: _Relist(_SyncFrom.SAME, _Stream.LIST_ONCE),
+    _R.STREAM_REFUSED: _Relist(_SyncFrom.SAME, _Stream.NEVER),
+    # During the first sync a reselect is no relist (not counted); the rest holds.
+    _R.RESELECTED: _Relist(_SyncFrom.NEWEST, _Stream.RETRY),
 }
-del S, In
+del _R
+
+
+@dataclass(frozen=True, slots=True)
+class _Edge:
+    """One move: the next state, and the action the machine takes with it (the relist it
+    starts, the watch it resumes, when its next request is due)."""
+
+    target: ReflectorState
+    delay: _Delay = _Delay.NONE
+    relist: RelistReason | None = None
+    resume_watch: bool = False  # a watch restart without a relist (counted)
+
+    @property
+    def action(self) -> str:
+        """The action in words: the edge's label in the diagram, after the input."""
+        parts = []
+        if self.relist is not None:
+            parts.append(f"relist {self.relist.name}")
+        if self.resume_watch:
+            parts.append("resume watch")
+        if self.delay is not _Delay.NONE:
+            parts.append(self.delay.value)
+        return " ".join(parts)
+
+
+S, In, D, R = ReflectorState, ReflectorInput, _Delay, RelistReason
+# The whole machine: (state, input) -> the next state and the action taken with the move.
+_EDGES: dict[tuple[ReflectorState, ReflectorInput], _Edge] = {
+    (S.SYNC_DUE, In.START_LIST): _Edge(S.LISTING),
+    (S.SYNC_DUE, In.RESELECT): _Edge(S.SYNC_DUE, D.NOW, R.RESELECTED),
+    (S.PAGE_DUE, In.RESELECT): _Edge(S.SYNC_DUE, D.NOW, R.RESELECTED),
+    (S.WATCH_DUE, In.RESELECT): _Edge(S.SYNC_DUE, D.NOW, R.RESELECTED),
+    (S.SYNC_DUE, In.START_STREAM): _Edge(S.STREAM_CONNECTING),
+    (S.PAGE_DUE, In.REQUEST_PAGE): _Edge(S.LISTING),
+    (S.LISTING, In.PAGE_MORE): _Edge(S.PAGE_DUE, D.NOW),
+    (S.LISTING, In.PAGE_LAST): _Edge(S.WATCH_DUE, D.NOW),
+    (S.LISTING, In.LIST_EXPIRED): _Edge(S.SYNC_DUE, D.NOW, R.LIST_EXPIRED),
+    (S.LISTING, In.CONTINUE_EXPIRED): _Edge(S.SYNC_DUE, D.NOW, R.CONTINUE_EXPIRED),
+    (S.LISTING, In.LIST_RETRY): _Edge(S.PAGE_DUE, D.BACKOFF),
+    (S.LISTING, In.PAGE_TOO_LARGE): _Edge(S.PAGE_DUE, D.NOW),
+    (S.LISTING, In.LIST_FAILED): _Edge(S.SYNC_DUE, D.BACKOFF, R.LIST_FAILED),
+    (S.STREAM_CONNECTING, In.HEAD_OK): _Edge(S.STREAMING),
+    (S.STREAM_CONNECTING, In.HEAD_ERROR): _Edge(S.STREAM_REJECTED),
+    (S.STREAM_CONNECTING, In.STALL): _Edge(S.STREAM_CLOSING),
+    (S.STREAM_CONNECTING, In.ENDED): _Edge(S.SYNC_DUE, D.BACKOFF, R.STREAM_FAILED),
+    (S.STREAM_CONNECTING, In.DROPPED): _Edge(S.SYNC_DUE, D.BACKOFF, R.STREAM_FAILED),
+    (S.STREAMING, In.DATA): _Edge(S.STREAMING),
+    (S.STREAMING, In.INITIAL_EVENTS_END): _Edge(S.WATCHING),
+    (S.STREAMING, In.EXPIRED): _Edge(S.STREAM_EXPIRED),
+    (S.STREAMING, In.BROKEN): _Edge(S.STREAM_CLOSING),
+    (S.STREAMING, In.STALL): _Edge(S.STREAM_CLOSING),
+    # A clean end before the end bookmark is no server fault: LIST at once.
+    (S.STREAMING, In.ENDED): _Edge(S.SYNC_DUE, D.NOW, R.STREAM_FAILED),
+    (S.STREAMING, In.DROPPED): _Edge(S.SYNC_DUE, D.BACKOFF, R.STREAM_FAILED),
+    (S.STREAM_REJECTED, In.DATA): _Edge(S.STREAM_REJECTED),
+    (S.STREAM_REJECTED, In.STALL): _Edge(S.STREAM_CLOSING),
+    (S.STREAM_REJECTED, In.EXPIRED): _Edge(S.SYNC_DUE, D.NOW, R.STREAM_EXPIRED),
+    (S.STREAM_REJECTED, In.REFUSED): _Edge(S.SYNC_DUE, D.NOW, R.STREAM_REFUSED),
+    (S.STREAM_REJECTED, In.BROKEN): _Edge(S.SYNC_DUE, D.BACKOFF, R.STREAM_FAILED),
+    (S.STREAM_CLOSING, In.DATA): _Edge(S.STREAM_CLOSING),
+    (S.STREAM_CLOSING, In.ENDED): _Edge(S.SYNC_DUE, D.BACKOFF, R.STREAM_FAILED),
+    (S.STREAM_CLOSING, In.DROPPED): _Edge(S.SYNC_DUE, D.BACKOFF, R.STREAM_FAILED),
+    (S.STREAM_EXPIRED, In.DATA): _Edge(S.STREAM_EXPIRED),
+    (S.STREAM_EXPIRED, In.ENDED): _Edge(S.SYNC_DUE, D.NOW, R.STREAM_EXPIRED),
+    (S.STREAM_EXPIRED, In.DROPPED): _Edge(S.SYNC_DUE, D.NOW, R.STREAM_EXPIRED),
+    (S.WATCH_DUE, In.START_WATCH): _Edge(S.WATCH_CONNECTING),
+    (S.WATCH_CONNECTING, In.HEAD_OK): _Edge(S.WATCHING),
+    (S.WATCH_CONNECTING, In.HEAD_ERROR): _Edge(S.WATCH_REJECTED),
+    (S.WATCH_CONNECTING, In.STALL): _Edge(S.WATCH_CLOSING),
+    (S.WATCH_CONNECTING, In.ENDED): _Edge(S.WATCH_DUE, D.BACKOFF, resume_watch=True),
+    (S.WATCH_CONNECTING, In.DROPPED): _Edge(S.WATCH_DUE, D.BACKOFF, resume_watch=True),
+    (S.WATCHING, In.DATA): _Edge(S.WATCHING),
+    (S.WATCHING, In.EXPIRED): _Edge(S.WATCH_EXPIRED),
+    (S.WATCHING, In.BROKEN): _Edge(S.WATCH_CLOSING),
+    (S.WATCHING, In.STALL): _Edge(S.WATCH_CLOSING),
+    (S.WATCHING, In.ENDED): _Edge(S.WATCH_DUE, D.CLEAN_END, resume_watch=True),
+    (S.WATCHING, In.DROPPED): _Edge(S.WATCH_DUE, D.BACKOFF, resume_watch=True),
+    (S.WATCH_REJECTED, In.DATA): _Edge(S.WATCH_REJECTED),
+    (S.WATCH_REJECTED, In.STALL): _Edge(S.WATCH_CLOSING),
+    (S.WATCH_REJECTED, In.EXPIRED): _Edge(S.SYNC_DUE, D.RELIST_BACKOFF, R.WATCH_EXPIRED),
+    (S.WATCH_REJECTED, In.BROKEN): _Edge(S.WATCH_DUE, D.BACKOFF, resume_watch=True),
+    (S.WATCH_CLOSING, In.DATA): _Edge(S.WATCH_CLOSING),
+    (S.WATCH_CLOSING, In.ENDED): _Edge(S.WATCH_DUE, D.BACKOFF, resume_watch=True),
+    (S.WATCH_CLOSING, In.DROPPED): _Edge(S.WATCH_DUE, D.BACKOFF, resume_watch=True),
+    (S.WATCH_EXPIRED, In.DATA): _Edge(S.WATCH_EXPIRED),
+    (S.WATCH_EXPIRED, In.ENDED): _Edge(S.SYNC_DUE, D.RELIST_BACKOFF, R.WATCH_EXPIRED),
+    (S.WATCH_EXPIRED, In.DROPPED): _Edge(S.SYNC_DUE, D.RELIST_BACKOFF, R.WATCH_EXPIRED),
+}
+del S, In, D, R
+# The next states alone (the deprecated Reflector.TRANSITIONS).
+_TRANSITIONS = {key: edge.target for key, edge in _EDGES.items()}
 _TABLE = TransitionTable.from_targets(
-    "Reflector", ReflectorState.SYNC_DUE, ReflectorInput, _TRANSITIONS
+    "Reflector",
+    ReflectorState.SYNC_DUE,
+    ReflectorInput,
+    _TRANSITIONS,
+    {key: edge.action for key, edge in _EDGES.items()},
 )
 
 _DUE = frozenset({ReflectorState.SYNC_DUE, ReflectorState.PAGE_DUE, ReflectorState.WATCH_DUE})
@@ -162,20 +254,13 @@ _CLOSING = frozenset(
     }
 )
 _REJECTED = frozenset({ReflectorState.STREAM_REJECTED, ReflectorState.WATCH_REJECTED})
-_STREAM = frozenset(
-    {
-        ReflectorState.STREAM_CONNECTING,
-        ReflectorState.STREAMING,
-        ReflectorState.STREAM_REJECTED,
-        ReflectorState.STREAM_CLOSING,
-        ReflectorState.STREAM_EXPIRED,
-    }
-)
 _LIST_OUTCOMES = (
     ReflectorInput.PAGE_MORE,
     ReflectorInput.PAGE_LAST,
     ReflectorInput.LIST_EXPIRED,
+    ReflectorInput.CONTINUE_EXPIRED,
     ReflectorInput.LIST_RETRY,
+    ReflectorInput.PAGE_TOO_LARGE,
     ReflectorInput.LIST_FAILED,
 )
 _HEADS = (ReflectorInput.HEAD_OK, ReflectorInput.HEAD_ERROR)

@@ -31,6 +31,7 @@ from kubemoon_core.lowlevel import (
     Reflector,
     ReflectorInput,
     ReflectorState,
+    RelistReason,
     Transition,
     TransitionTable,
 )
@@ -138,6 +139,26 @@ def test_every_machine_publishes_its_table(
     reached = {table.initial} | {edge.target for edge in table.edges}
     assert set(table.states) <= reached | {source for source, _ in table}
     assert {event for _, event in table} == set(table.inputs)
+
+
+def test_the_reflectors_edges_carry_the_actions_it_takes() -> None:
+    """The reflector's table is drawn from the edges it moves by (``_EDGES``), actions
+    included, so the diagram cannot drift from what it does; and the actions are whole:
+    every move into a ``*_DUE`` state says when the next request is due, every relist
+    goes to SYNC_DUE with a rule for its sync, every watch resume to WATCH_DUE."""
+    from kubemoon_core._reflector_states import _DUE, _EDGES, _RELISTS, _Delay
+
+    table = Reflector.transitions()
+    assert list(table) == list(_EDGES)
+    for key, edge in _EDGES.items():
+        assert table[key].target is edge.target and table[key].action == edge.action
+        assert (edge.delay is not _Delay.NONE) is (edge.target in _DUE), key
+        if edge.relist is not None:
+            assert edge.target is ReflectorState.SYNC_DUE and edge.relist in _RELISTS, key
+        if edge.resume_watch:
+            assert edge.target is ReflectorState.WATCH_DUE and edge.relist is None, key
+    assert set(_RELISTS) == set(RelistReason)
+    assert {edge.relist for edge in _EDGES.values()} - {None} == set(RelistReason)
 
 
 def test_the_old_accessors_warn_and_still_work() -> None:
