@@ -10,8 +10,9 @@ message saying how to build them; the exit status is non-zero when any run faile
 
 By default the older minors run a subset (:data:`SUBSET`): every integration test, and
 the end-to-end tests of the library against the server, leaving out the end-to-end
-scenarios that exercise ConfigMirror's own logic at length (:data:`NEWEST_ONLY`, the same
-code paths on every version). ``--all`` runs both tiers in full. docs/support.rst says
+scenarios that exercise ConfigMirror's own logic at length and the simulator's
+differential test (:data:`NEWEST_ONLY`: the same code paths on every version, or a model
+of the newest release only). ``--all`` runs both tiers in full. docs/support.rst says
 why and what it costs.
 """
 
@@ -27,9 +28,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TIERS = ("tests/integration", "tests/e2e")
-#: End-to-end modules run on the newest release only (unless --all): long ConfigMirror
-#: scenarios whose server-facing calls the integration tier covers on every version.
+#: Modules run on the newest release only (unless --all): long ConfigMirror end-to-end
+#: scenarios whose server-facing calls the integration tier covers on every version, and
+#: the simulator's differential test (it models the newest release and skips on the others).
 NEWEST_ONLY = (
+    "tests/integration/test_sim_vs_apiserver.py",
     "tests/e2e/test_configmirror_resilience.py",
     "tests/e2e/test_sharded_configmirror.py",
     "tests/e2e/test_configmirror_sharded.py",

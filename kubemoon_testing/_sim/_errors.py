@@ -7,6 +7,8 @@ anything the simulator does not model, so a test never gets a silently different
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from typing import Any
 
 from kubemoon_core import KubeMoonError
@@ -116,6 +118,31 @@ class StatusError(KubeMoonError):
             "NotFound",
             "the server could not find the requested resource",
             empty_details=True,
+        )
+
+    @classmethod
+    def no_new_finalizers(
+        cls, group: str, kind: str, name: str, added: Iterable[str], *, custom: bool
+    ) -> StatusError:
+        """422 Invalid: an update adds finalizers to an object being deleted
+        (apimachinery's ``ValidateNoNewFinalizers``). A custom resource's strategy
+        validates the metadata a second time, so its cause is listed twice (the message
+        names it once); a ConfigMap's (1.37, declarative validation) lists it once."""
+        found = ", ".join(json.dumps(finalizer) for finalizer in sorted(added))
+        detail = (
+            "Forbidden: no new finalizers can be added if the object is being deleted, "
+            f"found new finalizers []string{{{found}}}"
+        )
+        what = f"{kind}.{group}" if group else kind
+        cause = {"reason": "FieldValueForbidden", "message": detail, "field": "metadata.finalizers"}
+        return cls(
+            422,
+            "Invalid",
+            f'{what} "{name}" is invalid: metadata.finalizers: {detail}',
+            name=name,
+            group=group,
+            kind=kind,
+            causes=[cause, dict(cause)] if custom else [cause],
         )
 
     @classmethod

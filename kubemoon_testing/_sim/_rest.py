@@ -196,12 +196,14 @@ def _dispatch(server: SimApiServer, request: Request, now: float) -> Response | 
         raise NotModelled(f"{method} on a collection")
     if path.subresource not in (None, "status"):
         raise NotModelled(f"the subresource {path.subresource!r}")
+    if path.subresource == "status" and not resource.status_subresource:
+        if resource.custom:  # the CRD handler's default case, before any verb or query
+            raise StatusError.not_found(resource.group, resource.resource, path.name)
+        raise StatusError.no_route()  # a built-in kind has no such route
     if resource.namespaced and namespace is None:
         raise NotModelled("a namespaced object path without a namespace")
     if method == "GET":
         _check_query(request, frozenset())
-        if path.subresource == "status" and not resource.status_subresource:
-            raise StatusError.no_route()
         return Response(200, _JSON, _dumps(server.get(resource, namespace, path.name)))
     if method == "PUT":
         _check_query(request, frozenset())

@@ -300,6 +300,11 @@ class SimApiServer(_Validation, _History, _GarbageCollector):
         meta["resourceVersion"] = old_meta["resourceVersion"]
         if "deletionTimestamp" in old_meta:
             added = set(meta.get("finalizers") or ()) - set(old_meta.get("finalizers") or ())
+            configmaps = GroupVersionResource("", "v1", "configmaps")
+            if added and (resource.custom or resource.gvr == configmaps):
+                raise StatusError.no_new_finalizers(
+                    resource.group, resource.kind, meta["name"], added, custom=resource.custom
+                )
             if added:
                 raise NotModelled("adding finalizers to an object being deleted")
         if resource.generation is not Generation.NONE and self._spec_changed(resource, old, new):
