@@ -30,6 +30,7 @@ MODULES = [
     "bench_freshness",
     "bench_priority",
     "bench_sharding",
+    "bench_sim",
 ]
 
 

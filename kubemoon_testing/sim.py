@@ -1,4 +1,4 @@
-"""The simulated API server (preview, issue 32): a deterministic, virtual-time
+"""The simulated API server (issue 32): a deterministic, virtual-time
 kube-apiserver for tests of controllers.
 
 - :class:`SimApiServer`: the pure model (no I/O; ``now`` passed in): objects of the
@@ -18,7 +18,7 @@ kube-apiserver for tests of controllers.
 
 Whatever is not modelled raises :class:`NotModelled` (answered 501 over HTTP and kept in
 ``SimulatedCluster.refusals``) instead of an answer that could differ from kube-apiserver.
-See "Simulating your operator (preview)" in docs/testing.rst.
+See "Simulating your operator" in docs/testing.rst.
 """
 
 from kubemoon_core._public import publish
