@@ -3,7 +3,10 @@
 Rules: ``controller_runtime_webhook_requests_total`` (by webhook and HTTP code),
 ``controller_runtime_webhook_latency_seconds`` and
 ``controller_runtime_webhook_requests_in_flight`` (by webhook), as controller-runtime
-names them, so existing dashboards work. Several servers sharing one registry share one
+names them, so existing dashboards work, and KubeMoon's own
+``kubemoon_webhook_reviews_total`` (by webhook and ``where``: ``loop`` for a review decoded,
+handled and encoded without a thread hop, ``worker_thread`` for one sent to the worker
+threads). Several servers sharing one registry share one
 set of collectors (kept per registry, weakly, so a dropped registry is freed); the default
 is prometheus_client's ``REGISTRY``. Labels are webhook names and status codes only, never
 a path a client chose, so the series are bounded. Labelled children are looked up once.
@@ -44,9 +47,17 @@ class WebhookMetrics:
             ["webhook"],
             registry=registry,
         )
+        self.reviews = Counter(
+            "kubemoon_webhook_reviews",
+            "Reviews by where they were decoded: on the event loop (no thread hop) or on a "
+            "worker thread.",
+            ["webhook", "where"],
+            registry=registry,
+        )
         # Labelled children, looked up once: the label lookup costs more than the update.
         self._children: dict[str, tuple[Any, Any]] = {}
         self._counters: dict[tuple[str, int], Any] = {}
+        self._placed: dict[tuple[str, bool], Any] = {}
 
     def children(self, webhook: str) -> tuple[Any, Any]:
         """The in-flight gauge and the latency histogram of one webhook."""
@@ -61,6 +72,14 @@ class WebhookMetrics:
         counter = self._counters.get((webhook, status))
         if counter is None:
             counter = self._counters[webhook, status] = self.requests.labels(webhook, str(status))
+        counter.inc()
+
+    def placed(self, webhook: str, on_the_loop: bool) -> None:
+        """Count one review decoded on the loop (``on_the_loop``) or on a worker thread."""
+        counter = self._placed.get((webhook, on_the_loop))
+        if counter is None:
+            where = "loop" if on_the_loop else "worker_thread"
+            counter = self._placed[webhook, on_the_loop] = self.reviews.labels(webhook, where)
         counter.inc()
 
 

@@ -171,8 +171,9 @@ class WebhookServer:
     (:attr:`threaded_webhooks`, one WARNING). Other reviews are decoded, handled by
     synchronous handlers and encoded on at most ``handler_threads`` worker threads at
     once, and those over 256 KiB on one more, one at a time (async handlers are awaited on
-    the loop). Metrics
-    go to ``registry`` (prometheus_client's default when None). Run with :meth:`serve`
+    the loop). Metrics (controller-runtime's, and ``kubemoon_webhook_reviews_total`` by
+    ``where`` each review was decoded: ``loop`` or ``worker_thread``) go to ``registry``
+    (prometheus_client's default when None). Run with :meth:`serve`
     until cancelled; it first raises the soft open-file limit to the hard one.
     """
 
@@ -536,6 +537,7 @@ class WebhookServer:
             and webhook not in self._threaded
             and self.app.handled_without_blocking(target)
         )
+        self._metrics.placed(webhook, inline)
         if inline:
             result = self._on_the_loop(webhook, dispatch)
         else:

@@ -31,6 +31,7 @@ import trio
 import trustme
 from adapter_driver import call_soon, start_background
 from fault_support import Adapter
+from prometheus_client import CollectorRegistry
 
 from kubemoon_core.webhooks import AdmissionRequest, AdmissionResponse, Converter, WebhookApp
 from kubemoon_testing import ScriptedServer, WebhookCertificates
@@ -217,7 +218,8 @@ def closed_by_server(sock: socket.socket) -> bool:
 async def serving(
     adapter: Adapter, tmp_path: Path, handlers: Handlers, **options: Any
 ) -> AsyncIterator[Target]:
-    """The adapter's WebhookServer under a Manager, with ``options``."""
+    """The adapter's WebhookServer under a Manager, with ``options`` (its metrics go to the
+    Manager's registry unless ``registry`` is one of them)."""
     certs = WebhookCertificates.create(tmp_path / "certs")
     async with ScriptedServer() as api:
         client = adapter.client(api.client_config())
@@ -227,8 +229,7 @@ async def serving(
             make_app(handlers),
             cert_file=certs.cert_file,
             key_file=certs.key_file,
-            registry=manager.registry,
-            **options,
+            **{"registry": manager.registry, **options},
         )
         manager.add_webhook_server(server)
         async with trio.open_nursery() as nursery:
@@ -361,6 +362,47 @@ async def test_small_reviews_are_answered_on_the_loop_and_larger_ones_off_it(
     on_loop = adapter.name != "sync"
     assert decoded_on_loop == [on_loop, False, on_loop, False, on_loop]
     assert len(handlers.on_loop) == 5
+
+
+async def test_the_reviews_metric_counts_which_reviews_skipped_the_thread_hop(
+    adapter: Adapter, tmp_path: Path
+) -> None:
+    """``kubemoon_webhook_reviews_total{where}``: an async handler's review of at most
+    ``inline_body_size`` bytes is counted ``loop`` (answered without a thread hop), a
+    longer one and a plain handler's small one ``worker_thread``."""
+    handlers = Handlers()
+    # Its own registry: the Manager's also collects the Manager's figures, on its loop.
+    registry = CollectorRegistry()
+    # The blocking twin takes plain handlers only, so every review goes to a worker thread.
+    blocking = adapter.name == "sync"
+    async_path = "/validate" if blocking else "/avalidate"
+    small = review_body()
+    over = review_body({f"k{i}": "v" * 64 for i in range(60)})  # ~4.5 KiB
+    assert len(small) < 4096 < len(over)
+    async with serving(
+        adapter, tmp_path, handlers, inline_body_size=4096, registry=registry
+    ) as target:
+
+        def count(webhook: str, where: str) -> float:
+            labels = {"webhook": webhook, "where": where}
+            value = registry.get_sample_value("kubemoon_webhook_reviews_total", labels)
+            return 0.0 if value is None else value
+
+        for path, body in ((async_path, small), (async_path, over), (async_path, small)):
+            status, _ = await in_thread(target.post, path, body)
+            assert status == 200
+        status, _ = await in_thread(target.post, "/validate", small)
+        assert status == 200
+        if blocking:
+            assert count("configmaps", "loop") == 0
+            assert count("configmaps", "worker_thread") == 4
+        else:
+            assert count("avalidate", "loop") == 2
+            assert count("avalidate", "worker_thread") == 1
+            assert count("configmaps", "loop") == 0
+            assert count("configmaps", "worker_thread") == 1
+        assert target.server.threaded_webhooks == frozenset()
+    assert len(handlers.on_loop) == 4
 
 
 async def test_a_plain_handler_s_small_review_runs_on_a_worker_thread(
