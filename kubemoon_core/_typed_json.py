@@ -19,9 +19,12 @@ Rules:
   ``100000000000000000000`` holds that int, never a float (the active backend reads it as
   the standard library does); a ``float`` field given an integer beyond a double's range
   is a :class:`TypedDecodeError`.
-- Declarations msgspec cannot mirror (a ``PreserveUnknown`` field, a class containing
-  itself) and every class when msgspec is absent or turned off (:func:`use_msgspec`) go
-  through the active JSON backend and :func:`decode`.
+- A nested class with a ``PreserveUnknown`` field (``ObjectMeta``: a resource's
+  ``metadata``, a template's) is mirrored as a plain JSON object and decoded from it by the
+  Python codec, so no unknown field is lost. Declarations msgspec cannot mirror (a
+  ``PreserveUnknown`` field at the top, a class containing itself) and every class when
+  msgspec is absent or turned off (:func:`use_msgspec`) go through the active JSON backend
+  and :func:`decode`.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from ._declare import ClassInfo, Kind, Node, class_info, missing
 from ._json import loads
-from ._typed import decode
+from ._typed import codec, decode
 
 __all__ = ["decode_json", "use_msgspec"]
 
@@ -140,6 +143,8 @@ class _Mirror:
         if kind is Kind.DATETIME:
             return Annotated[datetime.datetime, msgspec.Meta(tz=True)]
         if kind is Kind.OBJECT:
+            if class_info(node.cls).extra is not None:
+                return dict[str, Any]  # decoded by the Python codec, unknown fields kept
             return self.struct(node.cls)
         assert node.item is not None
         item = self.type_of(node.item)
@@ -148,6 +153,8 @@ class _Mirror:
     def convert(self, node: Node, src: str) -> str:
         """An expression turning the struct value ``src`` into the declared value."""
         if node.kind is Kind.OBJECT:
+            if class_info(node.cls).extra is not None:
+                return f"{self.python_decoder(node.cls)}({src})"
             return f"{self.name_of(node.cls)}({src})"
         if node.kind in (Kind.LIST, Kind.MAP) and node.item is not None:
             self.counter += 1
@@ -160,12 +167,21 @@ class _Mirror:
             return f"{{k{self.counter}: {inner} for k{self.counter}, {x} in {src}.items()}}"
         return src
 
+    def python_decoder(self, cls: type) -> str:
+        """The name of the Python codec's decoder of ``cls`` (it raises on a mismatch, and
+        :func:`decode_json` then judges the document again the Python way)."""
+        name = f"{self.name_of(cls)}_py"
+        self.namespace[name] = codec(cls).decode
+        return name
+
     def converter(self, info: ClassInfo, json_names: list[str]) -> None:
         index = {json: f"s.f{i}" for i, json in enumerate(json_names)}
         name = self.name_of(info.cls)
         args: dict[str, str] = {}
         if info.resource is not None:
-            args["metadata"] = index["metadata"]
+            assert info.metadata_class is not None
+            meta = self.python_decoder(info.metadata_class)
+            args["metadata"] = f"{meta}({index['metadata']})"
         for f in info.fields:
             src = index[f.json_name]
             expr = self.convert(f.node, src)
