@@ -210,3 +210,25 @@ def test_lists_have_typed_list_metadata() -> None:
     assert typed.items[0].metadata.name == "a"
     item = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}
     assert encode(typed) == {**data, "items": [item]}
+
+
+def test_msgspec_decodes_known_metadata_itself_and_unknown_fields_the_python_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    known = {k: v for k, v in METADATA.items() if k != "futureField"}
+    spec = json.loads(json.dumps(DEPLOYMENT["spec"]))
+    del spec["template"]["metadata"]["templateFuture"]
+    doc = json.dumps({**DEPLOYMENT, "metadata": known, "spec": spec})
+
+    def python_way(cls: type, data: object) -> object:
+        raise AssertionError("msgspec's path was left")
+
+    monkeypatch.setattr(typed_json, "decode", python_way)
+    typed = decode_json(Deployment, doc)  # msgspec is on by default
+    assert typed.metadata.owner_references is not None and typed.metadata.unknown_fields == {}
+    with pytest.raises(AssertionError, match="msgspec's path was left"):
+        decode_json(Deployment, json.dumps(DEPLOYMENT))  # futureField: judged again
+    monkeypatch.undo()
+    assert decode_json(Deployment, json.dumps(DEPLOYMENT)).metadata.unknown_fields == {
+        "futureField": {"nested": [1, 2]}
+    }
