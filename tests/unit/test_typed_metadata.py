@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Annotated, Any
 
 import pytest
 
@@ -18,7 +18,7 @@ from kubemoon_core.builtin.core_v1 import ConfigMapList
 from kubemoon_core.builtin.meta_v1 import ListMeta, ObjectMeta, OwnerReference
 from kubemoon_core.errors import LocalProtocolError, TypedDecodeError
 from kubemoon_core.json_backends import decode_json, use_msgspec
-from kubemoon_core.typed import MetadataField, custom_resource, decode, encode
+from kubemoon_core.typed import MetadataField, PreserveUnknown, custom_resource, decode, encode
 
 # Everything ObjectMeta knows, plus a field it does not (a newer apiserver's), nested too.
 METADATA: dict[str, Any] = {
@@ -232,3 +232,36 @@ def test_msgspec_decodes_known_metadata_itself_and_unknown_fields_the_python_way
     assert decode_json(Deployment, json.dumps(DEPLOYMENT)).metadata.unknown_fields == {
         "futureField": {"nested": [1, 2]}
     }
+
+
+@dataclass
+class Holder:
+    inner: list[Open]
+
+
+@dataclass
+class Open:
+    name: str
+    rest: Annotated[dict[str, Any], PreserveUnknown()] = field(default_factory=dict)
+
+
+def test_a_nested_class_keeping_unknown_fields_keeps_them_on_msgspecs_path(
+    backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Unlike ObjectMeta's (rare), these unknown fields are the point: never a second pass.
+    data = b'{"inner": [{"name": "a", "x": 1}, {"name": "b"}]}'
+    expected = Holder([Open("a", {"x": 1}), Open("b")])
+    assert decode_json(Holder, data) == expected
+    if backend == "msgspec":
+        assert Holder in typed_json._FAST
+        monkeypatch.setattr(typed_json, "decode", None)  # the Python way would fail now
+        assert decode_json(Holder, data) == expected
+        monkeypatch.undo()
+    with pytest.raises(TypedDecodeError) as caught:
+        decode_json(Holder, b'{"inner": [{"name": 1}]}')
+    assert caught.value.path == ".inner[0].name"
+
+
+def test_metadata_of_an_object_made_without_init_is_an_attribute_error() -> None:
+    assert not hasattr(Plain.__new__(Plain), "metadata")
+    assert not hasattr(Slotted.__new__(Slotted), "metadata")
