@@ -3,8 +3,9 @@
 Rules:
 
 - A resource is a dataclass decorated with :func:`custom_resource`; its fields are the
-  top-level fields of the object (``spec``, ``status``, ...) plus ``metadata: dict[str, Any]``,
-  which the server owns and the schema leaves out. Nested objects are dataclasses too.
+  top-level fields of the object (``spec``, ``status``, ...) plus
+  ``metadata: MetadataField = MetadataField()`` (an ``ObjectMeta``, which a dict literal may
+  set), which the server owns and the schema leaves out. Nested objects are dataclasses too.
 - The supported field types are ``str``, ``int``, ``float``, ``bool``, ``list[T]``,
   ``dict[str, T]``, ``T | None`` (a field that may be absent), ``Literal[...]`` and
   ``enum.Enum`` (enumerations of strings or of integers), nested dataclasses,
@@ -258,9 +259,11 @@ class ClassInfo:
     extra: str | None
     description: str | None
     resource: ResourceInfo | None
+    metadata_class: type | None = None  # a resource's ObjectMeta (its MetadataField's)
 
 
 _MISSING: Any = dataclasses.MISSING
+_METADATA_HINT = "metadata: MetadataField = MetadataField() (an ObjectMeta; was dict[str, Any])"
 _INFO: dict[type, ClassInfo] = {}
 _IN_PROGRESS: set[type] = set()
 
@@ -313,6 +316,7 @@ def _analyse_class(cls: type) -> ClassInfo:
         resource = None  # inherited from a decorated base class: not this class's own
     fields: list[FieldInfo] = []
     extra: str | None = None
+    metadata_class: type | None = None
     seen: dict[str, str] = {}
     for f in dataclasses.fields(cls):
         where = f"{cls.__name__}.{f.name}"
@@ -327,8 +331,9 @@ def _analyse_class(cls: type) -> ClassInfo:
             extra = f.name
             continue
         if resource is not None and f.name == "metadata":
-            if tp != dict[str, Any] or optional:
-                raise SchemaError(f"{where}: metadata must be dict[str, Any]")
+            if optional or not hasattr(f.default, "bind_slot"):  # not MetadataField()
+                raise SchemaError(f"{where}: {_METADATA_HINT}")
+            metadata_class = typing.cast(Any, f.default).meta_class()
             continue
         names = [m.name for m in markers if isinstance(m, JsonName)]
         json_name = names[-1] if names else _camel(f.name)
@@ -345,10 +350,13 @@ def _analyse_class(cls: type) -> ClassInfo:
         factory: Callable[[], Any] | None = (
             None if f.default_factory is _MISSING else f.default_factory  # type: ignore[assignment]
         )
-        fields.append(FieldInfo(f.name, json_name, node, optional, f.default, factory, description))
+        default = f.default
+        if hasattr(default, "bind_slot"):  # a MetadataField outside a resource: an ObjectMeta
+            default, factory = _MISSING, default.meta_class()
+        fields.append(FieldInfo(f.name, json_name, node, optional, default, factory, description))
     if resource is not None and "metadata" not in {f.name for f in dataclasses.fields(cls)}:
-        raise SchemaError(f"{cls.__name__}: a resource needs a field metadata: dict[str, Any]")
-    return ClassInfo(cls, tuple(fields), extra, _description(cls), resource)
+        raise SchemaError(f"{cls.__name__}: a resource needs a field {_METADATA_HINT}")
+    return ClassInfo(cls, tuple(fields), extra, _description(cls), resource, metadata_class)
 
 
 def _split_annotated(tp: Any) -> tuple[Any, tuple[Any, ...]]:
@@ -385,6 +393,8 @@ def analyse(tp: Any, markers: tuple[Any, ...], where: str) -> Node:
 
 def _analyse_type(tp: Any, where: str) -> Node:
     simple = {str: Kind.STR, int: Kind.INT, float: Kind.FLOAT, bool: Kind.BOOL}
+    if getattr(tp, "_kubemoon_metadata_field", False):  # outside a resource: an ObjectMeta
+        tp = tp.meta_class()
     if tp is Any:
         return Node(Kind.ANY)
     if tp is datetime.datetime:
@@ -607,39 +617,18 @@ def custom_resource(
         )
         _check_names(info)
         setattr(cls, "__kubemoon_resource__", info)  # noqa: B010 - mypy: not a declared attr
+        _bind_metadata(cls)
         return cls
 
     return decorate
 
 
-def builtin_resource(
-    group: str, version: str, kind: str, plural: str, scope: Scope
-) -> Callable[[type[T]], type[T]]:
-    """Class decorator of a generated built-in kind (``ConfigMap``...): it decodes and encodes
-    like a custom resource, but is no CRD (``crd_manifest`` refuses it)."""
-
-    def decorate(cls: type[T]) -> type[T]:
-        info = ResourceInfo(
-            cls=cls,
-            group=group,
-            version=version,
-            kind=kind,
-            plural=plural,
-            singular=kind.lower(),
-            scope=scope,
-            short_names=(),
-            categories=(),
-            printer_columns=(),
-            status_subresource=None,
-            scale=None,
-            served=True,
-            storage=None,
-            builtin=True,
-        )
-        setattr(cls, "__kubemoon_resource__", info)  # noqa: B010 - mypy: not a declared attr
-        return cls
-
-    return decorate
+def _bind_metadata(cls: type) -> None:
+    """Slotted: the field's ``MetadataField`` bound to the slot replaces the slot's own."""
+    field = getattr(cls, "__dataclass_fields__", {}).get("metadata")
+    bind = getattr(getattr(field, "default", None), "bind_slot", None)
+    if isinstance(cls.__dict__.get("metadata"), types.MemberDescriptorType) and bind:
+        setattr(cls, "metadata", bind(cls.__dict__["metadata"]))  # noqa: B010
 
 
 def _check_names(info: ResourceInfo) -> None:

@@ -11,8 +11,11 @@ Rules:
   left out, an absent ``apiVersion``/``kind`` of a resource is filled in.
 - As :mod:`dataclasses` generates ``__init__``, the decoder and encoder of each class are
   generated as Python source and compiled on first use, then cached, so no type hint is
-  interpreted per object. Decoded lists and dicts are fresh copies; ``Any`` values and
-  ``metadata`` are shared with the input.
+  interpreted per object. Decoded lists and dicts are fresh copies; ``Any`` values (and the
+  values of unknown fields) are shared with the input.
+- A resource's ``metadata`` decodes into its ``ObjectMeta`` (absent or ``null``: an empty
+  one), which keeps the fields it does not know; an empty ``ObjectMeta`` encodes to no
+  ``metadata`` key.
 """
 
 from __future__ import annotations
@@ -307,12 +310,13 @@ def _class_source(gen: _Gen, info: ClassInfo) -> str:
                 f"        if v != {value!r}: raise _Fail('expected {value}, got %r' % (v,))"
                 f".at('.{key}')",
             ]
+        assert info.metadata_class is not None  # class_info refuses a resource without
         lines += [
             "    metadata = get('metadata')",
             "    if metadata is None: metadata = {}",
             "    else: n += 1",
-            "    if type(metadata) is not dict:",
-            "        raise _expected('object', metadata).at('.metadata')",
+            f"    try: metadata = {gen.function(info.metadata_class, 'decode')}(metadata)",
+            "    except _Fail as e: raise e.at('.metadata')",
         ]
     args = {"metadata": "metadata"} if resource is not None else {}
     nothing = gen.const(object())
@@ -370,7 +374,9 @@ def _class_source(gen: _Gen, info: ClassInfo) -> str:
     if resource is not None:
         api, kind = resource.api_version, resource.kind
         lines.append(f"    d = {{'apiVersion': {api!r}, 'kind': {kind!r}}}")
-        lines.append("    if o.metadata: d['metadata'] = dict(o.metadata)")
+        assert info.metadata_class is not None
+        lines.append(f"    m = {gen.function(info.metadata_class, 'encode')}(o.metadata)")
+        lines.append("    if m: d['metadata'] = m")
     else:
         lines.append("    d = {}")
     for f in info.fields:

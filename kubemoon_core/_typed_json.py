@@ -19,9 +19,13 @@ Rules:
   ``100000000000000000000`` holds that int, never a float (the active backend reads it as
   the standard library does); a ``float`` field given an integer beyond a double's range
   is a :class:`TypedDecodeError`.
-- Declarations msgspec cannot mirror (a ``PreserveUnknown`` field, a class containing
-  itself) and every class when msgspec is absent or turned off (:func:`use_msgspec`) go
-  through the active JSON backend and :func:`decode`.
+- ``ObjectMeta`` (a resource's ``metadata``, a template's) keeps unknown fields, which only
+  a newer apiserver sends: its mirror forbids them, so a document with one is judged again
+  the Python way, which keeps them. Another nested class with a ``PreserveUnknown`` field
+  is mirrored as a plain JSON object and decoded from it by the Python codec, so no
+  unknown field is lost. Declarations msgspec cannot mirror (a ``PreserveUnknown`` field at
+  the top, a class containing itself) and every class when msgspec is absent or turned off
+  (:func:`use_msgspec`) go through the active JSON backend and :func:`decode`.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from ._declare import ClassInfo, Kind, Node, class_info, missing
 from ._json import loads
-from ._typed import decode
+from ._metadata_view import MetadataView
+from ._typed import codec, decode
 
 __all__ = ["decode_json", "use_msgspec"]
 
@@ -55,6 +60,12 @@ def use_msgspec(enabled: bool = True) -> bool:
     global _ENABLED
     _ENABLED = enabled and msgspec is not None
     return _ENABLED
+
+
+def _as_json_object(cls: type) -> bool:
+    """Whether a nested class is mirrored as a plain JSON object (it keeps unknown fields,
+    and it is not ``ObjectMeta``, where they are rare)."""
+    return class_info(cls).extra is not None and not issubclass(cls, MetadataView)
 
 
 class _Unsupported(Exception):
@@ -88,7 +99,7 @@ class _Mirror:
             raise _Unsupported(f"{cls.__name__} contains itself")
         self.open.add(cls)
         info = class_info(cls)
-        if info.extra is not None:
+        if info.extra is not None and not issubclass(cls, MetadataView):
             raise _Unsupported(f"{cls.__name__} keeps unknown fields")
         fields: list[tuple[str, Any, Any]] = []
         if info.resource is not None:
@@ -97,7 +108,9 @@ class _Mirror:
                 ("kind", info.resource.kind),
             ):
                 fields.append((key, Literal[value] | None, None))
-            fields.append(("metadata", dict[str, Any], msgspec.field(default_factory=dict)))
+            assert info.metadata_class is not None
+            meta = self.type_of(Node(Kind.OBJECT, cls=info.metadata_class))
+            fields.append(("metadata", meta | None, None))
         for f in info.fields:
             tp = self.type_of(f.node)
             if f.optional:
@@ -140,6 +153,8 @@ class _Mirror:
         if kind is Kind.DATETIME:
             return Annotated[datetime.datetime, msgspec.Meta(tz=True)]
         if kind is Kind.OBJECT:
+            if _as_json_object(node.cls):
+                return dict[str, Any]  # decoded by the Python codec, unknown fields kept
             return self.struct(node.cls)
         assert node.item is not None
         item = self.type_of(node.item)
@@ -148,6 +163,8 @@ class _Mirror:
     def convert(self, node: Node, src: str) -> str:
         """An expression turning the struct value ``src`` into the declared value."""
         if node.kind is Kind.OBJECT:
+            if _as_json_object(node.cls):
+                return f"{self.python_decoder(node.cls)}({src})"
             return f"{self.name_of(node.cls)}({src})"
         if node.kind in (Kind.LIST, Kind.MAP) and node.item is not None:
             self.counter += 1
@@ -160,12 +177,25 @@ class _Mirror:
             return f"{{k{self.counter}: {inner} for k{self.counter}, {x} in {src}.items()}}"
         return src
 
+    def python_decoder(self, cls: type) -> str:
+        """The name of the Python codec's decoder of ``cls`` (it raises on a mismatch, and
+        :func:`decode_json` then judges the document again the Python way)."""
+        name = f"{self.name_of(cls)}_py"
+        self.namespace[name] = codec(cls).decode
+        return name
+
     def converter(self, info: ClassInfo, json_names: list[str]) -> None:
         index = {json: f"s.f{i}" for i, json in enumerate(json_names)}
         name = self.name_of(info.cls)
         args: dict[str, str] = {}
         if info.resource is not None:
-            args["metadata"] = index["metadata"]
+            assert info.metadata_class is not None
+            src = index["metadata"]
+            meta = self.convert(Node(Kind.OBJECT, cls=info.metadata_class), src)
+            self.namespace["_meta_cls"] = info.metadata_class
+            args["metadata"] = f"_meta_cls() if {src} is None else {meta}"
+        if info.extra is not None:  # ObjectMeta: its mirror forbade unknown fields
+            args[info.extra] = "{}"
         for f in info.fields:
             src = index[f.json_name]
             expr = self.convert(f.node, src)

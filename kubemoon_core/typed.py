@@ -21,6 +21,7 @@ from ._declare import (
     custom_resource,
     resource_info,
 )
+from ._metadata import MetadataField
 from ._public import publish
 from ._typed import TypedView, decode, encode
 
@@ -38,6 +39,7 @@ __all__ = [
     "Length",
     "ListType",
     "Maximum",
+    "MetadataField",
     "Minimum",
     "openapi_schema",
     "Pattern",

@@ -332,8 +332,8 @@ class ReconcileContext(Generic[ObjT]):
         """
         target: GroupVersionResource | APIResource
         if not isinstance(resource, GroupVersionResource):
-            obj = {"metadata": getattr(resource, "metadata", None) or {}}
             target = resource_info(type(resource)).api_resource
+            obj = {"metadata": encode(resource.metadata)}
         elif obj is None:
             raise LocalProtocolError(f"delete({resource}) needs the object")
         else:

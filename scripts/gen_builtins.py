@@ -16,8 +16,11 @@ Mapping of the schemas (documented in docs/declaring.rst):
 
 - every object schema with properties becomes a slotted, keyword-only dataclass; a kind
   served with a ``list`` verb becomes a resource (``builtin_resource``: apiVersion and kind
-  checked and filled in, ``metadata: dict[str, Any]``) with a ``GroupVersionResource``
-  constant named after its plural (``CONFIGMAPS``);
+  checked and filled in, ``metadata: MetadataField = MetadataField()``, an ``ObjectMeta``
+  that a dict literal may set) with a ``GroupVersionResource`` constant named after its
+  plural (``CONFIGMAPS``);
+- ``ObjectMeta`` keeps the fields it does not know in ``unknown_fields`` (``PreserveUnknown``)
+  and is also a deprecated read-only mapping of its JSON form (``obj.metadata["name"]``);
 - ``required`` fields have no default, the others are ``T | None = None``;
 - ``Quantity`` is ``str``; ``Time``/``MicroTime`` are ``str`` (the RFC 3339 text as sent, so
   an object round-trips byte for byte); ``IntOrString`` is ``int | str``; schemas without
@@ -81,6 +84,8 @@ GROUPS: tuple[tuple[str, str, str, str], ...] = (
 _REF = "#/components/schemas/"
 _API = re.compile(r"^io\.k8s\.api\.([a-z0-9]+)\.(v[a-z0-9]+)\.([A-Za-z0-9]+)$")
 _META = "io.k8s.apimachinery.pkg.apis.meta.v1."
+# ObjectMeta keeps unknown fields and offers the deprecated mapping view of its JSON form.
+_OBJECT_META = _META + "ObjectMeta"
 _APIEXT = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1."
 # Schemas that are not classes: their Python type, spelled in the generated code.
 _ALIASES = {
@@ -292,7 +297,10 @@ class Generator:
                 f"{resource.kind!r}, {resource.plural!r}, {scope})"
             )
         lines.append("@dataclass(slots=True, kw_only=True)")
-        lines.append(f"class {cls}:")
+        if name == _OBJECT_META:
+            lines.append(f"class {cls}(MetadataView):")
+        else:
+            lines.append(f"class {cls}:")
         doc = first_sentence(schema.get("description") or f"{cls}.")
         lines.append(f'    """{doc}"""')
         lines.append("")
@@ -312,8 +320,14 @@ class Generator:
                 lines.append(f"    {python}: {tp}")
             else:
                 lines.append(f"    {python}: {tp} | None = None")
+        if name == _OBJECT_META:
+            lines.append(
+                "    unknown_fields: Annotated[dict[str, Any], PreserveUnknown()] = "
+                "field(default_factory=dict)"
+            )
+            lines.append('    """The JSON fields this version does not know, kept as they came."""')
         if resource is not None:
-            lines.append("    metadata: dict[str, Any] = field(default_factory=dict)")
+            lines.append("    metadata: MetadataField = MetadataField()")
             module.classes.append(resource.plural.upper())
             lines.append("")
             lines.append("")
@@ -357,9 +371,13 @@ class Generator:
         if typing_names:
             text += f"from typing import {', '.join(typing_names)}\n"
         text += "\n"
-        core = [n for n in ("JsonName", "builtin_resource") if f"{n}(" in body]
+        core = [n for n in ("JsonName", "PreserveUnknown") if f"{n}(" in body]
         if core:
             text += f"from .._declare import {', '.join(core)}\n"
+        if "builtin_resource(" in body:
+            text += "from .._metadata import MetadataField, builtin_resource\n"
+        if "(MetadataView)" in body:
+            text += "from .._metadata_view import MetadataView\n"
         if "builtin_resource(" in body:
             text += "from .._resources import GroupVersionResource, Scope\n"
         for other in sorted(module.imports):

@@ -11,8 +11,8 @@ ClusterRole ``admin`` in ``rbac_extra``, so ``rbac.yaml`` grants it and the star
 asks for it.
 """
 
-from dataclasses import dataclass, field
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import Annotated
 
 from kubemoon_asyncio import Client, Manager, ReconcileContext
 from kubemoon_core import Outcome, Reconciled, Scope
@@ -25,6 +25,7 @@ from kubemoon_core.typed import (
     Description,
     Length,
     ListType,
+    MetadataField,
     custom_resource,
 )
 from kubemoon_core.webhooks import AdmissionRequest, AdmissionResponse, WebhookDeclarations
@@ -61,7 +62,7 @@ class TeamSpace:
 
     spec: TeamSpaceSpec
     status: TeamSpaceStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 hooks = WebhookDeclarations("teamspaces")
@@ -94,7 +95,7 @@ async def reconcile(ctx: ReconcileContext[TeamSpace]) -> Outcome:
     ready = all((ctx.owned(Namespace), ctx.owned(ResourceQuota), ctx.owned(RoleBinding)))
     reason = "Provisioned" if ready else "Provisioning"
     conditions = ctx.condition("Ready", ready, reason)
-    generation = team.metadata.get("generation")
+    generation = team.metadata.generation
     await ctx.update_status(TeamSpaceStatus(namespace, generation, conditions))
     return Reconciled()
 

@@ -37,16 +37,16 @@ async def reconcile(ctx: ReconcileContext[Widget]) -> Outcome:
     for name in wanted:
         await ctx.ensure(ConfigMap(metadata={"name": name}, data=data))
     for child in ctx.owned(ConfigMap):
-        if child.metadata["name"] not in wanted:
+        if child.metadata.name not in wanted:
             await ctx.delete(child)
     owned = ctx.owned(ConfigMap)
-    ready = sum(1 for c in owned if c.metadata["name"] in wanted and (c.data or {}) == data)
+    ready = sum(1 for c in owned if c.metadata.name in wanted and (c.data or {}) == data)
     done = ready == len(wanted)
     conditions = ctx.condition("Ready", done, "Scaled" if done else "Scaling")
     status = WidgetStatus(
         replicas=len(owned),
         ready_replicas=ready,
-        observed_generation=widget.metadata.get("generation"),
+        observed_generation=widget.metadata.generation,
         conditions=conditions,
     )
     if await ctx.update_status(status) and done:

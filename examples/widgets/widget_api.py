@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated
 
 from kubemoon_core.typed import (
     Condition,
@@ -22,6 +22,7 @@ from kubemoon_core.typed import (
     Length,
     ListType,
     Maximum,
+    MetadataField,
     Minimum,
     PrinterColumn,
     Rule,
@@ -93,4 +94,4 @@ class Widget:
         ),
     ] = field(default_factory=WidgetSpec)
     status: WidgetStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()

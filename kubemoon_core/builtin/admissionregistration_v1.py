@@ -4,10 +4,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Final
 
-from .._declare import builtin_resource
+from .._metadata import MetadataField, builtin_resource
 from .._resources import GroupVersionResource, Scope
 from . import meta_v1
 
@@ -120,7 +120,7 @@ class MutatingAdmissionPolicy:
     """MutatingAdmissionPolicy describes the definition of an admission mutation policy that mutates the object coming into admission chain."""
 
     spec: MutatingAdmissionPolicySpec | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 MUTATINGADMISSIONPOLICIES: Final = GroupVersionResource(
@@ -141,7 +141,7 @@ class MutatingAdmissionPolicyBinding:
     """MutatingAdmissionPolicyBinding binds the MutatingAdmissionPolicy with parametrized resources."""
 
     spec: MutatingAdmissionPolicyBindingSpec | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 MUTATINGADMISSIONPOLICYBINDINGS: Final = GroupVersionResource(
@@ -222,7 +222,7 @@ class MutatingWebhookConfiguration:
     """MutatingWebhookConfiguration describes the configuration of and admission webhook that accept or reject and may change the object."""
 
     webhooks: list[MutatingWebhook] | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 MUTATINGWEBHOOKCONFIGURATIONS: Final = GroupVersionResource(
@@ -321,7 +321,7 @@ class ValidatingAdmissionPolicy:
 
     spec: ValidatingAdmissionPolicySpec | None = None
     status: ValidatingAdmissionPolicyStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 VALIDATINGADMISSIONPOLICIES: Final = GroupVersionResource(
@@ -342,7 +342,7 @@ class ValidatingAdmissionPolicyBinding:
     """ValidatingAdmissionPolicyBinding binds the ValidatingAdmissionPolicy with paramerized resources."""
 
     spec: ValidatingAdmissionPolicyBindingSpec
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 VALIDATINGADMISSIONPOLICYBINDINGS: Final = GroupVersionResource(
@@ -432,7 +432,7 @@ class ValidatingWebhookConfiguration:
     """ValidatingWebhookConfiguration describes the configuration of and admission webhook that accept or reject and object without changing it."""
 
     webhooks: list[ValidatingWebhook] | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 VALIDATINGWEBHOOKCONFIGURATIONS: Final = GroupVersionResource(

@@ -4,10 +4,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, Any, Final
 
-from .._declare import JsonName, builtin_resource
+from .._declare import JsonName
+from .._metadata import MetadataField, builtin_resource
 from .._resources import GroupVersionResource, Scope
 from . import meta_v1
 
@@ -67,7 +68,7 @@ class CustomResourceDefinition:
 
     spec: CustomResourceDefinitionSpec
     status: CustomResourceDefinitionStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 CUSTOMRESOURCEDEFINITIONS: Final = GroupVersionResource(

@@ -4,10 +4,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
-from .._declare import builtin_resource
+from .._metadata import MetadataField, builtin_resource
 from .._resources import GroupVersionResource, Scope
 from . import core_v1, meta_v1
 
@@ -60,7 +60,7 @@ class ControllerRevision:
 
     data: dict[str, Any]
     revision: int | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 CONTROLLERREVISIONS: Final = GroupVersionResource("apps", "v1", "controllerrevisions")
@@ -84,7 +84,7 @@ class DaemonSet:
 
     spec: DaemonSetSpec
     status: DaemonSetStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 DAEMONSETS: Final = GroupVersionResource("apps", "v1", "daemonsets")
@@ -154,7 +154,7 @@ class Deployment:
 
     spec: DeploymentSpec
     status: DeploymentStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 DEPLOYMENTS: Final = GroupVersionResource("apps", "v1", "deployments")
@@ -227,7 +227,7 @@ class ReplicaSet:
 
     spec: ReplicaSetSpec
     status: ReplicaSetStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 REPLICASETS: Final = GroupVersionResource("apps", "v1", "replicasets")
@@ -309,7 +309,7 @@ class StatefulSet:
 
     spec: StatefulSetSpec
     status: StatefulSetStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 STATEFULSETS: Final = GroupVersionResource("apps", "v1", "statefulsets")

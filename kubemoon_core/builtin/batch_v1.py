@@ -4,10 +4,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Final
 
-from .._declare import builtin_resource
+from .._metadata import MetadataField, builtin_resource
 from .._resources import GroupVersionResource, Scope
 from . import core_v1, meta_v1, scheduling_v1alpha3
 
@@ -45,7 +45,7 @@ class CronJob:
 
     spec: CronJobSpec
     status: CronJobStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 CRONJOBS: Final = GroupVersionResource("batch", "v1", "cronjobs")
@@ -92,7 +92,7 @@ class Job:
 
     spec: JobSpec | None = None
     status: JobStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 JOBS: Final = GroupVersionResource("batch", "v1", "jobs")

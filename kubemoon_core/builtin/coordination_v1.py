@@ -4,10 +4,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Final
 
-from .._declare import builtin_resource
+from .._metadata import MetadataField, builtin_resource
 from .._resources import GroupVersionResource, Scope
 from . import meta_v1
 
@@ -28,7 +28,7 @@ class Lease:
     """Lease defines a lease concept."""
 
     spec: LeaseSpec | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 LEASES: Final = GroupVersionResource("coordination.k8s.io", "v1", "leases")

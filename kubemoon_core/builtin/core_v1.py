@@ -4,10 +4,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Final
+from dataclasses import dataclass
+from typing import Annotated, Final
 
-from .._declare import JsonName, builtin_resource
+from .._declare import JsonName
+from .._metadata import MetadataField, builtin_resource
 from .._resources import GroupVersionResource, Scope
 from . import meta_v1
 
@@ -451,7 +452,7 @@ class ComponentStatus:
     """ComponentStatus (and ComponentStatusList) holds the cluster validation info."""
 
     conditions: list[ComponentCondition] | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 COMPONENTSTATUSES: Final = GroupVersionResource("", "v1", "componentstatuses")
@@ -476,7 +477,7 @@ class ConfigMap:
     binary_data: dict[str, str] | None = None
     data: dict[str, str] | None = None
     immutable: bool | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 CONFIGMAPS: Final = GroupVersionResource("", "v1", "configmaps")
@@ -767,7 +768,7 @@ class Endpoints:
     """Endpoints is a collection of endpoints that implement the actual service."""
 
     subsets: list[EndpointSubset] | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 ENDPOINTS: Final = GroupVersionResource("", "v1", "endpoints")
@@ -871,7 +872,7 @@ class Event:
     series: EventSeries | None = None
     source: EventSource | None = None
     type: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 EVENTS: Final = GroupVersionResource("", "v1", "events")
@@ -1144,7 +1145,7 @@ class LimitRange:
     """LimitRange sets resource usage limits for each kind of resource in a Namespace."""
 
     spec: LimitRangeSpec | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 LIMITRANGES: Final = GroupVersionResource("", "v1", "limitranges")
@@ -1245,7 +1246,7 @@ class Namespace:
 
     spec: NamespaceSpec | None = None
     status: NamespaceStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 NAMESPACES: Final = GroupVersionResource("", "v1", "namespaces")
@@ -1295,7 +1296,7 @@ class Node:
 
     spec: NodeSpec | None = None
     status: NodeStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 NODES: Final = GroupVersionResource("", "v1", "nodes")
@@ -1534,7 +1535,7 @@ class PersistentVolume:
 
     spec: PersistentVolumeSpec | None = None
     status: PersistentVolumeStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 PERSISTENTVOLUMES: Final = GroupVersionResource("", "v1", "persistentvolumes")
@@ -1548,7 +1549,7 @@ class PersistentVolumeClaim:
 
     spec: PersistentVolumeClaimSpec | None = None
     status: PersistentVolumeClaimStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 PERSISTENTVOLUMECLAIMS: Final = GroupVersionResource("", "v1", "persistentvolumeclaims")
@@ -1695,7 +1696,7 @@ class Pod:
 
     spec: PodSpec | None = None
     status: PodStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 PODS: Final = GroupVersionResource("", "v1", "pods")
@@ -1950,7 +1951,7 @@ class PodTemplate:
     """PodTemplate describes a template for creating copies of a predefined pod."""
 
     template: PodTemplateSpec | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 PODTEMPLATES: Final = GroupVersionResource("", "v1", "podtemplates")
@@ -2082,7 +2083,7 @@ class ReplicationController:
 
     spec: ReplicationControllerSpec | None = None
     status: ReplicationControllerStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 REPLICATIONCONTROLLERS: Final = GroupVersionResource("", "v1", "replicationcontrollers")
@@ -2165,7 +2166,7 @@ class ResourceQuota:
 
     spec: ResourceQuotaSpec | None = None
     status: ResourceQuotaStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 RESOURCEQUOTAS: Final = GroupVersionResource("", "v1", "resourcequotas")
@@ -2291,7 +2292,7 @@ class Secret:
     immutable: bool | None = None
     string_data: dict[str, str] | None = None
     type: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 SECRETS: Final = GroupVersionResource("", "v1", "secrets")
@@ -2378,7 +2379,7 @@ class Service:
 
     spec: ServiceSpec | None = None
     status: ServiceStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 SERVICES: Final = GroupVersionResource("", "v1", "services")
@@ -2393,7 +2394,7 @@ class ServiceAccount:
     automount_service_account_token: bool | None = None
     image_pull_secrets: list[LocalObjectReference] | None = None
     secrets: list[ObjectReference] | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 SERVICEACCOUNTS: Final = GroupVersionResource("", "v1", "serviceaccounts")

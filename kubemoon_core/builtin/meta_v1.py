@@ -4,8 +4,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from .._declare import PreserveUnknown
+from .._metadata_view import MetadataView
 
 __all__ = [
     "Condition",
@@ -73,7 +76,7 @@ class ManagedFieldsEntry:
 
 
 @dataclass(slots=True, kw_only=True)
-class ObjectMeta:
+class ObjectMeta(MetadataView):
     """ObjectMeta is metadata that all persisted resources must have, which includes all objects users must create."""
 
     annotations: dict[str, str] | None = None
@@ -91,6 +94,8 @@ class ObjectMeta:
     resource_version: str | None = None
     self_link: str | None = None
     uid: str | None = None
+    unknown_fields: Annotated[dict[str, Any], PreserveUnknown()] = field(default_factory=dict)
+    """The JSON fields this version does not know, kept as they came."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -4,10 +4,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Final
 
-from .._declare import builtin_resource
+from .._metadata import MetadataField, builtin_resource
 from .._resources import GroupVersionResource, Scope
 from . import core_v1, meta_v1
 
@@ -79,7 +79,7 @@ class IPAddress:
     """IPAddress represents a single IP of a single IP Family."""
 
     spec: IPAddressSpec
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 IPADDRESSES: Final = GroupVersionResource("networking.k8s.io", "v1", "ipaddresses")
@@ -118,7 +118,7 @@ class Ingress:
 
     spec: IngressSpec | None = None
     status: IngressStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 INGRESSES: Final = GroupVersionResource("networking.k8s.io", "v1", "ingresses")
@@ -139,7 +139,7 @@ class IngressClass:
     """IngressClass represents the class of the Ingress, referenced by the Ingress Spec."""
 
     spec: IngressClassSpec | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 INGRESSCLASSES: Final = GroupVersionResource("networking.k8s.io", "v1", "ingressclasses")
@@ -257,7 +257,7 @@ class NetworkPolicy:
     """NetworkPolicy describes what network traffic is allowed for a set of Pods"""
 
     spec: NetworkPolicySpec | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 NETWORKPOLICIES: Final = GroupVersionResource("networking.k8s.io", "v1", "networkpolicies")
@@ -343,7 +343,7 @@ class ServiceCIDR:
 
     spec: ServiceCIDRSpec | None = None
     status: ServiceCIDRStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 SERVICECIDRS: Final = GroupVersionResource("networking.k8s.io", "v1", "servicecidrs")

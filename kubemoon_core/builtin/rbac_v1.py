@@ -4,10 +4,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Final
+from dataclasses import dataclass
+from typing import Annotated, Final
 
-from .._declare import JsonName, builtin_resource
+from .._declare import JsonName
+from .._metadata import MetadataField, builtin_resource
 from .._resources import GroupVersionResource, Scope
 from . import meta_v1
 
@@ -48,7 +49,7 @@ class ClusterRole:
 
     aggregation_rule: AggregationRule | None = None
     rules: list[PolicyRule] | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 CLUSTERROLES: Final = GroupVersionResource("rbac.authorization.k8s.io", "v1", "clusterroles")
@@ -64,7 +65,7 @@ class ClusterRoleBinding:
 
     role_ref: RoleRef
     subjects: list[Subject] | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 CLUSTERROLEBINDINGS: Final = GroupVersionResource(
@@ -110,7 +111,7 @@ class Role:
     """Role is a namespaced, logical grouping of PolicyRules that can be referenced as a unit by a RoleBinding."""
 
     rules: list[PolicyRule] | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 ROLES: Final = GroupVersionResource("rbac.authorization.k8s.io", "v1", "roles")
@@ -124,7 +125,7 @@ class RoleBinding:
 
     role_ref: RoleRef
     subjects: list[Subject] | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 ROLEBINDINGS: Final = GroupVersionResource("rbac.authorization.k8s.io", "v1", "rolebindings")

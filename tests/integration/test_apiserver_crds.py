@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubemoon_core.typed import custom_resource
+from kubemoon_core.typed import MetadataField, custom_resource
 from kubemoon_testing import ApiServer, CrdInstallError
 from kubemoon_testing._versions import selected_version
 from kubemoon_testing.pytest_plugin import pytest_report_header
@@ -57,7 +57,7 @@ def test_files_manifests_and_declared_classes_are_installed(
     @dataclass
     class Gadget:
         spec: dict[str, str]
-        metadata: dict[str, Any]
+        metadata: MetadataField = MetadataField()
 
     names = kube_apiserver.install_crds([two_docs, manifest, Gadget])
     assert names == [

@@ -192,7 +192,7 @@ def round_trips(server: ApiServer, cls: type, obj: dict[str, Any], namespace: st
     body = copy_for_dry_run(encode(typed), obj["metadata"]["name"] + "-typed")
     response = server.request("POST", collection(cls, namespace) + "?dryRun=All", body=body)
     assert response.status == 201, (cls.__name__, response.body[:600])
-    assert decode(cls, response.json()).metadata["name"] == body["metadata"]["name"]
+    assert decode(cls, response.json()).metadata.name == body["metadata"]["name"]
 
 
 @pytest.mark.parametrize(("cls", "fields"), NAMESPACED, ids=[c.__name__ for c, _ in NAMESPACED])

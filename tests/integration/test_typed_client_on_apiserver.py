@@ -36,12 +36,12 @@ async def test_typed_verbs_answer_typed_objects(
             client.create, ConfigMap(metadata={"name": "a", "namespace": ns}, data={"k": "1"})
         )
         assert isinstance(created, ConfigMap) and created.data == {"k": "1"}
-        assert created.metadata["namespace"] == ns and created.metadata["uid"]
+        assert created.metadata.namespace == ns and created.metadata.uid
         got = await adapter.call(client.get, ConfigMap, "a", namespace=ns)
-        assert isinstance(got, ConfigMap) and got.metadata["uid"] == created.metadata["uid"]
+        assert isinstance(got, ConfigMap) and got.metadata.uid == created.metadata.uid
         # The dynamic form beside it: the same object as a mapping.
         raw = await adapter.call(client.get, CONFIGMAPS, "a", namespace=ns)
-        assert raw["metadata"]["uid"] == created.metadata["uid"] and raw["data"] == {"k": "1"}
+        assert raw["metadata"]["uid"] == created.metadata.uid and raw["data"] == {"k": "1"}
         got.data = {"k": "2"}
         replaced = await adapter.call(client.replace, got)
         assert isinstance(replaced, ConfigMap) and replaced.data == {"k": "2"}
@@ -60,9 +60,7 @@ async def test_typed_verbs_answer_typed_objects(
         pages = client.list(ConfigMap, namespace=ns, options=ListOptions(limit=2))
         items = await adapter.collect(pages)
         assert all(isinstance(item, ConfigMap) for item in items)
-        names = [
-            item.metadata["name"] for item in items if item.metadata["name"] != "kube-root-ca.crt"
-        ]
+        names = [item.metadata.name for item in items if item.metadata.name != "kube-root-ca.crt"]
         assert names == ["a", "p0", "p1", "p2", "s"]
         assert pages.resource_version
         await adapter.call(client.delete, ConfigMap, "a", namespace=ns)
@@ -70,7 +68,7 @@ async def test_typed_verbs_answer_typed_objects(
             await adapter.call(client.get, ConfigMap, "a", namespace=ns)
         # A cluster-scoped kind needs no namespace.
         namespace = await adapter.call(client.get, Namespace, ns)
-        assert isinstance(namespace, Namespace) and namespace.metadata["name"] == ns
+        assert isinstance(namespace, Namespace) and namespace.metadata.name == ns
     finally:
         await adapter.close(client)
 

@@ -52,11 +52,11 @@ def converged(server: ApiServer, namespace: str, replicas: int) -> bool:
     widget = decode(Widget, server.request("GET", WIDGETS.format(ns=namespace) + "/w").json())
     listed = server.request("GET", f"/api/v1/namespaces/{namespace}/configmaps").json()
     children = [decode(ConfigMap, {"kind": "ConfigMap", **item}) for item in listed["items"]]
-    owned = [c for c in children if c.metadata["name"].startswith("w-")]
+    owned = [c for c in children if c.metadata.name.startswith("w-")]
     return (
         widget.status is not None
         and widget.status.ready_replicas == replicas
-        and widget.status.observed_generation == widget.metadata["generation"]
+        and widget.status.observed_generation == widget.metadata.generation
         and len(owned) == replicas
         and all(c.data == {"colour": "blue"} for c in owned)
     )
@@ -122,7 +122,7 @@ def test_a_typed_blocking_controller(kube_apiserver: ApiServer, kube_namespace: 
         for name in wanted:
             ctx.ensure(ConfigMap(metadata={"name": name}, data=widget.spec.data))
         for child in ctx.owned(ConfigMap):
-            if child.metadata["name"] not in wanted:
+            if child.metadata.name not in wanted:
                 assert ctx.delete(child)
         owned = ctx.owned(ConfigMap)
         done = len(owned) == len(wanted)
@@ -130,7 +130,7 @@ def test_a_typed_blocking_controller(kube_apiserver: ApiServer, kube_namespace: 
             WidgetStatus(
                 replicas=len(owned),
                 ready_replicas=len(owned),
-                observed_generation=widget.metadata["generation"],
+                observed_generation=widget.metadata.generation,
                 conditions=ctx.condition("Ready", done, "Scaled"),
             )
         )

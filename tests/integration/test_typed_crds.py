@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 
 from configmirror._api import ConfigMirror
-from kubemoon_core.typed import crd_manifest, custom_resource, decode, encode, resource_info
+from kubemoon_core.typed import (
+    MetadataField,
+    crd_manifest,
+    custom_resource,
+    decode,
+    encode,
+    resource_info,
+)
 from kubemoon_core.webhooks import ConversionWebhook
 from kubemoon_testing import ApiServer
 
@@ -87,7 +94,7 @@ def test_the_server_defaults_a_widget_and_it_decodes(
     typed = decode(Widget, response.json())
     # Every default came from the server, from the dataclass defaults in the schema.
     assert typed.spec == WidgetSpec(replicas=1, tier=Tier.SMALL, data={})
-    assert typed.metadata["name"] == "plain"
+    assert typed.metadata.name == "plain"
 
 
 def test_an_encoded_widget_round_trips_through_the_server(
@@ -223,14 +230,14 @@ class GizmoSpec:
 @dataclass
 class GizmoV1:
     spec: GizmoSpec = field(default_factory=GizmoSpec)
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 @custom_resource(group="typed.kubemoon.dev", version="v1beta1", kind="Gizmo", served=False)
 @dataclass
 class GizmoV1beta1:
     spec: GizmoSpec = field(default_factory=GizmoSpec)
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 def test_a_multi_version_crd_with_a_conversion_webhook_is_accepted(

@@ -27,7 +27,14 @@ from kubemoon_core.builtin import (
     networking_v1,
 )
 from kubemoon_core.errors import SchemaError, TypedDecodeError
-from kubemoon_core.typed import crd_manifest, custom_resource, decode, encode, resource_info
+from kubemoon_core.typed import (
+    MetadataField,
+    crd_manifest,
+    custom_resource,
+    decode,
+    encode,
+    resource_info,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gen_builtins.py"
@@ -227,7 +234,7 @@ class Tree:
 @dataclass(slots=True)
 class Forest:
     tree: Tree
-    metadata: dict[str, Any]
+    metadata: MetadataField = MetadataField()
 
 
 def test_a_user_class_may_contain_itself_but_is_no_crd() -> None:

@@ -20,7 +20,7 @@ VERSIONS = textwrap.dedent(
     from dataclasses import dataclass, field
     from typing import Any
 
-    from kubemoon_core.typed import custom_resource
+    from kubemoon_core.typed import MetadataField, custom_resource
 
 
     @dataclass
@@ -32,20 +32,20 @@ VERSIONS = textwrap.dedent(
     @dataclass
     class GizmoV1:
         spec: Spec
-        metadata: dict[str, Any] = field(default_factory=dict)
+        metadata: MetadataField = MetadataField()
 
 
     @custom_resource(group="example.com", version="v2", kind="Gizmo")
     @dataclass
     class GizmoV2:
         spec: Spec
-        metadata: dict[str, Any] = field(default_factory=dict)
+        metadata: MetadataField = MetadataField()
 
 
     @custom_resource(group="example.com", version="v1")
     @dataclass
     class Other:
-        metadata: dict[str, Any] = field(default_factory=dict)
+        metadata: MetadataField = MetadataField()
 
 
     class NotAResource:
@@ -283,7 +283,7 @@ def test_generated_enums_and_defaults_are_quoted(
             from dataclasses import dataclass, field
             from typing import Any, Literal
 
-            from kubemoon_core.typed import custom_resource
+            from kubemoon_core.typed import MetadataField, custom_resource
 
 
             @dataclass
@@ -296,7 +296,7 @@ def test_generated_enums_and_defaults_are_quoted(
             @dataclass
             class Tricky:
                 spec: Spec
-                metadata: dict[str, Any] = field(default_factory=dict)
+                metadata: MetadataField = MetadataField()
             """
         )
     )

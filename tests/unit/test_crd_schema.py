@@ -17,6 +17,7 @@ from kubemoon_core.typed import (
     Length,
     ListType,
     Maximum,
+    MetadataField,
     Minimum,
     Pattern,
     PreserveUnknown,
@@ -434,14 +435,14 @@ class ThingStatus:
 class Thing:
     spec: ThingSpec
     status: ThingStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 @custom_resource(group="example.com", version="v2", kind="Thing", storage=True, served=False)
 @dataclass
 class ThingV2:
     spec: ThingSpec
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 def test_resource_info_defaults_and_addresses() -> None:
@@ -538,13 +539,13 @@ def test_a_cluster_scoped_resource_without_status() -> None:
     @dataclass
     class Flock:
         status: int = 0
-        metadata: dict[str, Any] = field(default_factory=dict)
+        metadata: MetadataField = MetadataField()
 
     @custom_resource(group="example.com", version="v1", status_subresource=False)
     @dataclass
     class Quiet:
         status: int = 0
-        metadata: dict[str, Any] = field(default_factory=dict)
+        metadata: MetadataField = MetadataField()
 
     spec = crd_manifest(Flock)["spec"]
     assert spec["scope"] == "Cluster"
@@ -558,35 +559,35 @@ def test_a_cluster_scoped_resource_without_status() -> None:
 @dataclass
 class OtherV1:
     spec: ThingSpec
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 @custom_resource(group="other.com", version="v2", kind="Thing")
 @dataclass
 class OtherGroup:
     spec: ThingSpec
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 @custom_resource(group="example.com", version="v2", kind="Thing", short_names=("x",))
 @dataclass
 class OtherNames:
     spec: ThingSpec
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 @custom_resource(group="example.com", version="v3", kind="Thing")
 @dataclass
 class NoStorage:
     spec: ThingSpec
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 @custom_resource(group="example.com", version="v1", kind="Thing", storage=False)
 @dataclass
 class NotStored:
     spec: ThingSpec
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 def test_manifest_refusals() -> None:
@@ -615,7 +616,7 @@ def _declared(**options: Any) -> type:
     class Res:
         spec: ThingSpec
         status: ThingStatus | None = None
-        metadata: dict[str, Any] = field(default_factory=dict)
+        metadata: MetadataField = MetadataField()
 
     decorated: type = custom_resource(**{"group": "example.com", "version": "v1", **options})(Res)
     return decorated
@@ -678,18 +679,24 @@ def test_resource_declaration_refusals() -> None:
 
     @custom_resource(group="example.com", version="v1")
     @dataclass
+    class DictMetadata:  # the declaration of earlier releases
+        metadata: dict[str, Any] = field(default_factory=dict)
+
+    @custom_resource(group="example.com", version="v1")
+    @dataclass
     class Reserved:
         kind: str
-        metadata: dict[str, Any] = field(default_factory=dict)
+        metadata: MetadataField = MetadataField()
 
     @custom_resource(group="example.com", version="v1", status_subresource=True)
     @dataclass
     class NoStatus:
-        metadata: dict[str, Any] = field(default_factory=dict)
+        metadata: MetadataField = MetadataField()
 
     for cls, words in [
-        (NoMetadata, "NoMetadata: a resource needs a field metadata: dict[str, Any]"),
-        (BadMetadata, "BadMetadata.metadata: metadata must be dict[str, Any]"),
+        (NoMetadata, "NoMetadata: a resource needs a field metadata: MetadataField = Meta"),
+        (BadMetadata, "BadMetadata.metadata: metadata: MetadataField = MetadataField()"),
+        (DictMetadata, "DictMetadata.metadata: metadata: MetadataField = MetadataField() (an "),
         (Reserved, "Reserved.kind: 'kind' is reserved in a resource"),
         (NoStatus, "NoStatus: a status subresource needs a status field"),
     ]:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kubemoon_core import GroupVersionResource, Request, Scope
-from kubemoon_core.typed import custom_resource
+from kubemoon_core.typed import MetadataField, custom_resource
 from kubemoon_testing.sim import (
     NotModelled,
     SimApiServer,
@@ -639,7 +639,7 @@ class Gadget:
 
     spec: GadgetSpec = dataclasses.field(default_factory=GadgetSpec)
     status: dict[str, str] | None = None
-    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 def test_a_declared_class_is_served_and_its_schema_guarded() -> None:

@@ -3,15 +3,14 @@ against the simulated cluster (in-memory HTTP, trio's virtual clock; no sockets)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import pytest
 import trio.testing
 
 from kubemoon_core.builtin import CONFIGMAPS, ConfigMap
 from kubemoon_core.errors import LocalProtocolError, TypedDecodeError
-from kubemoon_core.typed import custom_resource, resource_info
+from kubemoon_core.typed import MetadataField, custom_resource, resource_info
 from kubemoon_testing.sim import SimulatedCluster, custom
 
 
@@ -24,7 +23,7 @@ class GadgetSpec:
 @dataclass(slots=True)
 class Gadget:
     spec: GadgetSpec
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 async def test_a_listed_item_that_does_not_decode_names_its_place(

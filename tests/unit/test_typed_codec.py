@@ -8,10 +8,12 @@ from typing import Annotated, Any, Literal
 import pytest
 
 from kubemoon_core import KubeMoonError, ObjectKey
+from kubemoon_core.builtin.meta_v1 import ObjectMeta
 from kubemoon_core.errors import DecodeError, LocalProtocolError, SchemaError, TypedDecodeError
 from kubemoon_core.lowlevel import Store
 from kubemoon_core.typed import (
     JsonName,
+    MetadataField,
     PreserveUnknown,
     TypedView,
     custom_resource,
@@ -237,7 +239,7 @@ def test_unknown_fields_are_kept_when_the_schema_says_so() -> None:
 class Gadget:
     spec: Leaf
     status: Leaf | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 def test_a_resource_keeps_metadata_and_checks_api_version_and_kind() -> None:
@@ -248,11 +250,11 @@ def test_a_resource_keeps_metadata_and_checks_api_version_and_kind() -> None:
         "spec": {"name": "s"},
     }
     obj = decode(Gadget, data)
-    assert obj.metadata == {"name": "g", "namespace": "ns"}
+    assert obj.metadata == ObjectMeta(name="g", namespace="ns")
     assert encode(obj) == {**data, "spec": {"name": "s", "weight": 1.0}}
     # apiVersion, kind and metadata may be absent (list items, hand-made objects).
     bare = decode(Gadget, {"spec": {"name": "s"}})
-    assert bare.metadata == {}
+    assert bare.metadata == ObjectMeta()
     assert encode(bare) == {
         "apiVersion": "example.com/v1",
         "kind": "Gadget",

@@ -28,9 +28,20 @@ MISTAKES = [
         r'Argument "data" to "ConfigMap" has incompatible type "int"',
     ),
     (
-        'if child.metadata["name"] not in wanted:',
+        "if child.metadata.name not in wanted:",
         'if child["metadata"]["name"] not in wanted:',
         r'Value of type "ConfigMap" is not indexable',
+    ),
+    # metadata is a typed ObjectMeta: its attributes have types, misspelt ones do not exist.
+    (
+        "observed_generation=widget.metadata.generation,",
+        "observed_generation=widget.metadata.name,",
+        r'Argument "observed_generation" to "WidgetStatus" has incompatible type "str \| None"',
+    ),
+    (
+        "    data = widget.spec.data\n",
+        "    data = widget.spec.data\n    print(widget.metadata.owner_reference)\n",
+        r'"ObjectMeta" has no attribute "owner_reference"',
     ),
     (
         "    widget = ctx.obj\n",
@@ -156,6 +167,12 @@ TEAMSPACE_MISTAKES = [
         "owners = request.object.spec.owners if request.object else []",
         'owners = request.object["spec"]["owners"] if request.object else []',
         r'Value of type "TeamSpace" is not indexable',
+    ),
+    # metadata= takes an ObjectMeta or a mapping of its JSON form, nothing else.
+    (
+        'await ctx.ensure(Namespace(metadata={"name": namespace}))',
+        "await ctx.ensure(Namespace(metadata=namespace))",
+        r'Argument "metadata" to "Namespace" has incompatible type "str"; expected "ObjectMeta \| Mapping\[str, Any\]"',
     ),
     (
         "ctx.owned(Namespace),",

@@ -41,9 +41,10 @@ def declarations() -> WebhookDeclarations:
     @hooks.mutating("/label", ConfigMap)
     async def label(request: AdmissionRequest[ConfigMap]) -> AdmissionResponse:
         assert request.object is not None
-        labels = {**(request.object.metadata.get("labels") or {}), "typed": "yes"}
+        metadata = request.object.metadata
+        labels = {**(metadata.labels or {}), "typed": "yes"}
         mutated = dataclasses.replace(
-            request.object, metadata={**request.object.metadata, "labels": labels}
+            request.object, metadata=dataclasses.replace(metadata, labels=labels)
         )
         return AdmissionResponse.patched(request.object, mutated)
 

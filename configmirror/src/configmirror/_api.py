@@ -8,8 +8,8 @@ the command in ``deploy/base/crd.yaml``'s first line and fails when the checked-
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass
+from typing import Annotated, Literal
 
 from kubemoon_core.typed import (
     Condition,
@@ -17,6 +17,7 @@ from kubemoon_core.typed import (
     Format,
     Length,
     ListType,
+    MetadataField,
     Pattern,
     PrinterColumn,
     custom_resource,
@@ -102,7 +103,7 @@ class ConfigMirror:
 
     spec: ConfigMirrorSpec
     status: ConfigMirrorStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
 
 
 @dataclass(slots=True)
@@ -155,4 +156,4 @@ class ConfigMirrorV1beta1:
 
     spec: ConfigMirrorSpecV1beta1
     status: ConfigMirrorStatus | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataField = MetadataField()
