@@ -1,15 +1,6 @@
-"""The TeamSpace operator: each TeamSpace (cluster-scoped) gets a Namespace ``team-<name>``
-holding a ResourceQuota and a RoleBinding that makes the team's owners its admins.
-
-Run it with ``kubemoon run examples/teamspace/operator.py:manager`` (see
-``kubemoon run --help`` for leader election, probes, log format and the webhook's port and
-certificates). A validating webhook refuses ``system:`` users as owners. ``crd.yaml`` and
-``rbac.yaml`` are generated from this file (``make lint`` checks them); the operator binds
-the built-in ClusterRole ``admin``, which the apiserver allows only to an account holding
-every right of ``admin`` or ``bind`` on it: :func:`manager` declares ``bind`` on the
-ClusterRole ``admin`` in ``rbac_extra``, so ``rbac.yaml`` grants it and the start-up check
-asks for it.
-"""
+"""The TeamSpace operator: a TeamSpace gets a Namespace ``team-<name>`` with a quota and a
+RoleBinding making its owners admins; a webhook refuses ``system:`` owners. Run it with
+``kubemoon run examples/teamspace/operator.py:manager`` (crd.yaml, rbac.yaml: generated)."""
 
 from dataclasses import dataclass
 from typing import Annotated
@@ -31,7 +22,7 @@ from kubemoon_core.typed import (
 from kubemoon_core.webhooks import AdmissionRequest, AdmissionResponse, WebhookDeclarations
 
 RBAC = "rbac.authorization.k8s.io"
-#: What binding the ClusterRole ``admin`` takes: the apiserver's escalation check.
+#: Binding ``admin`` needs ``bind`` on it (the apiserver's escalation check): rbac_extra.
 BIND_ADMIN = PolicyRule(
     RBAC, "clusterroles", frozenset({"bind"}), resource_names=frozenset({"admin"})
 )
@@ -93,10 +84,8 @@ async def reconcile(ctx: ReconcileContext[TeamSpace]) -> Outcome:
     binding = {**where, "name": "team-admins"}
     await ctx.ensure(RoleBinding(metadata=binding, role_ref=role, subjects=admins))
     ready = all((ctx.owned(Namespace), ctx.owned(ResourceQuota), ctx.owned(RoleBinding)))
-    reason = "Provisioned" if ready else "Provisioning"
-    conditions = ctx.condition("Ready", ready, reason)
-    generation = team.metadata.generation
-    await ctx.update_status(TeamSpaceStatus(namespace, generation, conditions))
+    conditions = ctx.condition("Ready", ready, "Provisioned" if ready else "Provisioning")
+    await ctx.update_status(TeamSpaceStatus(namespace, team.metadata.generation, conditions))
     return Reconciled()
 
 
@@ -106,6 +95,5 @@ def manager(client: Client) -> Manager:
     controller = manager.controller("teamspaces", TeamSpace)
     controller.owns(Namespace).owns(ResourceQuota).owns(RoleBinding).complete(reconcile)
     manager.serve_webhooks(hooks)
-    # The RoleBinding to ``admin`` is refused without ``bind`` on it (or all its rights).
     manager.rbac_extra.append(BIND_ADMIN)
     return manager

@@ -153,8 +153,8 @@ TEAMSPACE_MISTAKES = [
         r'"TeamSpaceSpec" has no attribute "owner"',
     ),
     (
-        "TeamSpaceStatus(namespace, generation, conditions)",
-        "TeamSpaceStatus(namespace, generation, conditions, 3)",
+        "TeamSpaceStatus(namespace, team.metadata.generation, conditions)",
+        "TeamSpaceStatus(namespace, team.metadata.generation, conditions, 3)",
         r'Too many arguments for "TeamSpaceStatus"',
     ),
     (
