@@ -71,3 +71,13 @@ def test_the_teamspace_operator_is_not_longer_than_kopf_s(count: Callable[[Path]
     ours = count(TEAMSPACE / "operator.py")
     kopf = count(TEAMSPACE / "kopf_equivalent.py")
     assert ours <= kopf, f"operator.py has {ours} lines, the kopf equivalent {kopf}"
+
+
+def test_the_tutorial_states_the_counted_figures() -> None:
+    text = " ".join((ROOT / "docs" / "tutorial.rst").read_text().split())
+    ours, kopf = TEAMSPACE / "operator.py", TEAMSPACE / "kopf_equivalent.py"
+    assert (
+        f"The TeamSpace operator is {code_lines(ours)} lines of code (no blank lines, "
+        f"comments or docstrings) and {all_lines(ours)} lines in all"
+    ) in text
+    assert f"is {code_lines(kopf)} lines of code and {all_lines(kopf)} in all" in text
