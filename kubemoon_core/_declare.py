@@ -21,6 +21,7 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import enum
@@ -318,6 +319,7 @@ def _analyse_class(cls: type) -> ClassInfo:
     extra: str | None = None
     metadata_class: type | None = None
     seen: dict[str, str] = {}
+    _bind_metadata(cls)
     for f in dataclasses.fields(cls):
         where = f"{cls.__name__}.{f.name}"
         if not f.init:
@@ -618,17 +620,22 @@ def custom_resource(
         _check_names(info)
         setattr(cls, "__kubemoon_resource__", info)  # noqa: B010 - mypy: not a declared attr
         _bind_metadata(cls)
+        # Now, so that nested classes' MetadataFields are bound before objects are made;
+        # a class naming one defined later is analysed (and refused) on first use instead.
+        with contextlib.suppress(Exception):
+            class_info(cls)
         return cls
 
     return decorate
 
 
 def _bind_metadata(cls: type) -> None:
-    """Slotted: the field's ``MetadataField`` bound to the slot replaces the slot's own."""
-    field = getattr(cls, "__dataclass_fields__", {}).get("metadata")
-    bind = getattr(getattr(field, "default", None), "bind_slot", None)
-    if isinstance(cls.__dict__.get("metadata"), types.MemberDescriptorType) and bind:
-        setattr(cls, "metadata", bind(cls.__dict__["metadata"]))  # noqa: B010
+    """Slotted: each ``MetadataField`` (of any name) bound to its slot replaces the slot's
+    own, so that constructing and assigning convert a mapping into an ``ObjectMeta``."""
+    for name, field in getattr(cls, "__dataclass_fields__", {}).items():
+        bind = getattr(getattr(field, "default", None), "bind_slot", None)
+        if isinstance(cls.__dict__.get(name), types.MemberDescriptorType) and bind:
+            setattr(cls, name, bind(cls.__dict__[name]))
 
 
 def _check_names(info: ResourceInfo) -> None:

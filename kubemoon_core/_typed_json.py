@@ -19,13 +19,15 @@ Rules:
   ``100000000000000000000`` holds that int, never a float (the active backend reads it as
   the standard library does); a ``float`` field given an integer beyond a double's range
   is a :class:`TypedDecodeError`.
-- ``ObjectMeta`` (a resource's ``metadata``, a template's) keeps unknown fields, which only
-  a newer apiserver sends: its mirror forbids them, so a document with one is judged again
-  the Python way, which keeps them. Another nested class with a ``PreserveUnknown`` field
-  is mirrored as a plain JSON object and decoded from it by the Python codec, so no
-  unknown field is lost. Declarations msgspec cannot mirror (a ``PreserveUnknown`` field at
-  the top, a class containing itself) and every class when msgspec is absent or turned off
-  (:func:`use_msgspec`) go through the active JSON backend and :func:`decode`.
+- ``ObjectMeta`` (a resource's ``metadata``, a template's) and its lists' entries
+  (``OwnerReference``, ``ManagedFieldsEntry``) keep unknown fields, which only a newer
+  apiserver sends (they say ``_kubemoon_unknown_rare``): their mirrors forbid them, so a
+  document with one is judged again the Python way, which keeps them. Another nested
+  class with a ``PreserveUnknown`` field is mirrored as a plain JSON object and decoded
+  from it by the Python codec, so no unknown field is lost. Declarations msgspec cannot
+  mirror (a ``PreserveUnknown`` field at the top, a class containing itself) and every
+  class when msgspec is absent or turned off (:func:`use_msgspec`) go through the active
+  JSON backend and :func:`decode`.
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from ._declare import ClassInfo, Kind, Node, class_info, missing
 from ._json import loads
-from ._metadata_view import MetadataView
 from ._typed import codec, decode
 
 __all__ = ["decode_json", "use_msgspec"]
@@ -62,10 +63,16 @@ def use_msgspec(enabled: bool = True) -> bool:
     return _ENABLED
 
 
+def _unknown_rare(cls: type) -> bool:
+    """Whether the unknown fields ``cls`` keeps come only from a newer apiserver
+    (``ObjectMeta`` and its lists' entries): mirrored forbidding them."""
+    return getattr(cls, "_kubemoon_unknown_rare", False) is True
+
+
 def _as_json_object(cls: type) -> bool:
     """Whether a nested class is mirrored as a plain JSON object (it keeps unknown fields,
-    and it is not ``ObjectMeta``, where they are rare)."""
-    return class_info(cls).extra is not None and not issubclass(cls, MetadataView)
+    and they are not rare)."""
+    return class_info(cls).extra is not None and not _unknown_rare(cls)
 
 
 class _Unsupported(Exception):
@@ -99,7 +106,7 @@ class _Mirror:
             raise _Unsupported(f"{cls.__name__} contains itself")
         self.open.add(cls)
         info = class_info(cls)
-        if info.extra is not None and not issubclass(cls, MetadataView):
+        if info.extra is not None and not _unknown_rare(cls):
             raise _Unsupported(f"{cls.__name__} keeps unknown fields")
         fields: list[tuple[str, Any, Any]] = []
         if info.resource is not None:
@@ -194,7 +201,7 @@ class _Mirror:
             meta = self.convert(Node(Kind.OBJECT, cls=info.metadata_class), src)
             self.namespace["_meta_cls"] = info.metadata_class
             args["metadata"] = f"_meta_cls() if {src} is None else {meta}"
-        if info.extra is not None:  # ObjectMeta: its mirror forbade unknown fields
+        if info.extra is not None:  # rare unknown fields: the mirror forbade them
             args[info.extra] = "{}"
         for f in info.fields:
             src = index[f.json_name]

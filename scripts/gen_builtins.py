@@ -21,6 +21,10 @@ Mapping of the schemas (documented in docs/declaring.rst):
   plural (``CONFIGMAPS``);
 - ``ObjectMeta`` keeps the fields it does not know in ``unknown_fields`` (``PreserveUnknown``)
   and is also a deprecated read-only mapping of its JSON form (``obj.metadata["name"]``);
+  so do the entries of its lists, ``OwnerReference`` and ``ManagedFieldsEntry`` (a newer
+  apiserver's field there would otherwise make every object with one undecodable); these
+  classes say ``_kubemoon_unknown_rare = True``, so msgspec's mirror forbids unknown fields
+  and only a document with one is judged again the Python way;
 - ``required`` fields have no default, the others are ``T | None = None``;
 - ``Quantity`` is ``str``; ``Time``/``MicroTime`` are ``str`` (the RFC 3339 text as sent, so
   an object round-trips byte for byte); ``IntOrString`` is ``int | str``; schemas without
@@ -86,6 +90,8 @@ _API = re.compile(r"^io\.k8s\.api\.([a-z0-9]+)\.(v[a-z0-9]+)\.([A-Za-z0-9]+)$")
 _META = "io.k8s.apimachinery.pkg.apis.meta.v1."
 # ObjectMeta keeps unknown fields and offers the deprecated mapping view of its JSON form.
 _OBJECT_META = _META + "ObjectMeta"
+# Classes that keep the fields a newer apiserver adds: ObjectMeta and its lists' entries.
+_KEEPS_UNKNOWN = (_OBJECT_META, _META + "OwnerReference", _META + "ManagedFieldsEntry")
 _APIEXT = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1."
 # Schemas that are not classes: their Python type, spelled in the generated code.
 _ALIASES = {
@@ -320,12 +326,14 @@ class Generator:
                 lines.append(f"    {python}: {tp}")
             else:
                 lines.append(f"    {python}: {tp} | None = None")
-        if name == _OBJECT_META:
+        if name in _KEEPS_UNKNOWN:
             lines.append(
                 "    unknown_fields: Annotated[dict[str, Any], PreserveUnknown()] = "
                 "field(default_factory=dict)"
             )
             lines.append('    """The JSON fields this version does not know, kept as they came."""')
+            lines.append("")
+            lines.append("    _kubemoon_unknown_rare = True  # only a newer apiserver sends them")
         if resource is not None:
             lines.append("    metadata: MetadataField = MetadataField()")
             module.classes.append(resource.plural.upper())

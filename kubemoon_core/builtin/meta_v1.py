@@ -73,6 +73,10 @@ class ManagedFieldsEntry:
     operation: str | None = None
     subresource: str | None = None
     time: str | None = None
+    unknown_fields: Annotated[dict[str, Any], PreserveUnknown()] = field(default_factory=dict)
+    """The JSON fields this version does not know, kept as they came."""
+
+    _kubemoon_unknown_rare = True  # only a newer apiserver sends them
 
 
 @dataclass(slots=True, kw_only=True)
@@ -97,6 +101,8 @@ class ObjectMeta(MetadataView):
     unknown_fields: Annotated[dict[str, Any], PreserveUnknown()] = field(default_factory=dict)
     """The JSON fields this version does not know, kept as they came."""
 
+    _kubemoon_unknown_rare = True  # only a newer apiserver sends them
+
 
 @dataclass(slots=True, kw_only=True)
 class OwnerReference:
@@ -108,6 +114,10 @@ class OwnerReference:
     kind: str
     name: str
     uid: str
+    unknown_fields: Annotated[dict[str, Any], PreserveUnknown()] = field(default_factory=dict)
+    """The JSON fields this version does not know, kept as they came."""
+
+    _kubemoon_unknown_rare = True  # only a newer apiserver sends them
 
 
 @dataclass(slots=True, kw_only=True)

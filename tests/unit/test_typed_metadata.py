@@ -265,3 +265,128 @@ def test_a_nested_class_keeping_unknown_fields_keeps_them_on_msgspecs_path(
 def test_metadata_of_an_object_made_without_init_is_an_attribute_error() -> None:
     assert not hasattr(Plain.__new__(Plain), "metadata")
     assert not hasattr(Slotted.__new__(Slotted), "metadata")
+
+
+# -- attack 37: what a tenant or a newer apiserver puts in metadata ----------------------
+
+
+def test_owner_references_and_managed_fields_keep_the_fields_a_newer_apiserver_adds(
+    backend: str,
+) -> None:
+    # ManagedFieldsEntry gained "subresource" in 1.22: a field added there again would make
+    # every object undecodable (controllers stopped, typed webhooks denying every write).
+    owner = {**METADATA["ownerReferences"][0], "futureRef": {"x": 1}}
+    entry = {**METADATA["managedFields"][0], "futureEntry": "y"}
+    metadata = {**METADATA, "ownerReferences": [owner], "managedFields": [entry]}
+    doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": {"a": "b"}}
+    typed = decode_json(ConfigMap, json.dumps(doc))
+    assert typed == decode(ConfigMap, doc)
+    meta = typed.metadata
+    assert meta.owner_references is not None and meta.managed_fields is not None
+    assert meta.owner_references[0].unknown_fields == {"futureRef": {"x": 1}}
+    assert meta.owner_references[0].uid == "u1"
+    assert meta.managed_fields[0].unknown_fields == {"futureEntry": "y"}
+    assert encode(typed) == doc  # an update loses none of them
+    if backend == "msgspec":  # rare, as ObjectMeta's: the kind stays on msgspec's path
+        assert ConfigMap in typed_json._FAST
+    with pytest.raises(TypedDecodeError) as caught:  # the known fields stay strict
+        decode_json(ConfigMap, json.dumps({"metadata": {"ownerReferences": [{"uid": 1}]}}))
+    assert caught.value.path.startswith(".metadata.ownerReferences[0].")
+
+
+@pytest.mark.filterwarnings("ignore:reading a typed object's metadata as a mapping")
+def test_reading_one_key_of_the_mapping_view_encodes_that_field_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The apiserver keeps 10,000 ownerReferences on one object (1.6 MB): encoding all of
+    # them for each metadata["name"] made every read of that object cost milliseconds.
+    owners = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": f"n{i}", "uid": f"u{i}"}
+        for i in range(10_000)
+    ]
+    metadata = {"name": "a", "ownerReferences": owners, "unknown": {"k": [1]}}
+    cm = decode(ConfigMap, {"metadata": metadata})
+    shadowed = ObjectMeta(unknown_fields={"name": "from-unknown", "x": 1})
+
+    def whole(obj: object) -> dict[str, Any]:
+        raise AssertionError("the whole metadata was encoded for one key")
+
+    monkeypatch.setattr("kubemoon_core._metadata_view.encode", whole)
+    assert cm.metadata["name"] == "a"
+    assert cm.metadata.get("uid", "none") == "none"
+    assert "ownerReferences" in cm.metadata and "labels" not in cm.metadata
+    assert cm.metadata["unknown"] == {"k": [1]}
+    assert cm.metadata["ownerReferences"][9_999] == owners[9_999]
+    with pytest.raises(KeyError):
+        cm.metadata["selfLink"]
+    # As the encoded dict: an unknown field of a known name shows while that is unset.
+    assert shadowed["name"] == "from-unknown" and shadowed.get("x") == 1
+    monkeypatch.undo()
+    assert {**cm.metadata} == encode(cm.metadata)
+
+
+def test_a_metadata_mapping_must_be_json_data_or_is_refused_naming_the_place() -> None:
+    for mapping, words in [
+        ({1: "x", "name": "a"}, "metadata: key 1 is no str"),
+        ({"labels": {2: "v"}}, "metadata['labels']: key 2 is no str"),
+        ({"future": {"deep": [{None: 1}]}}, "metadata['future']['deep'][0]: key None is no str"),
+        ({"future": {1, 2}}, "metadata['future']: set is no JSON value"),
+        ({"annotations": {"a": object()}}, "metadata['annotations']['a']: object is no JSON"),
+    ]:
+        with pytest.raises(LocalProtocolError) as caught:
+            ConfigMap(metadata=mapping)
+        assert words in str(caught.value)
+    # Not the advice to write "unknownFields" (which would be sent as a field of that name).
+    with pytest.raises(LocalProtocolError, match="'unknown_fields' is no JSON name"):
+        ConfigMap(metadata={"name": "a", "unknown_fields": {"x": 1}})
+    assert encode(ConfigMap(metadata={"name": "a", "x": [1, {"y": None}]}))["metadata"] == {
+        "name": "a",
+        "x": [1, {"y": None}],
+    }
+
+
+@dataclass
+class TwoTemplates:
+    """Not slotted: each MetadataField keeps its value under its own name."""
+
+    own: MetadataField = MetadataField()
+    template: MetadataField = MetadataField()
+
+
+@dataclass(slots=True, kw_only=True)
+class SlottedTemplate:
+    """A slotted nested class: its MetadataField is bound when the kind is declared."""
+
+    template_metadata: MetadataField = MetadataField()
+    image: str = "i"
+
+
+@custom_resource(group="example.com", version="v1")
+@dataclass(slots=True, kw_only=True)
+class Templated:
+    template: SlottedTemplate = field(default_factory=SlottedTemplate)
+    metadata: MetadataField = MetadataField()
+
+
+def test_metadata_fields_of_other_names_keep_their_own_values(backend: str) -> None:
+    # Both were kept under "metadata": the last one set won, the other was lost on update.
+    two = TwoTemplates(own={"name": "a"}, template={"name": "b"})
+    assert (two.own.name, two.template.name) == ("a", "b")
+    data = {"own": {"name": "x", "k": 1}, "template": {"name": "y"}}
+    decoded = decode_json(TwoTemplates, json.dumps(data))
+    assert (decoded.own.name, decoded.template.name) == ("x", "y")
+    assert encode(decoded) == data
+
+
+def test_a_nested_slotted_metadata_field_converts_a_mapping_before_any_decoding() -> None:
+    # Bound at custom_resource: a nested slotted class's slot held the dict (or the
+    # MetadataField default itself, which encode then failed on with an AttributeError).
+    made = SlottedTemplate(template_metadata={"labels": {"a": "b"}})
+    assert made.template_metadata == ObjectMeta(labels={"a": "b"})
+    assert SlottedTemplate().template_metadata == ObjectMeta()
+    assert encode(Templated(template=made))["template"] == {
+        "templateMetadata": {"labels": {"a": "b"}},
+        "image": "i",
+    }
+    with pytest.raises(LocalProtocolError, match="key 1 is no str"):
+        SlottedTemplate(template_metadata={1: "x"})

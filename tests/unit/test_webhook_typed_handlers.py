@@ -103,6 +103,30 @@ def test_an_async_handler_of_a_kind_stays_async_and_patches_from_typed_objects()
     assert answer(refused)["status"]["code"] == 400
 
 
+def test_owner_references_and_managed_fields_with_a_newer_field_are_admitted_and_kept() -> None:
+    # A newer apiserver's field in an ownerReferences or managedFields entry (on nearly
+    # every object) must not make a typed webhook deny every write with 400.
+    seen.clear()
+    metadata = {
+        "name": "c",
+        "ownerReferences": [
+            {"apiVersion": "v1", "kind": "K", "name": "o", "uid": "u", "futureRef": True}
+        ],
+        "managedFields": [{"manager": "m", "operation": "Update", "futureEntry": {"a": 1}}],
+    }
+    created = {**CONFIGMAP, "metadata": metadata, "data": {"a": "b"}}
+    assert answer(post("/typed", review(object=created)))["allowed"] is True
+    (request,) = seen
+    assert request.object.metadata.owner_references[0].unknown_fields == {"futureRef": True}
+    pending = post("/label", review(object=created))
+    assert isinstance(pending, PendingAdmission)
+    patch = json.loads(base64.b64decode(answer(pending.reply(run(pending.verdict)))["patch"]))
+    assert apply_json_patch(created, patch) == {
+        **created,
+        "metadata": {**metadata, "labels": {"typed": "yes"}},
+    }
+
+
 def test_the_dict_form_still_hands_out_mappings() -> None:
     seen.clear()
     assert answer(post("/dynamic", review()))["allowed"] is True
