@@ -564,8 +564,14 @@ class Controller:
             stats.buckets[index] += 1
 
     def next_deadline(self) -> float | None:
-        """When a delayed key becomes ready, or None."""
-        return None if self._shutdown else self._queue.next_deadline()
+        """When a delayed key becomes ready, or None (shut down, or no worker free).
+
+        With every worker busy nothing can be handed out before a reconcile reports, and
+        the runner is woken then; a deadline already past would only make it spin.
+        """
+        if self._shutdown or len(self._running) >= self._workers:
+            return None
+        return self._queue.next_deadline()
 
     def shutdown(self) -> None:
         """Hand out no more work and accept no more keys; running reconciles may report."""

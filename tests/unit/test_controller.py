@@ -458,3 +458,23 @@ def test_erroring_key_backs_off_exponentially_while_others_proceed() -> None:
     assert m.reconciles[ReconcileResult.ERROR] == 5
     assert m.reconciles[ReconcileResult.SUCCESS] == 4
     assert c.queue.num_requeues(ObjectKey("default", "bad")) == 0  # forgotten on success
+
+
+def test_no_deadline_while_every_worker_is_busy() -> None:
+    # A key due while the only worker is busy cannot be handed out until that reconcile
+    # reports (which wakes the runner). A deadline already past would make the runner's
+    # loop spin: on a real clock it burned a core until the reconcile ended, and on the
+    # simulator's virtual clock it never ended (found by make fuzz, test_widgets_long).
+    c = Controller([Source.primary()], workers=1)
+    busy, due = ObjectKey("ns", "busy"), ObjectKey("ns", "due")
+    c.enqueue(busy)
+    item = c.next_work(0.0)
+    assert item is not None
+    c.queue.add_after(due, 1.0, 0.0)
+    assert c.next_work(5.0) is None  # due, but no worker is free
+    assert c.next_deadline() is None
+    c.report(item, Reconciled(), 5.0)
+    assert c.next_deadline() == 1.0  # a worker is free: the past deadline is real work
+    second = c.next_work(5.0)
+    assert second is not None
+    assert second.key == due
