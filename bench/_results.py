@@ -22,9 +22,10 @@ __all__ = ["machine_line", "merge_results", "render_results", "split_sections"]
 _HEADING = re.compile(r"^## (\S+)\s*$")
 
 
-def machine_line(machine: str) -> str:
-    """The line naming the machine: cores, architecture, Python."""
-    return f"Measured on {os.cpu_count()} cores, {machine}."
+def machine_line(machine: str, commit: str | None = None) -> str:
+    """The line naming the machine (cores, architecture, Python) and the commit measured."""
+    at = f" at commit {commit}" if commit else ""
+    return f"Measured on {os.cpu_count()} cores, {machine}{at}."
 
 
 def _section(name: str, rows: Sequence[Row], note: str | None) -> str:
@@ -41,10 +42,12 @@ def _join(head: str, sections: Sequence[str]) -> str:
     return "\n".join(parts)
 
 
-def render_results(sections: Mapping[str, Sequence[Row]], machine: str) -> str:
+def render_results(
+    sections: Mapping[str, Sequence[Row]], machine: str, commit: str | None = None
+) -> str:
     """The whole file of a full run: one machine line, then each module's section."""
     return _join(
-        machine_line(machine) + "\n",
+        machine_line(machine, commit) + "\n",
         [_section(name, rows, None) for name, rows in sections.items()],
     )
 
@@ -72,16 +75,19 @@ def merge_results(
     ran: Mapping[str, Sequence[Row]],
     machine: str,
     order: Sequence[str],
+    commit: str | None = None,
 ) -> str:
     """``existing`` with the sections of the modules in ``ran`` replaced (or added).
 
     Every other section and the head are kept as they were. A replaced section carries a
-    note that it was measured alone, naming the machine.
+    note that it was measured alone, naming the machine and the commit, so a reader can
+    tell its figures from those of the full run named at the top.
     """
     head, sections = split_sections(existing)
     if not head.strip() and not sections:
         head = machine_line(machine) + "\n"
-    note = f"Measured alone (`run.py {' '.join(ran)}`) on {os.cpu_count()} cores, {machine}."
+    at = f" at commit {commit}" if commit else ""
+    note = f"Measured alone (`run.py {' '.join(ran)}`) on {os.cpu_count()} cores, {machine}{at}."
     for name, rows in ran.items():
         sections[name] = _section(name, rows, note)
     known = [name for name in order if name in sections]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import platform
+import subprocess
 import sys
 from pathlib import Path
 
@@ -34,6 +35,32 @@ MODULES = [
 ]
 
 
+def measured_commit() -> str | None:
+    """The commit the benchmarks ran on (``-dirty`` when the tree had changes), or None
+    outside a git checkout."""
+    here = Path(__file__).parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{head}-dirty" if changed else head
+
+
 def main(argv: list[str] | None = None, results: Path | None = None) -> int:
     """Run the benchmark modules named on the command line (``argv``), or all of them, and
     write ``results`` (bench/results.md)."""
@@ -55,11 +82,12 @@ def main(argv: list[str] | None = None, results: Path | None = None) -> int:
     )
     if results is None:
         results = Path(__file__).with_name("results.md")
+    commit = measured_commit()
     if chosen:
         existing = results.read_text(encoding="utf-8") if results.exists() else ""
-        text = merge_results(existing, ran, machine, MODULES)
+        text = merge_results(existing, ran, machine, MODULES, commit)
     else:
-        text = render_results(ran, machine)
+        text = render_results(ran, machine, commit)
     print(text)
     results.write_text(text, encoding="utf-8")
     return 0

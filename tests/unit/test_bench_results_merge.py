@@ -142,3 +142,19 @@ def test_the_committed_results_file_has_a_section_per_module() -> None:
     _, sections = split_sections((BENCH / "results.md").read_text(encoding="utf-8"))
     assert sections
     assert set(sections) <= set(bench_run.MODULES)
+
+
+def test_the_commit_measured_is_named_on_the_full_run_and_on_each_module_run_alone() -> None:
+    full = render_results({name: _rows(name) for name in ORDER}, MACHINE, "abc123")
+    assert full.splitlines()[0].endswith(" at commit abc123.")
+    merged = merge_results(full, {"bench_b": _rows("b2")}, MACHINE, ORDER, "def456")
+    _, sections = split_sections(merged)
+    assert "at commit def456." in sections["bench_b"]
+    assert "def456" not in sections["bench_a"] + sections["bench_c"]
+    assert merged.splitlines()[0].endswith(" at commit abc123.")
+
+
+def test_the_commit_is_read_from_git() -> None:
+    commit = bench_run.measured_commit()
+    assert commit is not None
+    assert commit.removesuffix("-dirty").isalnum()
