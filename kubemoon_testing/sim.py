@@ -14,7 +14,9 @@ kube-apiserver for tests of controllers.
   under a seeded :class:`FaultSchedule` (pauses, dropped and expired watches, compactions,
   injected 409/429/5xx, a tenant's creates, merge patches, deletes and floods),
   deterministic per seed; the run's ``SimulatedCluster.trace`` and Lease history feed
-  checks such as :func:`lease_violations`.
+  checks such as :func:`lease_violations`. A run is bounded in wall-clock time (60 s,
+  ``wall_limit``) and fails with :class:`SimulationStalled` when virtual time stands still
+  while tasks keep running (20 s, ``stall_limit``) instead of hanging.
 
 Whatever is not modelled raises :class:`NotModelled` (answered 501 over HTTP and kept in
 ``SimulatedCluster.refusals``) instead of an answer that could differ from kube-apiserver.
@@ -46,6 +48,7 @@ from ._sim import (
     SimResource,
     SimulatedCluster,
     SimulationResult,
+    SimulationStalled,
     SimWatch,
     StatusError,
     TenantCreate,
@@ -89,6 +92,7 @@ __all__ = [
     "SimWatch",
     "SimulatedCluster",
     "SimulationResult",
+    "SimulationStalled",
     "StatusError",
     "TenantCreate",
     "TenantDelete",

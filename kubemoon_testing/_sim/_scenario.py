@@ -30,6 +30,7 @@ from kubemoon_trio import Client, Manager
 
 from ._errors import NotModelled
 from ._trio import LeaseRecord, RequestFault, SimulatedCluster, TraceEntry
+from ._watchdog import DEFAULT_STALL_LIMIT, DEFAULT_WALL_LIMIT, SimulationStalled, Watchdog
 
 __all__ = [
     "CompactHistory",
@@ -43,6 +44,7 @@ __all__ = [
     "ReplicaFactory",
     "ShardViolation",
     "SimulationResult",
+    "SimulationStalled",
     "TenantCreate",
     "TenantDelete",
     "TenantFlood",
@@ -462,24 +464,47 @@ async def simulate(
     restart_delay: float = 1.0,
     until: Callable[[SimulationResult], bool] | None = None,
     client_options: Mapping[str, Any] | None = None,
+    wall_limit: float | None = DEFAULT_WALL_LIMIT,
+    stall_limit: float | None = DEFAULT_STALL_LIMIT,
 ) -> SimulationResult:
     """Run ``replicas`` (name -> factory) on ``cluster`` for ``duration`` virtual seconds
     (or until ``until(result)`` holds, checked every virtual second after the schedule's
     last step), applying ``schedule``; the tenant's steps use a client of identity
     ``"tenant"``; ``client_options`` are passed to every replica's ``Client`` (for example
-    ``max_body_size``). Every pause is lifted and every replica stopped at the end."""
+    ``max_body_size``). Every pause is lifted and every replica stopped at the end.
+
+    The run is bounded in wall-clock time: it is cancelled and raises
+    :class:`~kubemoon_testing.sim.SimulationStalled` once it has taken ``wall_limit`` wall
+    seconds (60 by default), or once virtual time has stood still for ``stall_limit`` wall
+    seconds (20 by default) while tasks kept running -- a task that loops without ever
+    waiting holds a ``MockClock`` still, so the run would otherwise never end. The error
+    names the virtual time reached, the requests served, the busiest tasks and where every
+    task was. ``None`` turns a bound off."""
     was_seeded = seed_trio_scheduler(seed)
+    watchdog = Watchdog(
+        wall_limit=wall_limit, stall_limit=stall_limit, requests=lambda: len(cluster.trace)
+    )
     try:
-        return await _simulate(
-            cluster,
-            replicas,
-            schedule,
-            duration=duration,
-            seed=seed,
-            restart_delay=restart_delay,
-            until=until,
-            client_options=client_options,
-        )
+        with trio.CancelScope() as scope:
+            watchdog.start(scope)
+            try:
+                result = await _simulate(
+                    cluster,
+                    replicas,
+                    schedule,
+                    duration=duration,
+                    seed=seed,
+                    restart_delay=restart_delay,
+                    until=until,
+                    client_options=client_options,
+                )
+            except BaseException as exc:
+                watchdog.raise_if_tripped(exc)
+                raise
+            finally:
+                watchdog.stop()
+        watchdog.raise_if_tripped()
+        return result
     finally:
         if not was_seeded:
             seed_trio_scheduler(None)
