@@ -49,7 +49,7 @@ from kubemoon_core.lowlevel import ControllerMetrics, FailureReporter, LeaderEle
 from kubemoon_core.predicates import Predicate
 from kubemoon_core.typed import DeclaredKind
 from kubemoon_core.webhooks import CertificatePolicy, WebhookDeclarations
-from kubemoon_io import RunSettings, RuntimeCollector, current_run_settings
+from kubemoon_io import MetricsSnapshot, RunSettings, RuntimeCollector, current_run_settings
 
 from . import _backend, _permissions
 from ._builder import ControllerBuilder, RuntimeController
@@ -182,6 +182,8 @@ class Manager:
             self.election = LeaderElection(client, elector, on_result=self._lease_result)
             self.lease_name = f"{leader_election.namespace}/{leader_election.name}"
         self.probe_address = probe_address
+        # The loop the runtime's state belongs to, for scrapes from other threads.
+        self._loop = _backend.LoopHandle()
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=False)
         self.registry.register(RuntimeCollector(self))
         self.probes = ProbeServer(
@@ -420,6 +422,25 @@ class Manager:
         found = (c.shard_status() for c in self._controllers)
         return [status for status in found if status is not None]
 
+    def metrics_snapshot(self) -> MetricsSnapshot:
+        """Every figure the metrics collector reads, taken at once on the manager's loop.
+
+        A scrape may come from any thread (prometheus_client's ``start_http_server``
+        serves from one): it waits for the loop to take the snapshot, so it reads the loop's
+        clock and a consistent state. Before and after :meth:`run` it is taken right there.
+        """
+        return self._loop.call(self._metrics_snapshot)
+
+    def _metrics_snapshot(self, now: float) -> MetricsSnapshot:
+        return MetricsSnapshot(
+            controllers=[(c.name, c.metrics(now)) for c in self._controllers],
+            informers=self.informer_stats(),
+            leader=self.leader_status(),
+            shards=self.shard_status(),
+            requests=dict(self.request_counts()),
+            stale_reads=self.stale_reads_avoided(),
+        )
+
     def controller_metrics(self) -> Sequence[tuple[str, ControllerMetrics]]:
         """(name, snapshot) of every controller."""
         now = _backend.current_time()
@@ -537,6 +558,7 @@ class Manager:
             if handle_signals
             else None
         )
+        self._loop = _backend.LoopHandle()  # this loop's, whichever one made the manager
         abandoned = False
         try:
             abandoned = self._run(task_status)
