@@ -26,6 +26,10 @@ Rules:
   backoff; current problems are the reasons ``/readyz`` gives.
 """
 
+# Longer than 700 lines because the Manager is the runtime's one wiring point (informers,
+# controllers, election, probes, webhooks, metrics, the order of start and stop), each part
+# in a module of its own; what remains is that wiring, kept in one file.
+
 from __future__ import annotations
 
 import dataclasses
@@ -182,8 +186,7 @@ class Manager:
             self.election = LeaderElection(client, elector, on_result=self._lease_result)
             self.lease_name = f"{leader_election.namespace}/{leader_election.name}"
         self.probe_address = probe_address
-        # The loop the runtime's state belongs to, for scrapes from other threads.
-        self._loop = _backend.LoopHandle()
+        self._loop = _backend.LoopHandle()  # the one the state belongs to (scrapes)
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=False)
         self.registry.register(RuntimeCollector(self))
         self.probes = ProbeServer(
@@ -423,27 +426,16 @@ class Manager:
         return [status for status in found if status is not None]
 
     def metrics_snapshot(self) -> MetricsSnapshot:
-        """Every figure the metrics collector reads, taken at once on the manager's loop.
+        """Every figure the metrics collector reads, taken at once on the manager's loop:
+        a scrape from another thread (prometheus_client's own server) waits for it, so it
+        reads the loop's clock and a consistent state; before and after :meth:`run`, here."""
+        return self._loop.call(lambda now: MetricsSnapshot.of(self, now))
 
-        A scrape may come from any thread (prometheus_client's ``start_http_server``
-        serves from one): it waits for the loop to take the snapshot, so it reads the loop's
-        clock and a consistent state. Before and after :meth:`run` it is taken right there.
-        """
-        return self._loop.call(self._metrics_snapshot)
-
-    def _metrics_snapshot(self, now: float) -> MetricsSnapshot:
-        return MetricsSnapshot(
-            controllers=[(c.name, c.metrics(now)) for c in self._controllers],
-            informers=self.informer_stats(),
-            leader=self.leader_status(),
-            shards=self.shard_status(),
-            requests=dict(self.request_counts()),
-            stale_reads=self.stale_reads_avoided(),
-        )
-
-    def controller_metrics(self) -> Sequence[tuple[str, ControllerMetrics]]:
-        """(name, snapshot) of every controller."""
-        now = _backend.current_time()
+    def controller_metrics(
+        self, now: float | None = None
+    ) -> Sequence[tuple[str, ControllerMetrics]]:
+        """(name, snapshot) of every controller, at ``now`` (by default the loop's clock)."""
+        now = _backend.current_time() if now is None else now
         return [(c.name, c.metrics(now)) for c in self._controllers]
 
     def informer_stats(self) -> Sequence[tuple[str, ReflectorStats]]:

@@ -64,6 +64,20 @@ class MetricsSnapshot:
     requests: Mapping[tuple[str, str, str], int] | None = None
     stale_reads: Mapping[str, int] | None = None
 
+    @classmethod
+    def of(cls, source: Any, now: float) -> MetricsSnapshot:
+        """Every figure of ``source`` (a :class:`MetricsSource` whose ``controller_metrics``
+        takes ``now``, optionally with ``shard_status``), copied at ``now``."""
+        shards = getattr(source, "shard_status", None)
+        return cls(
+            controllers=list(source.controller_metrics(now)),
+            informers=list(source.informer_stats()),
+            leader=source.leader_status(),
+            shards=list(shards()) if shards is not None else (),
+            requests=dict(source.request_counts()),
+            stale_reads=dict(source.stale_reads_avoided()),
+        )
+
     def controller_metrics(self) -> Sequence[tuple[str, ControllerMetrics]]:
         """(controller name, snapshot) for every controller."""
         return self.controllers

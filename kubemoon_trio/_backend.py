@@ -6,6 +6,10 @@ else in those packages is generated from ``kubemoon_trio`` by ``scripts/unasync.
 Same names, same signatures, on every side.
 """
 
+# Longer than 700 lines because each of the three backends is kept in one file, with the
+# same names in the same order, so that they read side by side (kubemoon_asyncio/_backend.py,
+# kubemoon_sync/_backend.py).
+
 from __future__ import annotations
 
 import contextlib
