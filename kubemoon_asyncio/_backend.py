@@ -10,6 +10,7 @@ once: cleanup that runs after it (``finally``, ``except``) is not interrupted ag
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import math
 import ssl
@@ -36,6 +37,7 @@ __all__ = [
     "Lock",
     "TaskGroup",
     "TaskStatus",
+    "LoopHandle",
     "current_time",
     "fail_after",
     "install_signal_handlers",
@@ -229,6 +231,56 @@ def shielded() -> AbstractContextManager[object]:
 def current_time() -> float:
     """The monotonic clock the core machines are fed: the running loop's."""
     return asyncio.get_running_loop().time()
+
+
+class LoopHandle:
+    """The loop running when it was made: plain functions called on it from any thread.
+
+    What a metrics scrape needs (prometheus_client serves it from a thread of its own):
+    :meth:`call` runs ``fn(now)`` on the loop, where the state it reads is consistent and
+    the clock is the loop's; off the loop it waits for that. Once the loop has stopped (or
+    when none ran), nothing changes that state any more, and ``fn`` runs right there.
+    """
+
+    def __init__(self) -> None:
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # made off a loop
+            self._loop = None
+
+    def call(self, fn: Callable[[float], T]) -> T:
+        """``fn(now)`` on the loop, from the loop itself or from any other thread."""
+        loop = self._loop
+        if loop is None:
+            return fn(time.monotonic())
+        try:
+            here = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            here = False
+        if here:
+            return fn(loop.time())
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def on_loop() -> None:
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(loop.time()))
+                except BaseException as exc:  # handed to the caller's thread
+                    future.set_exception(exc)
+
+        if loop.is_running() and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(on_loop)
+            except RuntimeError:  # closed meanwhile
+                future.cancel()
+            while not future.cancelled():
+                try:
+                    return future.result(timeout=0.1)
+                except concurrent.futures.TimeoutError:
+                    # Stopped before running it: cancelled here, or running it, then waited.
+                    if not loop.is_running():
+                        future.cancel()
+        return fn(loop.time())  # the loop's clock (time.monotonic) reads from any thread
 
 
 def wall_time() -> float:

@@ -101,6 +101,9 @@ class AdmissionResponse:
     reason: str = ""
     warnings: tuple[str, ...] = ()
     patch: tuple[Mapping[str, Any], ...] = ()
+    # (encoded original, encoded mutated) when :meth:`patched` was given typed objects: a
+    # typed webhook diffs the mutation against the object the API server sent instead.
+    _typed: tuple[Any, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.patch and not self.allowed:
@@ -132,14 +135,67 @@ class AdmissionResponse:
         """Admit the object as ``mutated``: the JSON Patch from ``original`` is computed.
 
         Typed objects (``request.object`` of a kind and its changed copy) are encoded first.
+        In a webhook declared for a kind, the patch is then computed again against the
+        object the API server sent (:func:`rebase_on_raw`), which the API server applies
+        it to: a field the class defaults but the request lacked is added, a field the
+        class does not know is kept.
         """
+        typed = _is_object(original) or _is_object(mutated)
         original, mutated = (_plain(original), _plain(mutated))
-        return cls(True, warnings=tuple(warnings), patch=tuple(json_patch(original, mutated)))
+        response = cls(True, warnings=tuple(warnings), patch=tuple(json_patch(original, mutated)))
+        if typed:
+            object.__setattr__(response, "_typed", (original, mutated))
+        return response
+
+
+def _is_object(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
 
 
 def _plain(value: Any) -> Any:
-    is_object = dataclasses.is_dataclass(value) and not isinstance(value, type)
-    return encode(value) if is_object else value
+    return encode(value) if _is_object(value) else value
+
+
+_MISSING: Any = object()
+
+
+def rebase_on_raw(response: AdmissionResponse, raw: Mapping[str, Any] | None) -> AdmissionResponse:
+    """``response`` with its patch computed against ``raw``, the object the API server sent.
+
+    For a response of :meth:`AdmissionResponse.patched` given typed objects, whose patch
+    was computed between their encodings: the API server applies it to ``raw``, where a
+    field the class defaults may be absent (a CRD schema without that default) and a
+    field the class does not know may be present. The target is the encoded mutation
+    with every field of ``raw`` that neither encoding holds kept (at any depth; in an
+    array, element by element while the request's array and the original's have the same
+    length), so applying the new patch to ``raw`` gives exactly that, even when the typed
+    objects encode alike (the defaults are added). Any other response is returned as it is.
+    """
+    typed = response._typed
+    if typed is None or raw is None:
+        return response
+    original, mutated = typed
+    target = _overlay(raw, original, mutated)
+    return dataclasses.replace(response, patch=tuple(json_patch(raw, target)))
+
+
+def _overlay(raw: Any, original: Any, mutated: Any) -> Any:
+    """``mutated``, with what ``raw`` holds beyond ``original`` and ``mutated`` kept."""
+    if isinstance(raw, Mapping) and isinstance(original, Mapping) and isinstance(mutated, Mapping):
+        kept = {k: v for k, v in raw.items() if k not in original and k not in mutated}
+        for key, value in mutated.items():
+            kept[key] = _overlay(raw.get(key, _MISSING), original.get(key, _MISSING), value)
+        return kept
+    if (
+        isinstance(raw, list | tuple)
+        and isinstance(original, list | tuple)
+        and isinstance(mutated, list | tuple)
+        and len(raw) == len(original)
+    ):
+        common = min(len(original), len(mutated))
+        head = [_overlay(raw[i], original[i], mutated[i]) for i in range(common)]
+        return [*head, *mutated[common:]]
+    return mutated
 
 
 class AdmissionHandler(Protocol):

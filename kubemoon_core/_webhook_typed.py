@@ -3,7 +3,9 @@
 Rules: the wrapper is synchronous or asynchronous as the handler is (the app tells them
 apart by ``inspect.iscoroutinefunction``); ``object`` and ``old_object`` are decoded with
 :func:`~kubemoon_core.typed.decode`, and one that does not decode is denied with 400
-``BadRequest`` naming the class and the JSON path, before the handler runs.
+``BadRequest`` naming the class and the JSON path, before the handler runs. A patch of
+:meth:`AdmissionResponse.patched` is computed again against the review's raw object, the
+one the API server applies it to.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from ._admission import AdmissionRequest, AdmissionResponse
+from ._admission import AdmissionRequest, AdmissionResponse, rebase_on_raw
 from ._typed import TypedDecodeError, decode
 
 __all__ = ["typed_handler"]
@@ -44,6 +46,14 @@ def _deny(exc: _Undecodable) -> AdmissionResponse:
     return AdmissionResponse.deny(str(exc), code=400, reason="BadRequest")
 
 
+def _on_raw(response: Any, request: AdmissionRequest) -> Any:
+    """A typed mutation's patch, made against the object the API server sent (it applies
+    the patch to that one, where a default of the class may be absent)."""
+    if isinstance(response, AdmissionResponse):
+        return rebase_on_raw(response, request.object)
+    return response
+
+
 def typed_handler(cls: type, handler: Any) -> Any:
     """``handler`` (sync or async) given requests whose objects are decoded into ``cls``.
 
@@ -60,7 +70,7 @@ def typed_handler(cls: type, handler: Any) -> Any:
                 typed = _typed_request(cls, request)
             except _Undecodable as exc:
                 return _deny(exc)
-            return await handler(typed)
+            return _on_raw(await handler(typed), request)
 
         serve: Any = serve_async
     else:
@@ -70,7 +80,7 @@ def typed_handler(cls: type, handler: Any) -> Any:
                 typed = _typed_request(cls, request)
             except _Undecodable as exc:
                 return _deny(exc)
-            return handler(typed)
+            return _on_raw(handler(typed), request)
 
         serve = serve_sync
     functools.update_wrapper(serve, handler, updated=())

@@ -40,7 +40,7 @@ from ._gate import (
 from ._gc import paused_gc
 from ._limits import raise_open_file_limit
 from ._logging import JsonLogFormatter, object_context
-from ._metrics import MetricsSource, RuntimeCollector
+from ._metrics import MetricsSnapshot, MetricsSource, RuntimeCollector
 from ._network import ClosingNetworkBackend
 from ._proxy import ProxySettings, proxy_settings
 from ._run_settings import RunSettings, current_run_settings, using_run_settings
@@ -68,6 +68,7 @@ __all__ = [
     "FileToken",
     "InsecureTLSWarning",
     "JsonLogFormatter",
+    "MetricsSnapshot",
     "MetricsSource",
     "PluginRun",
     "LATE_SENDS",

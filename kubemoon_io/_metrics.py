@@ -11,6 +11,7 @@ reflector's ``kubemoon_reflector_*`` counters and ``kubemoon_cache_stale_reads_a
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from prometheus_client.core import (
@@ -24,7 +25,7 @@ from prometheus_client.registry import Collector
 from kubemoon_core._reflector import ReflectorStats
 from kubemoon_core.lowlevel import ControllerMetrics
 
-__all__ = ["MetricsSource", "RuntimeCollector"]
+__all__ = ["MetricsSnapshot", "MetricsSource", "RuntimeCollector"]
 
 
 class MetricsSource(Protocol):
@@ -46,6 +47,62 @@ class MetricsSource(Protocol):
         """Cache reads answered with the runtime's own write: resource -> count."""
 
 
+@dataclass(frozen=True, slots=True)
+class MetricsSnapshot:
+    """Every figure of a :class:`MetricsSource`, read at one moment (a source itself).
+
+    A runtime whose state belongs to an event loop offers ``metrics_snapshot()``: the
+    collector then reads this, taken on the loop, instead of the live state, so a scrape
+    from another thread (prometheus_client's own server) neither needs that loop's clock
+    nor reads state the loop is changing, and every family comes from the same moment.
+    """
+
+    controllers: Sequence[tuple[str, ControllerMetrics]] = ()
+    informers: Sequence[tuple[str, ReflectorStats]] = ()
+    leader: tuple[str, bool] | None = None
+    shards: Sequence[Any] = ()
+    requests: Mapping[tuple[str, str, str], int] | None = None
+    stale_reads: Mapping[str, int] | None = None
+
+    @classmethod
+    def of(cls, source: Any, now: float) -> MetricsSnapshot:
+        """Every figure of ``source`` (a :class:`MetricsSource` whose ``controller_metrics``
+        takes ``now``, optionally with ``shard_status``), copied at ``now``."""
+        shards = getattr(source, "shard_status", None)
+        return cls(
+            controllers=list(source.controller_metrics(now)),
+            informers=list(source.informer_stats()),
+            leader=source.leader_status(),
+            shards=list(shards()) if shards is not None else (),
+            requests=dict(source.request_counts()),
+            stale_reads=dict(source.stale_reads_avoided()),
+        )
+
+    def controller_metrics(self) -> Sequence[tuple[str, ControllerMetrics]]:
+        """(controller name, snapshot) for every controller."""
+        return self.controllers
+
+    def informer_stats(self) -> Sequence[tuple[str, ReflectorStats]]:
+        """(informer name, reflector counters) for every informer."""
+        return self.informers
+
+    def leader_status(self) -> tuple[str, bool] | None:
+        """(lease name, leading) when electing, else None."""
+        return self.leader
+
+    def shard_status(self) -> Sequence[Any]:
+        """The status of every sharded controller."""
+        return self.shards
+
+    def request_counts(self) -> Mapping[tuple[str, str, str], int]:
+        """Requests made: (code, method, host) -> count."""
+        return self.requests or {}
+
+    def stale_reads_avoided(self) -> Mapping[str, int]:
+        """Cache reads answered with the runtime's own write: resource -> count."""
+        return self.stale_reads or {}
+
+
 def _histogram(
     family: HistogramMetricFamily,
     labels: list[str],
@@ -64,8 +121,11 @@ class RuntimeCollector(Collector):
         self._source = source
 
     def collect(self) -> Iterator[Metric]:
-        """Build every family from fresh snapshots."""
-        source = self._source
+        """Build every family from fresh snapshots (one, taken at once, when offered)."""
+        source: Any = self._source
+        snapshot = getattr(source, "metrics_snapshot", None)
+        if snapshot is not None:
+            source = snapshot()
         controllers = list(source.controller_metrics())
         yield from self._reconcile_families(controllers)
         yield from self._queue_families(controllers)

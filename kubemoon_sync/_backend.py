@@ -51,6 +51,7 @@ __all__ = [
     "Lock",
     "TaskGroup",
     "TaskStatus",
+    "LoopHandle",
     "current_time",
     "fail_after",
     "install_signal_handlers",
@@ -435,6 +436,16 @@ def shielded() -> AbstractContextManager[object]:
 def current_time() -> float:
     """The monotonic clock the core machines are fed."""
     return time.monotonic()
+
+
+class LoopHandle:
+    """Kept for symmetry with trio and asyncio, where it calls ``fn`` on their loop from
+    any thread: here no loop owns the runtime's state, and :meth:`call` runs ``fn`` in the
+    calling thread."""
+
+    def call(self, fn: Callable[[float], T]) -> T:
+        """``fn(now)`` here, on the monotonic clock."""
+        return fn(time.monotonic())
 
 
 def wall_time() -> float:

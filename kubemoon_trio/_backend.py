@@ -6,6 +6,10 @@ else in those packages is generated from ``kubemoon_trio`` by ``scripts/unasync.
 Same names, same signatures, on every side.
 """
 
+# Longer than 700 lines because each of the three backends is kept in one file, with the
+# same names in the same order, so that they read side by side (kubemoon_asyncio/_backend.py,
+# kubemoon_sync/_backend.py).
+
 from __future__ import annotations
 
 import contextlib
@@ -37,6 +41,7 @@ __all__ = [
     "Lock",
     "TaskGroup",
     "TaskStatus",
+    "LoopHandle",
     "current_time",
     "fail_after",
     "install_signal_handlers",
@@ -367,6 +372,40 @@ def shielded() -> AbstractContextManager[object]:
 def current_time() -> float:
     """The monotonic clock the core machines are fed: trio's clock."""
     return trio.current_time()
+
+
+class LoopHandle:
+    """The loop running when it was made: plain functions called on it from any thread.
+
+    What a metrics scrape needs (prometheus_client serves it from a thread of its own):
+    :meth:`call` runs ``fn(now)`` on the loop, where the state it reads is consistent and
+    the clock is the loop's; off the loop it waits for that. Once the loop has ended (or
+    when none ran), nothing changes that state any more, and ``fn`` runs right there.
+    """
+
+    def __init__(self) -> None:
+        try:
+            self._token: trio.lowlevel.TrioToken | None = trio.lowlevel.current_trio_token()
+            self._clock: trio.abc.Clock | None = trio.lowlevel.current_clock()
+        except RuntimeError:  # made off a loop
+            self._token = self._clock = None
+
+    def call(self, fn: Callable[[float], T]) -> T:
+        """``fn(now)`` on the loop, from the loop itself or from any other thread."""
+        if self._token is None or self._clock is None:
+            return fn(time.monotonic())
+        try:
+            here = trio.lowlevel.current_trio_token() is self._token
+        except RuntimeError:
+            here = False
+        if here:
+            return fn(trio.current_time())
+        try:
+            return trio.from_thread.run_sync(
+                lambda: fn(trio.current_time()), trio_token=self._token
+            )
+        except trio.RunFinishedError:
+            return fn(self._clock.current_time())  # trio's clock reads from any thread
 
 
 def wall_time() -> float:

@@ -24,6 +24,10 @@ Rules:
   backoff; current problems are the reasons ``/readyz`` gives.
 """
 
+# Longer than 700 lines because the Manager is the runtime's one wiring point (informers,
+# controllers, election, probes, webhooks, metrics, the order of start and stop), each part
+# in a module of its own; what remains is that wiring, kept in one file.
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,7 +51,7 @@ from kubemoon_core.lowlevel import ControllerMetrics, FailureReporter, LeaderEle
 from kubemoon_core.predicates import Predicate
 from kubemoon_core.typed import DeclaredKind
 from kubemoon_core.webhooks import CertificatePolicy, WebhookDeclarations
-from kubemoon_io import RunSettings, RuntimeCollector, current_run_settings
+from kubemoon_io import MetricsSnapshot, RunSettings, RuntimeCollector, current_run_settings
 
 from . import _backend, _permissions
 from ._builder import ControllerBuilder, RuntimeController
@@ -180,6 +184,7 @@ class Manager:
             self.election = LeaderElection(client, elector, on_result=self._lease_result)
             self.lease_name = f"{leader_election.namespace}/{leader_election.name}"
         self.probe_address = probe_address
+        self._loop = _backend.LoopHandle()  # the one the state belongs to (scrapes)
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=False)
         self.registry.register(RuntimeCollector(self))
         self.probes = ProbeServer(
@@ -418,9 +423,17 @@ class Manager:
         found = (c.shard_status() for c in self._controllers)
         return [status for status in found if status is not None]
 
-    def controller_metrics(self) -> Sequence[tuple[str, ControllerMetrics]]:
-        """(name, snapshot) of every controller."""
-        now = _backend.current_time()
+    def metrics_snapshot(self) -> MetricsSnapshot:
+        """Every figure the metrics collector reads, taken at once on the manager's loop:
+        a scrape from another thread (prometheus_client's own server) waits for it, so it
+        reads the loop's clock and a consistent state; before and after :meth:`run`, here."""
+        return self._loop.call(lambda now: MetricsSnapshot.of(self, now))
+
+    def controller_metrics(
+        self, now: float | None = None
+    ) -> Sequence[tuple[str, ControllerMetrics]]:
+        """(name, snapshot) of every controller, at ``now`` (by default the loop's clock)."""
+        now = _backend.current_time() if now is None else now
         return [(c.name, c.metrics(now)) for c in self._controllers]
 
     def informer_stats(self) -> Sequence[tuple[str, ReflectorStats]]:
@@ -535,6 +548,7 @@ class Manager:
             if handle_signals
             else None
         )
+        self._loop = _backend.LoopHandle()  # this loop's, whichever one made the manager
         abandoned = False
         try:
             abandoned = await self._run(task_status)
