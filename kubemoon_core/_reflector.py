@@ -62,13 +62,13 @@ from __future__ import annotations
 
 import random
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from ._backoff import Backoff
-from ._changes import Change, initial_change
+from ._changes import Change
 from ._errors import DecodeError, KubeMoonError, LocalProtocolError
 from ._kept_out import KeptOut, _kept_out, _stub_metadata
 from ._page_scanners import _decode_page
@@ -502,7 +502,7 @@ class Reflector:
 
     # -- LIST pages -------------------------------------------------------------------------
 
-    def receive_response(self, response: Response, now: float) -> list[Change]:
+    def receive_response(self, response: Response, now: float) -> Sequence[Change]:
         """Take the complete response to a LIST page; return the changes a last page makes."""
         self._accept("receive_response", _LIST_OUTCOMES)
         self._list_bytes += len(response.body)
@@ -618,15 +618,15 @@ class Reflector:
         into[key] = record
         self._kept_seq += 1
 
-    def _synced_at(self, rv: str) -> list[Change]:
-        changes = self._store.commit_epoch()
+    def _synced_at(self, rv: str) -> Sequence[Change]:
+        # The first list's changes (the whole cache) are marked for low priority, as they
+        # are made: a second list of them would be a second copy at the peak.
+        changes = self._store.commit_epoch(initial=not self._synced)
         self._kept_out, self._epoch_kept = self._epoch_kept, {}
         if self._kept_out:
             # A copy held before leaves the store; it is no deletion (the object exists).
             kept = self._kept_out
             changes = [c for c in changes if c.key not in kept]
-        if not self._synced:  # the first list: the whole cache, marked for low priority
-            changes = [initial_change(c) for c in changes]
         self._rv = rv
         self._synced = True
         self._syncs += 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from kubemoon_core import APIResource, GroupVersionResource, Request
 from kubemoon_core._backoff import Backoff
@@ -264,7 +264,7 @@ class Informer:
         # Bounded: only the records held now are remembered.
         self._kept_logged = {(key, record.reason) for key, record in kept.items()}
 
-    def _publish(self, changes: list[Change]) -> None:
+    def _publish(self, changes: Sequence[Change]) -> None:
         if self.reflector.kept_out_seq != self._kept_seq:
             self._kept_seq = self.reflector.kept_out_seq
             self._report_kept_out()

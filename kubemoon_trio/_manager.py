@@ -112,10 +112,10 @@ class Manager:
     reporting controller. :meth:`run` closes ``client`` when it ends if the manager owns
     it: ``close_client=None`` (the default) means it does unless the client is open in an
     ``async with`` block of its creator (``Manager(Client.from_environment())`` is owned);
-    ``True`` or ``False`` says so explicitly. ``compact_cache`` keeps every informer's
-    objects as JSON bytes (``Store(compact=True)``: about a third of the memory; each cache
-    read decodes a fresh copy). ``check_permissions`` (on by default) first asks the API
-    server, with SelfSubjectAccessReviews (in batches, within ``permission_check_timeout``
+    ``True`` or ``False`` says so explicitly. ``compact_cache`` (default) keeps informers'
+    objects as JSON bytes (``Store(compact=True)``: a third of the memory, syncs peaking at
+    the store, a read decodes a fresh copy). ``check_permissions`` (on by default) asks, with
+    SelfSubjectAccessReviews (in batches, within ``permission_check_timeout``
     seconds), for every RBAC rule derived from the declarations: when some are missing, or
     the reviews go unanswered, all is said in one ERROR and on ``/readyz``, and the replica
     neither campaigns, joins a shard group nor reconciles until a check (every 30 s) passes. A
@@ -136,7 +136,7 @@ class Manager:
         rng: random.Random | None = None,
         stall_margin: float = 30.0,
         close_client: bool | None = None,
-        compact_cache: bool = False,
+        compact_cache: bool = True,
         check_permissions: bool = True,
     ) -> None:
         self.run_settings = run = current_run_settings()
