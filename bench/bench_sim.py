@@ -64,10 +64,10 @@ RUN_TARGET = 30.0
 # target is not met.
 RATE_PROFILE = (
     "profile (unframed transport): the client's own code above its pool (request "
-    "building, tracing, deadlines, body reading, decoding) and trio about 56 %, the "
-    "simulator's answers 33 % (the model's copies, JSON, validation), the transport 11 %: "
-    "with a server that answers instantly the same client stays below 3,000 req/s on "
-    "this machine"
+    "building, tracing, deadlines, body reading, decoding) and trio about 57 %, the "
+    "simulator's answers 28 % (the model's copies, JSON, validation), the transport 15 %; "
+    "the rate tracks the machine's load (client-bound: a server answering instantly "
+    "gives about 1.5x)"
 )
 SCENARIO_PROFILE = (
     "profile (unframed transport): the operator's real runtime and client on trio (trio "

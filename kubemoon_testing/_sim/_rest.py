@@ -193,6 +193,7 @@ def _dispatch(server: SimApiServer, request: Request, now: float) -> Response | 
                 continue_token=request.query_value("continue"),
                 resource_version=request.query_value("resourceVersion"),
                 resource_version_match=request.query_value("resourceVersionMatch"),
+                copy=False,  # encoded here at once: no copy of the stored items needed
             )
             return Response(200, _JSON, _dumps(document))
         if method == "POST":
@@ -212,7 +213,8 @@ def _dispatch(server: SimApiServer, request: Request, now: float) -> Response | 
         raise NotModelled("a namespaced object path without a namespace")
     if method == "GET":
         _check_query(request, frozenset())
-        return Response(200, _JSON, _dumps(server.get(resource, namespace, path.name)))
+        # The stored object itself (``get`` would copy it), encoded at once.
+        return Response(200, _JSON, _dumps(server._live(resource, namespace, path.name)))
     if method == "PUT":
         _check_query(request, frozenset())
         updated = server.update(

@@ -42,9 +42,10 @@ class SimulatedCluster(Protocol):
     _streams: set[Any]
     _paused: dict[str, float]
     _pause_on_write: dict[str, float]
-    _changed: anyio.Event
 
     def now(self) -> float: ...
+
+    def changed(self) -> anyio.Event: ...
 
     def answer(self, request: Request, identity: str = "") -> Response | SimWatch: ...
 
@@ -233,7 +234,7 @@ class _SimStream(httpcore.AsyncNetworkStream):
                 continue
             wake = watch.next_deadline()
             until = min(deadline, math.inf if wake is None else wake)
-            changed = self._cluster._changed
+            changed = self._cluster.changed()
             with anyio.CancelScope(deadline=until):
                 await changed.wait()
             if not changed.is_set() and anyio.current_time() >= deadline and not watch.has_pending:
@@ -546,7 +547,7 @@ class _WatchBody:
                 raise StopAsyncIteration
             wake = watch.next_deadline()
             until = min(deadline, math.inf if wake is None else wake)
-            changed = cluster._changed
+            changed = cluster.changed()
             with anyio.CancelScope(deadline=until):
                 await changed.wait()
             if not changed.is_set() and anyio.current_time() >= deadline and not watch.has_pending:

@@ -180,7 +180,7 @@ class SimulatedCluster:
         self.pauses: list[tuple[str, float, float]] = []
         """Every pause as it took effect: (identity, from, until) in virtual seconds (a
         pause at a write starts when that write goes out, not when it was armed)."""
-        self._changed = _Event()
+        self._changed: anyio.Event | None = None  # made when a watch first waits on it
         self._streams: set[_SimStream | _SimConnection] = set()
         self._paused: dict[str, float] = {}
         self._pause_on_write: dict[str, float] = {}
@@ -354,8 +354,15 @@ class SimulatedCluster:
 
     def notify(self) -> None:
         """Wake every open watch (after a change made on the model directly)."""
-        self._changed.set()
-        self._changed = _Event()
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    def changed(self) -> anyio.Event:
+        """The event the next change (:meth:`notify`) sets: what an open watch waits on."""
+        if self._changed is None:
+            self._changed = _Event()
+        return self._changed
 
     def check(self) -> None:
         """Raise the first :class:`NotModelled` refusal served, if any."""
