@@ -122,7 +122,8 @@ class Client(ClientVerbs):
     429/5xx answers that carry ``Retry-After``; ``exec_timeout`` bounds an exec credential
     plugin's run (which the call's ``total_timeout`` does not include). ``network_backend``
     (httpcore's interface) replaces the loop's sockets, as :mod:`kubemoon_testing.sim` does
-    to reach a simulated cluster in memory. The defaults are the same on every adapter.
+    to reach a simulated cluster in memory (one that also has ``open_pool`` answers
+    whole requests, unframed). The defaults are the same on every adapter.
 
     The verbs take a resource and mappings (``get(CONFIGMAPS, name)`` is a ``dict``), or a
     kind and its objects, typed: ``get(ConfigMap, name, namespace="ns")`` is a
@@ -208,6 +209,13 @@ class Client(ClientVerbs):
 
     def _new_pool(self, *, max_connections: int, stream: bool = False) -> Any:
         proxy = self._proxy
+        # A network backend with ``open_pool(max_connections)`` serves whole requests
+        # (kubemoon_testing.sim's fast path): its pool takes httpcore's request as built
+        # here and answers httpcore's response, with no HTTP framing. A stream's pool of
+        # one connection is closed with the stream, as below.
+        open_pool = getattr(self._network_backend, "open_pool", None)
+        if proxy is None and open_pool is not None:
+            return open_pool(max_connections=max_connections)
         if proxy is None and not stream:
             return CrudPool(
                 max_connections=max_connections,

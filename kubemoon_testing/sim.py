@@ -6,9 +6,9 @@ kube-apiserver for tests of controllers.
   optimistic concurrency, generation, the status subresource, finalizers, owner garbage
   collection, selectors, paged LIST, WATCH with bookmarks, compaction and 410.
 - :func:`handle_request`: kube-apiserver's REST surface over it, core ``Request`` in.
-- :class:`SimulatedCluster`: the model served over in-memory HTTP/1.1 to a real
-  ``kubemoon_trio.Client`` (``cluster.client()``), on trio's clock (``MockClock`` for
-  virtual time).
+- :class:`SimulatedCluster`: the model served in memory to a real
+  ``kubemoon_trio.Client`` (``cluster.client()``; unframed, or over HTTP/1.1 through h11
+  with ``framing=True``), on trio's clock (``MockClock`` for virtual time).
 
 - :func:`simulate`: N replicas of an operator (their real ``Manager``) on one cluster
   under a seeded :class:`FaultSchedule` (pauses, dropped and expired watches, compactions,

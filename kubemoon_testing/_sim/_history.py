@@ -24,6 +24,8 @@ from ._kinds import SimResource
 from ._selectors import parse_field_selector, parse_label_selector
 from ._watch import DEFAULT_WATCH_TIMEOUT, INITIAL_EVENTS_END, SimWatch, WatchLine, _Event
 
+_TYPE_META = frozenset({"apiVersion", "kind"})
+
 
 class _History:
     """The event history, LIST and WATCH (a part of :class:`SimApiServer`)."""
@@ -107,10 +109,12 @@ class _History:
         continue_token: str | None = None,
         resource_version: str | None = None,
         resource_version_match: str | None = None,
+        copy: bool = True,
     ) -> dict[str, Any]:
         """LIST, with selectors, pages (``limit``/``continue``) and the resourceVersion
         semantics of kube-apiserver (unset: latest; ``0``: any; ``N``: not older than N, or
-        exactly N with ``limit`` or ``resourceVersionMatch=Exact``)."""
+        exactly N with ``limit`` or ``resourceVersionMatch=Exact``). Without ``copy`` the
+        items share the stored objects' values (for an answer encoded at once, unchanged)."""
         label = parse_label_selector(label_selector)
         field = parse_field_selector(field_selector)
         start = ""
@@ -149,6 +153,13 @@ class _History:
                 metadata["remainingItemCount"] = rest
         out = []
         for _, obj in items:
+            if not copy:
+                out.append(
+                    obj
+                    if resource.custom
+                    else {k: v for k, v in obj.items() if k not in _TYPE_META}
+                )
+                continue
             copied = _copy(obj)
             if not resource.custom:
                 copied.pop("apiVersion", None)

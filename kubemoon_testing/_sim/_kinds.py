@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kubemoon_core import GroupVersionResource, Scope
 from kubemoon_core._declare import class_info
@@ -54,10 +54,13 @@ class SimResource:
     through it unchanged (the simulator does not model a schema's defaulting and pruning,
     so it refuses an object they would change)."""
 
-    @property
-    def gvr(self) -> GroupVersionResource:
-        """Group, version, plural."""
-        return GroupVersionResource(self.group, self.version, self.resource)
+    gvr: GroupVersionResource = field(init=False, repr=False, compare=False)
+    """Group, version, plural (built once: the model asks for it on every write)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "gvr", GroupVersionResource(self.group, self.version, self.resource)
+        )
 
     @property
     def api_version(self) -> str:

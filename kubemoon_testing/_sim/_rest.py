@@ -8,6 +8,7 @@ with a Status naming the feature (and recorded by the caller), never ignored.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from kubemoon_core import Request, ResourcePath, Response
@@ -17,7 +18,7 @@ from ._errors import NotModelled, StatusError
 from ._raw import dumps, loads
 from ._store import SimApiServer, SimWatch
 
-__all__ = ["handle_request", "not_modelled_response", "status_response"]
+__all__ = ["handle_request", "not_modelled_response", "parse_path", "status_response"]
 
 _JSON = (("Content-Type", "application/json"),)
 
@@ -48,6 +49,13 @@ _WATCH = frozenset(
     }
 )
 _DELETE = frozenset({"propagationPolicy", "gracePeriodSeconds"})
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_path(path: str) -> ResourcePath:
+    """``ResourcePath.parse``, remembered: a simulation sends the same paths again and
+    again (a ``ResourcePath`` is immutable; a refusal is not remembered)."""
+    return ResourcePath.parse(path)
 
 
 def _dumps(document: Any) -> bytes:
@@ -149,7 +157,7 @@ def handle_request(server: SimApiServer, request: Request, now: float) -> Respon
 
 def _dispatch(server: SimApiServer, request: Request, now: float) -> Response | SimWatch:
     try:
-        path = ResourcePath.parse(request.path)
+        path = parse_path(request.path)
     except LocalProtocolError:
         raise NotModelled(f"the path {request.path!r} (discovery and non-resource URLs)") from None
     if path.gvr.group == "authorization.k8s.io" and path.gvr.resource in _ACCESS_REVIEWS:
@@ -185,6 +193,7 @@ def _dispatch(server: SimApiServer, request: Request, now: float) -> Response | 
                 continue_token=request.query_value("continue"),
                 resource_version=request.query_value("resourceVersion"),
                 resource_version_match=request.query_value("resourceVersionMatch"),
+                copy=False,  # encoded here at once: no copy of the stored items needed
             )
             return Response(200, _JSON, _dumps(document))
         if method == "POST":
@@ -204,7 +213,8 @@ def _dispatch(server: SimApiServer, request: Request, now: float) -> Response | 
         raise NotModelled("a namespaced object path without a namespace")
     if method == "GET":
         _check_query(request, frozenset())
-        return Response(200, _JSON, _dumps(server.get(resource, namespace, path.name)))
+        # The stored object itself (``get`` would copy it), encoded at once.
+        return Response(200, _JSON, _dumps(server._live(resource, namespace, path.name)))
     if method == "PUT":
         _check_query(request, frozenset())
         updated = server.update(

@@ -32,7 +32,7 @@ from ._history import _History
 from ._json import Key, _clone, _copy, _metadata, _without
 from ._kinds import BUILTIN_RESOURCES, Generation, SimResource, resource_of_class
 from ._raw import RawJSON
-from ._validation import _Validation
+from ._validation import _CONFIGMAPS, _Validation
 from ._watch import SimWatch, WatchLine, _Event
 
 __all__ = ["DEFAULT_EPOCH", "SimApiServer", "SimWatch", "WatchLine"]
@@ -292,15 +292,13 @@ class SimApiServer(_Validation, _History, _GarbageCollector):
                     new["status"] = _copy(old["status"])
             elif resource.gvr.resource == "namespaces":
                 raise NotModelled("updating a namespace's spec or status")
-            if resource.gvr == GroupVersionResource("", "v1", "configmaps") and old.get(
-                "immutable"
-            ):
+            if resource.gvr == _CONFIGMAPS and old.get("immutable"):
                 raise NotModelled("changing an immutable ConfigMap")
         meta = new["metadata"]
         meta["resourceVersion"] = old_meta["resourceVersion"]
         if "deletionTimestamp" in old_meta:
             added = set(meta.get("finalizers") or ()) - set(old_meta.get("finalizers") or ())
-            configmaps = GroupVersionResource("", "v1", "configmaps")
+            configmaps = _CONFIGMAPS
             if added and (resource.custom or resource.gvr == configmaps):
                 raise StatusError.no_new_finalizers(
                     resource.group, resource.kind, meta["name"], added, custom=resource.custom

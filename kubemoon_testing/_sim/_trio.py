@@ -1,42 +1,39 @@
-"""The simulated API server over HTTP/1.1 on in-memory streams, for the trio and asyncio
+"""The simulated API server served to real clients in memory, for the trio and asyncio
 adapters (its waits and clock are anyio's, so one cluster serves either loop:
 ``cluster.client()`` on trio, ``cluster.asyncio_client()`` on asyncio).
 
 Rules: no sockets. ``SimulatedCluster.client()`` is a real ``kubemoon_trio.Client`` whose
-connections are h11 server connections in memory: the client's bytes are parsed by h11,
-answered by :func:`handle_request` at ``trio.current_time()`` (so trio's ``MockClock``
-drives virtual time), and framed back by h11; a WATCH is a chunked response fed as writes
-happen, with bookmarks and the end of ``timeoutSeconds`` on the virtual clock. Only
-``http://`` is served (a TLS handshake is refused). Every :class:`NotModelled` refusal is
-answered with 501 and kept in :attr:`SimulatedCluster.refusals`;
-:meth:`SimulatedCluster.check` raises the first one, so a test cannot pass over it.
+requests are answered by :func:`handle_request` at ``trio.current_time()`` (so trio's
+``MockClock`` drives virtual time): handed over unframed by default, or as HTTP/1.1 bytes
+through h11 on both ends with ``framing=True`` (see ``_transport``); a WATCH is a streamed
+response fed as writes happen, with bookmarks and the end of ``timeoutSeconds`` on the
+virtual clock. Only ``http://`` is served (a TLS handshake is refused). Every
+:class:`NotModelled` refusal is answered with 501 and kept in
+:attr:`SimulatedCluster.refusals`; :meth:`SimulatedCluster.check` raises the first one, so
+a test cannot pass over it.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, unquote
 
 import anyio
 import anyio.lowlevel
-import h11
-import httpcore
 
 from kubemoon_core import KubeMoonError, Request, ResourcePath, Response
 from kubemoon_core.kubeconfig import ClientConfig
-from kubemoon_io import check_armed_guard
 from kubemoon_trio import Client
 
 from ._errors import NotModelled, StatusError
 from ._kinds import SimResource
 from ._raw import loads
-from ._rest import handle_request, not_modelled_response, status_response
+from ._rest import handle_request, not_modelled_response, parse_path, status_response
 from ._store import SimApiServer, SimWatch, WatchLine
+from ._transport import SimNetworkBackend, _SimConnection, _SimStream
 
 __all__ = [
     "SIM_SERVER_URL",
@@ -183,11 +180,12 @@ class SimulatedCluster:
         self.pauses: list[tuple[str, float, float]] = []
         """Every pause as it took effect: (identity, from, until) in virtual seconds (a
         pause at a write starts when that write goes out, not when it was armed)."""
-        self._changed = _Event()
-        self._streams: set[_SimStream] = set()
+        self._changed: anyio.Event | None = None  # made when a watch first waits on it
+        self._streams: set[_SimStream | _SimConnection] = set()
         self._paused: dict[str, float] = {}
         self._pause_on_write: dict[str, float] = {}
         self._pause_changed = _Event()
+        self._held: dict[str, list[object]] = {}
 
     def now(self) -> float:
         """Virtual time: the running loop's clock (trio's ``MockClock``, or asyncio's
@@ -264,11 +262,15 @@ class SimulatedCluster:
         self._pause_on_write[identity] = seconds
 
     def _writing(self, identity: str, head: bytes) -> None:
+        method, _, rest = head.partition(b" ")
+        target = rest.partition(b" ")[0]
+        self._writing_request(identity, method, target)
+
+    def _writing_request(self, identity: str, method: bytes, target: bytes) -> None:
         seconds = self._pause_on_write.get(identity)
         if seconds is None:
             return
-        method, _, rest = head.partition(b" ")
-        path = rest.partition(b" ")[0].decode("latin-1")
+        path = target.decode("latin-1")
         if method == b"GET" or (path.startswith(LEASES) and "/leases" in path):
             return
         del self._pause_on_write[identity]
@@ -292,17 +294,34 @@ class SimulatedCluster:
         self._pause_changed.set()
         self._pause_changed = _Event()
 
+    def _thawed(self, identity: str) -> bool:
+        until = self._paused.get(identity)
+        if until is None or self.now() >= until:
+            self._paused.pop(identity, None)
+            return True
+        return False
+
     async def hold(self, identity: str) -> None:
         """Return once ``identity`` is not paused; the wait is shielded from cancellation
-        (a frozen process notices nothing until it thaws)."""
-        while True:
-            until = self._paused.get(identity)
-            if until is None or self.now() >= until:
-                self._paused.pop(identity, None)
-                return
-            changed = self._pause_changed
-            with anyio.CancelScope(shield=True), anyio.CancelScope(deadline=until):
-                await changed.wait()
+        (a frozen process notices nothing until it thaws). Its held operations go on in
+        the order they were held (not in the order the loop happens to wake them)."""
+        if self._thawed(identity):
+            return
+        line = self._held.setdefault(identity, [])
+        turn = object()
+        line.append(turn)
+        try:
+            with anyio.CancelScope(shield=True):
+                while not (self._thawed(identity) and line[0] is turn):
+                    until = self._paused.get(identity, math.inf)
+                    changed = self._pause_changed
+                    with anyio.CancelScope(deadline=until):
+                        await changed.wait()
+        finally:
+            line.remove(turn)
+            if not line:
+                del self._held[identity]
+            self._wake_paused()  # the next one in line
 
     def drop_watches(self, identity: str | None = None) -> int:
         """Cut every open watch connection (of ``identity``, or all) mid-stream, as a
@@ -335,31 +354,42 @@ class SimulatedCluster:
 
     def notify(self) -> None:
         """Wake every open watch (after a change made on the model directly)."""
-        self._changed.set()
-        self._changed = _Event()
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    def changed(self) -> anyio.Event:
+        """The event the next change (:meth:`notify`) sets: what an open watch waits on."""
+        if self._changed is None:
+            self._changed = _Event()
+        return self._changed
 
     def check(self) -> None:
         """Raise the first :class:`NotModelled` refusal served, if any."""
         if self.refusals:
             raise self.refusals[0]
 
-    def client(self, identity: str = "", **kwargs: Any) -> Client:
+    def client(self, identity: str = "", *, framing: bool = False, **kwargs: Any) -> Client:
         """A real ``kubemoon_trio.Client`` connected to this cluster (no sockets); its
-        requests are traced, paused and failed as ``identity``'s."""
+        requests are traced, paused and failed as ``identity``'s. With ``framing`` its
+        requests and answers go as HTTP/1.1 bytes through h11 on both ends (slower; it
+        checks the framing); by default they are handed over unframed (see
+        :class:`SimNetworkBackend`)."""
         return Client(
             ClientConfig(server=SIM_SERVER_URL),
-            network_backend=SimNetworkBackend(self, identity),
+            network_backend=SimNetworkBackend(self, identity, framing=framing),
             **kwargs,
         )
 
-    def asyncio_client(self, identity: str = "", **kwargs: Any) -> Any:
+    def asyncio_client(self, identity: str = "", *, framing: bool = False, **kwargs: Any) -> Any:
         """A real ``kubemoon_asyncio.Client`` connected to this cluster (run it on
-        :func:`~kubemoon_testing.sim.run_virtual` for virtual time)."""
+        :func:`~kubemoon_testing.sim.run_virtual` for virtual time); ``framing`` as for
+        :meth:`client`."""
         from kubemoon_asyncio import Client as AsyncioClient  # noqa: PLC0415 - optional loop
 
         return AsyncioClient(
             ClientConfig(server=SIM_SERVER_URL),
-            network_backend=SimNetworkBackend(self, identity),
+            network_backend=SimNetworkBackend(self, identity, framing=framing),
             **kwargs,
         )
 
@@ -371,14 +401,14 @@ class SimulatedCluster:
 
 def _written_name(request: Request) -> str | None:
     try:
-        path = ResourcePath.parse(request.path)
+        path = parse_path(request.path)
     except KubeMoonError:
         return None
     if path.name is not None:
         return path.name
     try:
         body = loads(request.body)
-    except (NotModelled, RecursionError):
+    except (NotModelled, RecursionError, ValueError):  # a body that is not JSON: refused
         return None
     metadata = body.get("metadata") if isinstance(body, dict) else None
     name = metadata.get("name") if isinstance(metadata, dict) else None
@@ -387,196 +417,3 @@ def _written_name(request: Request) -> str | None:
 
 def _Event() -> anyio.Event:
     return anyio.Event()
-
-
-class SimNetworkBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's network backend interface, connecting to a :class:`SimulatedCluster`."""
-
-    def __init__(self, cluster: SimulatedCluster, identity: str = "") -> None:
-        self._cluster = cluster
-        self._identity = identity
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Any = None,
-    ) -> httpcore.AsyncNetworkStream:
-        await anyio.lowlevel.checkpoint()
-        await self._cluster.hold(self._identity)
-        return _SimStream(self._cluster, self._identity)
-
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Any = None
-    ) -> httpcore.AsyncNetworkStream:
-        raise httpcore.ConnectError("the simulated cluster has no unix sockets")
-
-    async def sleep(self, seconds: float) -> None:
-        await anyio.sleep(seconds)
-
-
-class _SimStream(httpcore.AsyncNetworkStream):
-    """One in-memory connection: an h11 server fed the client's bytes."""
-
-    def __init__(self, cluster: SimulatedCluster, identity: str = "") -> None:
-        self._cluster = cluster
-        self.identity = identity
-        self._h11 = h11.Connection(h11.SERVER)
-        self._out = bytearray()
-        self._request: h11.Request | None = None
-        self._body = bytearray()
-        self._watch: SimWatch | None = None
-        self._closed = False
-        cluster._streams.add(self)
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        # No checkpoint: the answer's read that always follows is one (a scheduler pass
-        # per write would be most of a request's cost).
-        if self._closed or self._cut:
-            raise httpcore.WriteError("the connection is closed")
-        if not buffer:
-            return  # h11 reads b"" as the end of the stream
-        if self._h11.their_state is h11.IDLE and self._cluster._pause_on_write:
-            self._cluster._writing(self.identity, bytes(buffer[:512]))
-        if self._cluster._paused:
-            await self._cluster.hold(self.identity)
-        check_armed_guard()  # a gated write: its authority must hold as its bytes go out
-        self._h11.receive_data(bytes(buffer))
-        self._drain_requests()
-
-    def _drain_requests(self) -> None:
-        while True:
-            try:
-                event = self._h11.next_event()
-            except h11.RemoteProtocolError as exc:
-                raise httpcore.WriteError(
-                    f"the simulated server refused the request: {exc}"
-                ) from None
-            if event is h11.NEED_DATA or event is h11.PAUSED:
-                return
-            if isinstance(event, h11.Request):
-                self._request, self._body = event, bytearray()
-            elif isinstance(event, h11.Data):
-                self._body += event.data
-            elif isinstance(event, h11.EndOfMessage):
-                self._respond()
-            elif isinstance(event, h11.ConnectionClosed):
-                return
-
-    def _respond(self) -> None:
-        head = self._request
-        assert head is not None
-        target = head.target.decode("ascii")
-        path, _, query = target.partition("?")
-        request = Request(
-            method=head.method.decode("ascii"),
-            path=unquote(path),
-            query=tuple(parse_qsl(query, keep_blank_values=True)),
-            headers=tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in head.headers),
-            body=bytes(self._body),
-        )
-        answer = self._cluster.answer(request, self.identity)
-        if isinstance(answer, SimWatch):
-            self._watch = answer
-            self._out += self._h11.send(
-                h11.Response(
-                    status_code=200,
-                    headers=[
-                        ("Content-Type", "application/json"),
-                        ("Transfer-Encoding", "chunked"),
-                    ],
-                )
-            )
-            return
-        headers = [*answer.headers, ("Content-Length", str(len(answer.body)))]
-        self._out += self._h11.send(h11.Response(status_code=answer.status_code, headers=headers))
-        if answer.body:
-            self._out += self._h11.send(h11.Data(data=answer.body))
-        self._out += self._h11.send(h11.EndOfMessage())
-        self._next_cycle()
-
-    def _next_cycle(self) -> None:
-        if self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE:
-            self._h11.start_next_cycle()
-            self._drain_requests()
-
-    @property
-    def watching(self) -> bool:
-        """True while this connection streams a watch."""
-        return self._watch is not None and not self._closed
-
-    @property
-    def current_watch(self) -> SimWatch | None:
-        """The watch this connection streams, if any."""
-        return self._watch
-
-    def cut(self) -> None:
-        """Drop the connection: the client reads the end of the stream mid-response."""
-        self._cut = True
-        if self._watch is not None:
-            self._cluster.server.forget(self._watch)
-            self._watch = None
-
-    _cut = False
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        deadline = math.inf if timeout is None else anyio.current_time() + timeout
-        while True:
-            if self._cluster._paused:
-                await self._cluster.hold(self.identity)
-            if self._cut:
-                await anyio.lowlevel.checkpoint()
-                return b""
-            if self._out:
-                data = bytes(self._out[:max_bytes])
-                del self._out[:max_bytes]
-                await anyio.lowlevel.checkpoint()
-                return data
-            if self._closed or self._h11.our_state in (h11.MUST_CLOSE, h11.CLOSED):
-                await anyio.lowlevel.checkpoint()
-                return b""
-            watch = self._watch
-            if watch is None:
-                raise httpcore.ReadError("the simulated server has no answer pending")
-            server = self._cluster.server
-            lines = watch.take(self._cluster.now(), server.resource_version)
-            if lines:
-                self._out += self._h11.send(
-                    h11.Data(data=b"".join(line.encode() for line in lines))
-                )
-                continue
-            if watch.closed:
-                server.forget(watch)
-                self._watch = None
-                self._out += self._h11.send(h11.EndOfMessage())
-                self._next_cycle()
-                continue
-            wake = watch.next_deadline()
-            until = min(deadline, math.inf if wake is None else wake)
-            changed = self._cluster._changed
-            with anyio.CancelScope(deadline=until):
-                await changed.wait()
-            if not changed.is_set() and anyio.current_time() >= deadline and not watch.has_pending:
-                raise httpcore.ReadTimeout("the simulated watch sent nothing in time")
-
-    async def aclose(self) -> None:
-        self._closed = True
-        if self._watch is not None:
-            self._cluster.server.forget(self._watch)
-            self._watch = None
-        self._cluster._streams.discard(self)
-
-    async def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise httpcore.ConnectError("the simulated cluster serves http:// only")
-
-    def get_extra_info(self, info: str) -> Any:
-        if info == "is_readable":
-            return self._closed or self._cut or bool(self._out)
-        return None

@@ -42,7 +42,7 @@ class _Validation:
             return
         if not namespace:
             raise NotModelled("a namespaced write without a namespace in the path")
-        ns = self._objects[GroupVersionResource("", "v1", "namespaces")].get(("", namespace))
+        ns = self._objects[_NAMESPACES].get(("", namespace))
         if ns is None:
             raise StatusError.not_found("", "namespaces", namespace)
         if "deletionTimestamp" in _metadata(ns):
@@ -115,18 +115,18 @@ class _Validation:
             not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers)
         ):
             raise NotModelled("metadata.finalizers that is not a list of strings")
-        if resource.gvr == GroupVersionResource("", "v1", "configmaps"):
+        if resource.gvr == _CONFIGMAPS:
             for field in ("data", "binaryData"):
                 values = body.get(field)
                 if values is not None and (
                     not isinstance(values, dict)
                     or not all(
-                        isinstance(v, str) and re.fullmatch(r"[-._a-zA-Z0-9]+", k)
+                        isinstance(v, str) and _CONFIGMAP_KEY.fullmatch(k)
                         for k, v in values.items()
                     )
                 ):
                     raise NotModelled(f"ConfigMap {field} that kube-apiserver would refuse")
-        if resource.gvr == GroupVersionResource("", "v1", "secrets"):
+        if resource.gvr == _SECRETS:
             body.setdefault("type", "Opaque")
             values = body.get("data")
             if values is not None:
@@ -156,6 +156,10 @@ class _Validation:
 
 
 _EVENTS = GroupVersionResource("events.k8s.io", "v1", "events")
+_NAMESPACES = GroupVersionResource("", "v1", "namespaces")
+_CONFIGMAPS = GroupVersionResource("", "v1", "configmaps")
+_SECRETS = GroupVersionResource("", "v1", "secrets")
+_CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 _EVENT_SHORT_FIELDS = ("reportingController", "reportingInstance", "action", "reason")
 
 
