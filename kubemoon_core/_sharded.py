@@ -23,7 +23,7 @@ from typing import Any
 
 from ._changes import Change, ChangeType
 from ._resources import ObjectKey
-from ._shard import HASH_SPACE, ShardRange, ShardSelectorError, fnv1a_64
+from ._shard import HASH_SPACE, ShardRange, ShardSelectorError, text_hash
 
 __all__ = [
     "OWNER_BUCKETS",
@@ -52,10 +52,9 @@ def owner_bucket(uid: str) -> int:
     if not isinstance(uid, str) or not uid:
         raise ShardSelectorError(f"an owner uid is a non-empty string, got {uid!r}")
     try:
-        data = uid.encode("utf-8")
+        return text_hash(uid) >> _SHIFT
     except UnicodeEncodeError as exc:
         raise ShardSelectorError("an owner uid must be valid UTF-8 text") from exc
-    return fnv1a_64(data) >> _SHIFT
 
 
 def owner_bucket_label(uid: str) -> str:
@@ -104,7 +103,7 @@ def _uid_hash(obj: Mapping[str, Any] | None) -> int | None:
     if not isinstance(uid, str) or not uid:
         return None
     try:
-        return fnv1a_64(uid.encode("utf-8"))
+        return text_hash(uid)
     except UnicodeEncodeError:
         return None
 

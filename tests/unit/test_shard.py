@@ -303,3 +303,37 @@ def test_a_streaming_list_asks_for_its_shard_and_drops_the_rest() -> None:
 def test_the_reflector_refuses_a_shard_selector_that_is_not_one() -> None:
     with pytest.raises(LocalProtocolError, match="ShardSelector"):
         Reflector(CM, rng=random.Random(1), shard_selector="x")  # type: ignore[arg-type]
+
+
+def test_a_uid_is_hashed_once_however_often_a_sharded_replica_asks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 35: a sharded replica hashes each uid on every change, gated write and copy it
+    labels; the pure-Python FNV-1a runs once per uid, and every caller agrees with it."""
+    from kubemoon_core import _shard
+    from kubemoon_core._changes import Change, ChangeType
+    from kubemoon_core._resources import ObjectKey
+    from kubemoon_core.sharding import ShardedKeys, owner_bucket, owner_bucket_label
+
+    calls: list[bytes] = []
+
+    def counting(data: bytes) -> int:
+        calls.append(bytes(data))
+        return fnv1a_64(data)
+
+    monkeypatch.setattr(_shard, "fnv1a_64", counting)
+    _shard.text_hash.cache_clear()
+    uid = "5f0c3a6e-8d1b-4c2a-9e7f-0a1b2c3d4e5f"
+    obj = {"metadata": {"namespace": "src", "name": "m", "uid": uid}}
+    expected = fnv1a_64(uid.encode())
+    for _ in range(3):
+        assert shard_hash(obj) == expected
+        assert owner_bucket(uid) == expected >> 56
+        assert owner_bucket_label(uid) == f"{expected >> 56:02x}"
+        assert ShardSelector((ShardRange(0, HASH_SPACE),)).contains(obj)
+        keys = ShardedKeys()
+        keys.observe(Change(ChangeType.ADDED, ObjectKey("src", "m"), None, obj))
+    assert calls == [uid.encode()]
+    with pytest.raises(ShardSelectorError):
+        owner_bucket("\ud800")  # a lone surrogate: still refused, never remembered
+    _shard.text_hash.cache_clear()
