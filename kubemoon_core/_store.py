@@ -41,7 +41,16 @@ from typing import Any
 from ._changes import Change, ChangeType, _InitialChange, _LazyChanges
 from ._errors import LocalProtocolError
 from ._resources import ObjectKey
-from ._store_codec import _blob_rv, _blob_start, _Codec, _Entry, _fast_codec, _pack, _sorted_json
+from ._store_codec import (
+    _any_stack,
+    _blob_rv,
+    _blob_start,
+    _Codec,
+    _Entry,
+    _fast_codec,
+    _pack,
+    _sorted_json,
+)
 
 __all__ = [
     "Store",
@@ -62,6 +71,9 @@ _ADDED, _MODIFIED, _DELETED = ChangeType.ADDED, ChangeType.MODIFIED, ChangeType.
 
 _codec: Callable[[], _Codec] = _fast_codec  # tests swap in _standard_codec
 _ENCODE_ERRORS = (TypeError, ValueError, RecursionError, OverflowError)
+# Comparing or encoding a deep object recurses from the caller's stack (see _store_codec).
+_equal: Callable[[tuple[Any, Any]], bool] = _any_stack(lambda pair: pair[0] == pair[1])
+_sorted_deep: Callable[[Any], str] = _any_stack(_sorted_json)
 
 # Every effective mutation builds a Change and its ObjectKey. Setting their slots through the
 # descriptors skips the frozen dataclasses' __init__ (one object.__setattr__ per field
@@ -571,9 +583,11 @@ class Store:
         missing = [f for f in ("apiVersion", "kind") if f not in decoded and f in obj]
         for field in missing:
             decoded[field] = obj[field]
-        if decoded != obj:
+        if not _equal((decoded, obj)):
             differ = sorted(
-                str(k) for k in decoded.keys() | obj.keys() if decoded.get(k) != obj.get(k)
+                str(k)
+                for k in decoded.keys() | obj.keys()
+                if not _equal((decoded.get(k), obj.get(k)))
             )
             raise LocalProtocolError(
                 f"{where}: raw does not encode the object (they differ at {', '.join(differ)})"
@@ -583,9 +597,9 @@ class Store:
         # each settles it; in another order, the sorted encodings.
         try:
             prefix = self._codec.encode({field: obj[field] for field in missing})
-            same = self._codec.encode(decoded) == self._codec.encode(obj) or _sorted_json(
+            same = self._codec.encode(decoded) == self._codec.encode(obj) or _sorted_deep(
                 decoded
-            ) == _sorted_json(obj)
+            ) == _sorted_deep(obj)
         except _ENCODE_ERRORS as exc:
             raise LocalProtocolError(
                 f"{where}: a compact store keeps JSON values only: {exc}"

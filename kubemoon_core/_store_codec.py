@@ -8,6 +8,7 @@ core's JSON rules say; the blob layout is below. Pure; used by :class:`kubemoon_
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +45,51 @@ def _blob_rv(blob: bytes) -> str | None:
 def _blob_start(blob: bytes) -> int:
     size = blob[0]
     return 1 if size == _NO_RV else 1 + size
+
+
+# -- reading a deep object from any stack -------------------------------------------------
+# Every decoder counts its nesting against the interpreter's recursion limit, from the
+# caller's stack depth: an object a watch decoded from a shallow stack (any depth below the
+# limit is stored) could not be read again from a reader's deeper one, where a plain store
+# hands out the dict it holds. A decode that hits the limit is retried once with the limit
+# doubled: a stored object nests at most the limit's levels and the reader's stack is below
+# it, so the retry fits. The limit is restored by the last retry to finish. The core takes
+# no lock (it is sans-IO): the two lists change by single appends and pops, atomic in
+# CPython, so threads retrying at once share one raised limit; the worst a race between a
+# retry ending and another starting does is fail that other one as before the fix.
+
+_retrying: list[None] = []  # one item per retry running
+_saved_limit: list[int] = []  # the limit before the retries running (first item)
+
+
+def _deep_retry(decode: Callable[[Any], Any], data: Any) -> Any:
+    """``decode(data)`` with the recursion limit doubled (after a RecursionError)."""
+    _retrying.append(None)
+    if not _saved_limit:
+        _saved_limit.append(sys.getrecursionlimit())
+    doubled = 2 * _saved_limit[0]
+    if sys.getrecursionlimit() < doubled:
+        sys.setrecursionlimit(doubled)
+    try:
+        return decode(data)
+    finally:
+        _retrying.pop()
+        if not _retrying and _saved_limit:
+            limit = _saved_limit[0]
+            _saved_limit.clear()
+            sys.setrecursionlimit(limit)
+
+
+def _any_stack(decode: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``decode`` that reads a deep document from a deep stack (see above)."""
+
+    def decode_anywhere(data: Any) -> Any:
+        try:
+            return decode(data)
+        except RecursionError:
+            return _deep_retry(decode, data)
+
+    return decode_anywhere
 
 
 # -- the codec of compact stores ----------------------------------------------------------
@@ -91,12 +137,15 @@ def _std_dumps(value: Any) -> bytes:
     return _STD_ENCODE(value).encode()
 
 
-def _std_loads(data: bytes) -> Any:
+def _std_text(data: bytes) -> Any:
     return _std_decode(data.decode())  # UTF-8 only (strict), as the stored bytes are
 
 
+_std_loads = _any_stack(_std_text)
+
+
 def _std_load(blob: bytes) -> Any:
-    return _std_decode(blob[_blob_start(blob) :].decode())
+    return _std_loads(blob[_blob_start(blob) :])
 
 
 def _checked_nan(encode: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
@@ -112,7 +161,7 @@ def _checked_nan(encode: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
 
 def _standard_codec() -> _Codec:
     """The standard library's codec (what a compact store uses with no extra installed)."""
-    return _Codec("json", _std_dumps, _std_loads, _std_load)
+    return _Codec("json", _any_stack(_std_dumps), _std_loads, _std_load)
 
 
 def _fast_codec() -> _Codec:
@@ -123,11 +172,15 @@ def _fast_codec() -> _Codec:
         import msgspec  # noqa: PLC0415 - optional dependency
 
         encode = _checked_nan(msgspec.json.Encoder().encode)
-        decode = msgspec.json.Decoder().decode
-        msgspec_decode = decode
+        msgspec_decode = msgspec.json.Decoder().decode
+        decode = _any_stack(msgspec_decode)
 
         def load(blob: bytes) -> Any:
-            return msgspec_decode(memoryview(blob)[_blob_start(blob) :])  # no copy
+            view = memoryview(blob)[_blob_start(blob) :]  # no copy
+            try:
+                return msgspec_decode(view)
+            except RecursionError:
+                return _deep_retry(msgspec_decode, view)
 
         names = ["msgspec", "msgspec"]
     except ImportError:  # pragma: no cover - the dev environment has msgspec
@@ -158,4 +211,4 @@ def _fast_codec() -> _Codec:
         names[0] = "orjson"
     except ImportError:  # pragma: no cover - the dev environment has orjson
         pass
-    return _Codec("+".join(dict.fromkeys(names)), encode, decode, load)
+    return _Codec("+".join(dict.fromkeys(names)), _any_stack(encode), decode, load)
