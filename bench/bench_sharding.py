@@ -23,8 +23,9 @@ the response bytes its informers received (``kubemoon_reflector_received_bytes_t
 from its ``/metrics``: LIST pages and watch streams, streaming lists included), in total
 and for the sharded ConfigMirror informer alone.
 
-Targets (issue 25): each sharded replica's CPU and peak RSS ≤ 0.4x the single replica's;
-bytes received per replica with the gate ≤ 0.4x the single replica's. Sharded, each
+Targets (issue 35, after issue 25): each sharded replica's CPU ≤ 0.4x and peak RSS
+≤ 0.5x the single replica's; bytes received per replica with the gate ≤ 0.4x the single
+replica's. Sharded, each
 replica watches only the copies of its own mirrors (labelled with their mirror's owner
 bucket); the sources (every ConfigMap that is no copy) stay cluster-wide, needed to map a
 source to its mirrors, so every replica still receives and caches all of them.
@@ -77,6 +78,9 @@ REPLICAS = 3
 BUDGET = float(os.environ.get("BENCH_SHARDING_BUDGET", "480"))
 MIN_WAIT = 60.0
 TARGET_SHARE = 0.4
+# Peak RSS: each replica keeps a fixed interpreter and library cost (~41 MiB) whatever its
+# share, so the target is a half rather than a share near a third.
+RSS_TARGET_SHARE = 0.5
 GATE = "--feature-gates=ShardedListAndWatch=true"
 CREATORS = 8
 _RECEIVED = re.compile(r"^kubemoon_reflector_received_bytes_total\{([^}]*)\} (\S+)$", re.M)
@@ -320,11 +324,12 @@ def _share_row(
     target: bool,
     *,
     note: str = "",
+    share: float = TARGET_SHARE,
 ) -> Row:
     inputs = f"{MIRRORS} mirrors: each of {REPLICAS} sharded replicas against 1 replica"
     known = [v for v in values if v is not None]
     if single is None or not single or len(known) != len(values) or not known:
-        return Row(what, inputs, "not measured", f"≤ {TARGET_SHARE}x" if target else "",
+        return Row(what, inputs, "not measured", f"≤ {share}x" if target else "",
                    False if target else None)  # fmt: skip
     worst = max(known) / single
     shown = _each(f"{v / single:.2f}" for v in known)
@@ -332,8 +337,8 @@ def _share_row(
         what,
         inputs,
         f"{worst:.2f}x at most ({shown}; single replica {single:,.1f} {unit}){note}",
-        f"≤ {TARGET_SHARE}x" if target else "",
-        worst <= TARGET_SHARE if target else None,
+        f"≤ {share}x" if target else "",
+        worst <= share if target else None,
     )
 
 
@@ -362,6 +367,7 @@ def ratio_rows(single: Run, on: Run, off: Run) -> list[Row]:
             "MiB",
             True,
             note=note_on,
+            share=RSS_TARGET_SHARE,
         ),
     ]
     for run, target in ((on, True), (off, False)):
