@@ -461,17 +461,22 @@ def interleavings(writes: Sequence[Write], window: float) -> list[str]:
     return problems
 
 
+def accepted(writes: Sequence[Write]) -> list[Write]:
+    """The writes the API server accepted: only they change an object or hand it over.
+
+    A refused write changed nothing: a resumed Lease holder's renew, or a frozen replica's
+    conditional PUT that was under way when it froze and arrives with a stale
+    resourceVersion (409). When such a write was started is checked on its own
+    (:func:`assert_only_sends_under_way_were_late`)."""
+    return [w for w in writes if 200 <= w.code < 300]
+
+
 def assert_no_interleaving(scene: Scene) -> dict[tuple[str, str, str], list[Write]]:
     writes = audit_writes(scene)
     assert writes, "the audit log holds no write of this test"
     problems = {}
     for key, all_writes in writes.items():
-        ws = all_writes
-        if key[0] == "leases":
-            # Contending for a Lease is how election works: a resumed holder's renew is
-            # refused (409) by the optimistic concurrency. Only accepted writes hand it over.
-            ws = [w for w in all_writes if 200 <= w.code < 300]
-        if found := interleavings(ws, LEASE):
+        if found := interleavings(accepted(all_writes), LEASE):
             problems[key] = found
     assert problems == {}
     return writes
@@ -508,6 +513,13 @@ def test_the_interleaving_rule() -> None:
     assert len(interleavings(in_flight, LEASE)) == 1
     ping_pong = [Write(a, 0.0, 0.01, "c"), Write(b, 0.5, 0.51, "u"), Write(a, 1.0, 1.01, "u")]
     assert len(interleavings(ping_pong, LEASE)) == 1
+    # A late conditional PUT of a frozen replica, refused as stale, hands nothing over...
+    refused = [Write(b, 0.0, 0.01, "u"), Write(a, 0.5, 0.51, "u", 409), Write(b, 0.7, 0.71, "u")]
+    assert len(interleavings(refused, LEASE)) == 1  # (what the raw audit order shows)
+    assert interleavings(accepted(refused), LEASE) == []
+    # ...and an accepted one still does.
+    taken = [Write(b, 0.0, 0.01, "u"), Write(a, 0.5, 0.51, "u", 200), Write(b, 0.7, 0.71, "u")]
+    assert len(interleavings(accepted(taken), LEASE)) == 1
 
 
 # -- the tests -----------------------------------------------------------------------------------
