@@ -405,59 +405,18 @@ that group version as a declared dataclass; this package re-exports the kinds th
 resources and their :class:`~kubemoon_core.GroupVersionResource` constants, named after the
 plural (``ConfigMap`` and ``CONFIGMAPS``). Decode and encode them with
 :func:`kubemoon_core.typed.decode` and :func:`kubemoon_core.typed.encode`.
-
-The group-version modules are imported when first used (a module ``__getattr__``), so that
-importing one kind, or a program that uses a few, does not pay for them all.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
 '''
         modules = sorted({m for m, _, _ in kinds} | set(self.modules))
-        text += "    from . import " + ", ".join(modules) + "\n"
-        where: dict[str, str] = {}
+        text += "from . import " + ", ".join(modules) + "\n"
         for module in sorted({m for m, _, _ in kinds}):
             names = sorted(n for m, c, k in kinds if m == module for n in (c, k))
-            where.update(dict.fromkeys(names, module))
-            text += (
-                f"    from .{module} import (\n"
-                + "".join(f"        {n},\n" for n in names)
-                + "    )\n"
-            )
+            text += f"from .{module} import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
         exported = sorted([*modules, *(n for _, c, k in kinds for n in (c, k))])
         text += "\n__all__ = [\n" + "".join(f'    "{n}",\n' for n in exported) + "]\n"
-        text += "\n_MODULES = frozenset({" + ", ".join(f'"{m}"' for m in modules) + "})\n"
-        text += "# Each re-exported name -> the module that defines it.\n"
-        text += (
-            "_WHERE: dict[str, str] = {\n"
-            + "".join(f'    "{n}": "{where[n]}",\n' for n in sorted(where))
-            + "}\n"
-        )
-        text += '''
-
-# At run time only: to the type checker every public name is imported above, so a
-# misspelt one is still an error.
-if not TYPE_CHECKING:
-
-    def __getattr__(name: str) -> Any:
-        """Import a group-version module, or the one defining a kind, when first asked for."""
-        if name in _MODULES:
-            return importlib.import_module(f"{__name__}.{name}")
-        module = _WHERE.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-        globals()[name] = value
-        return value
-
-
-    def __dir__() -> list[str]:
-        return sorted({*globals(), *__all__})
-'''
         return text
 
 

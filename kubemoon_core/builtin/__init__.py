@@ -7,125 +7,118 @@ that group version as a declared dataclass; this package re-exports the kinds th
 resources and their :class:`~kubemoon_core.GroupVersionResource` constants, named after the
 plural (``ConfigMap`` and ``CONFIGMAPS``). Decode and encode them with
 :func:`kubemoon_core.typed.decode` and :func:`kubemoon_core.typed.encode`.
-
-The group-version modules are imported when first used (a module ``__getattr__``), so that
-importing one kind, or a program that uses a few, does not pay for them all.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from . import (
-        admissionregistration_v1,
-        apiextensions_v1,
-        apps_v1,
-        batch_v1,
-        coordination_v1,
-        core_v1,
-        meta_v1,
-        networking_v1,
-        rbac_v1,
-        scheduling_v1alpha3,
-    )
-    from .admissionregistration_v1 import (
-        MUTATINGADMISSIONPOLICIES,
-        MUTATINGADMISSIONPOLICYBINDINGS,
-        MUTATINGWEBHOOKCONFIGURATIONS,
-        VALIDATINGADMISSIONPOLICIES,
-        VALIDATINGADMISSIONPOLICYBINDINGS,
-        VALIDATINGWEBHOOKCONFIGURATIONS,
-        MutatingAdmissionPolicy,
-        MutatingAdmissionPolicyBinding,
-        MutatingWebhookConfiguration,
-        ValidatingAdmissionPolicy,
-        ValidatingAdmissionPolicyBinding,
-        ValidatingWebhookConfiguration,
-    )
-    from .apiextensions_v1 import (
-        CUSTOMRESOURCEDEFINITIONS,
-        CustomResourceDefinition,
-    )
-    from .apps_v1 import (
-        CONTROLLERREVISIONS,
-        DAEMONSETS,
-        DEPLOYMENTS,
-        REPLICASETS,
-        STATEFULSETS,
-        ControllerRevision,
-        DaemonSet,
-        Deployment,
-        ReplicaSet,
-        StatefulSet,
-    )
-    from .batch_v1 import (
-        CRONJOBS,
-        JOBS,
-        CronJob,
-        Job,
-    )
-    from .coordination_v1 import (
-        LEASES,
-        Lease,
-    )
-    from .core_v1 import (
-        COMPONENTSTATUSES,
-        CONFIGMAPS,
-        ENDPOINTS,
-        EVENTS,
-        LIMITRANGES,
-        NAMESPACES,
-        NODES,
-        PERSISTENTVOLUMECLAIMS,
-        PERSISTENTVOLUMES,
-        PODS,
-        PODTEMPLATES,
-        REPLICATIONCONTROLLERS,
-        RESOURCEQUOTAS,
-        SECRETS,
-        SERVICEACCOUNTS,
-        SERVICES,
-        ComponentStatus,
-        ConfigMap,
-        Endpoints,
-        Event,
-        LimitRange,
-        Namespace,
-        Node,
-        PersistentVolume,
-        PersistentVolumeClaim,
-        Pod,
-        PodTemplate,
-        ReplicationController,
-        ResourceQuota,
-        Secret,
-        Service,
-        ServiceAccount,
-    )
-    from .networking_v1 import (
-        INGRESSCLASSES,
-        INGRESSES,
-        IPADDRESSES,
-        NETWORKPOLICIES,
-        SERVICECIDRS,
-        Ingress,
-        IngressClass,
-        IPAddress,
-        NetworkPolicy,
-        ServiceCIDR,
-    )
-    from .rbac_v1 import (
-        CLUSTERROLEBINDINGS,
-        CLUSTERROLES,
-        ROLEBINDINGS,
-        ROLES,
-        ClusterRole,
-        ClusterRoleBinding,
-        Role,
-        RoleBinding,
-    )
+from . import (
+    admissionregistration_v1,
+    apiextensions_v1,
+    apps_v1,
+    batch_v1,
+    coordination_v1,
+    core_v1,
+    meta_v1,
+    networking_v1,
+    rbac_v1,
+    scheduling_v1alpha3,
+)
+from .admissionregistration_v1 import (
+    MUTATINGADMISSIONPOLICIES,
+    MUTATINGADMISSIONPOLICYBINDINGS,
+    MUTATINGWEBHOOKCONFIGURATIONS,
+    VALIDATINGADMISSIONPOLICIES,
+    VALIDATINGADMISSIONPOLICYBINDINGS,
+    VALIDATINGWEBHOOKCONFIGURATIONS,
+    MutatingAdmissionPolicy,
+    MutatingAdmissionPolicyBinding,
+    MutatingWebhookConfiguration,
+    ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding,
+    ValidatingWebhookConfiguration,
+)
+from .apiextensions_v1 import (
+    CUSTOMRESOURCEDEFINITIONS,
+    CustomResourceDefinition,
+)
+from .apps_v1 import (
+    CONTROLLERREVISIONS,
+    DAEMONSETS,
+    DEPLOYMENTS,
+    REPLICASETS,
+    STATEFULSETS,
+    ControllerRevision,
+    DaemonSet,
+    Deployment,
+    ReplicaSet,
+    StatefulSet,
+)
+from .batch_v1 import (
+    CRONJOBS,
+    JOBS,
+    CronJob,
+    Job,
+)
+from .coordination_v1 import (
+    LEASES,
+    Lease,
+)
+from .core_v1 import (
+    COMPONENTSTATUSES,
+    CONFIGMAPS,
+    ENDPOINTS,
+    EVENTS,
+    LIMITRANGES,
+    NAMESPACES,
+    NODES,
+    PERSISTENTVOLUMECLAIMS,
+    PERSISTENTVOLUMES,
+    PODS,
+    PODTEMPLATES,
+    REPLICATIONCONTROLLERS,
+    RESOURCEQUOTAS,
+    SECRETS,
+    SERVICEACCOUNTS,
+    SERVICES,
+    ComponentStatus,
+    ConfigMap,
+    Endpoints,
+    Event,
+    LimitRange,
+    Namespace,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodTemplate,
+    ReplicationController,
+    ResourceQuota,
+    Secret,
+    Service,
+    ServiceAccount,
+)
+from .networking_v1 import (
+    INGRESSCLASSES,
+    INGRESSES,
+    IPADDRESSES,
+    NETWORKPOLICIES,
+    SERVICECIDRS,
+    Ingress,
+    IngressClass,
+    IPAddress,
+    NetworkPolicy,
+    ServiceCIDR,
+)
+from .rbac_v1 import (
+    CLUSTERROLEBINDINGS,
+    CLUSTERROLES,
+    ROLEBINDINGS,
+    ROLES,
+    ClusterRole,
+    ClusterRoleBinding,
+    Role,
+    RoleBinding,
+)
 
 __all__ = [
     "CLUSTERROLEBINDINGS",
@@ -219,120 +212,3 @@ __all__ = [
     "rbac_v1",
     "scheduling_v1alpha3",
 ]
-
-_MODULES = frozenset(
-    {
-        "admissionregistration_v1",
-        "apiextensions_v1",
-        "apps_v1",
-        "batch_v1",
-        "coordination_v1",
-        "core_v1",
-        "meta_v1",
-        "networking_v1",
-        "rbac_v1",
-        "scheduling_v1alpha3",
-    }
-)
-# Each re-exported name -> the module that defines it.
-_WHERE: dict[str, str] = {
-    "CLUSTERROLEBINDINGS": "rbac_v1",
-    "CLUSTERROLES": "rbac_v1",
-    "COMPONENTSTATUSES": "core_v1",
-    "CONFIGMAPS": "core_v1",
-    "CONTROLLERREVISIONS": "apps_v1",
-    "CRONJOBS": "batch_v1",
-    "CUSTOMRESOURCEDEFINITIONS": "apiextensions_v1",
-    "ClusterRole": "rbac_v1",
-    "ClusterRoleBinding": "rbac_v1",
-    "ComponentStatus": "core_v1",
-    "ConfigMap": "core_v1",
-    "ControllerRevision": "apps_v1",
-    "CronJob": "batch_v1",
-    "CustomResourceDefinition": "apiextensions_v1",
-    "DAEMONSETS": "apps_v1",
-    "DEPLOYMENTS": "apps_v1",
-    "DaemonSet": "apps_v1",
-    "Deployment": "apps_v1",
-    "ENDPOINTS": "core_v1",
-    "EVENTS": "core_v1",
-    "Endpoints": "core_v1",
-    "Event": "core_v1",
-    "INGRESSCLASSES": "networking_v1",
-    "INGRESSES": "networking_v1",
-    "IPADDRESSES": "networking_v1",
-    "IPAddress": "networking_v1",
-    "Ingress": "networking_v1",
-    "IngressClass": "networking_v1",
-    "JOBS": "batch_v1",
-    "Job": "batch_v1",
-    "LEASES": "coordination_v1",
-    "LIMITRANGES": "core_v1",
-    "Lease": "coordination_v1",
-    "LimitRange": "core_v1",
-    "MUTATINGADMISSIONPOLICIES": "admissionregistration_v1",
-    "MUTATINGADMISSIONPOLICYBINDINGS": "admissionregistration_v1",
-    "MUTATINGWEBHOOKCONFIGURATIONS": "admissionregistration_v1",
-    "MutatingAdmissionPolicy": "admissionregistration_v1",
-    "MutatingAdmissionPolicyBinding": "admissionregistration_v1",
-    "MutatingWebhookConfiguration": "admissionregistration_v1",
-    "NAMESPACES": "core_v1",
-    "NETWORKPOLICIES": "networking_v1",
-    "NODES": "core_v1",
-    "Namespace": "core_v1",
-    "NetworkPolicy": "networking_v1",
-    "Node": "core_v1",
-    "PERSISTENTVOLUMECLAIMS": "core_v1",
-    "PERSISTENTVOLUMES": "core_v1",
-    "PODS": "core_v1",
-    "PODTEMPLATES": "core_v1",
-    "PersistentVolume": "core_v1",
-    "PersistentVolumeClaim": "core_v1",
-    "Pod": "core_v1",
-    "PodTemplate": "core_v1",
-    "REPLICASETS": "apps_v1",
-    "REPLICATIONCONTROLLERS": "core_v1",
-    "RESOURCEQUOTAS": "core_v1",
-    "ROLEBINDINGS": "rbac_v1",
-    "ROLES": "rbac_v1",
-    "ReplicaSet": "apps_v1",
-    "ReplicationController": "core_v1",
-    "ResourceQuota": "core_v1",
-    "Role": "rbac_v1",
-    "RoleBinding": "rbac_v1",
-    "SECRETS": "core_v1",
-    "SERVICEACCOUNTS": "core_v1",
-    "SERVICECIDRS": "networking_v1",
-    "SERVICES": "core_v1",
-    "STATEFULSETS": "apps_v1",
-    "Secret": "core_v1",
-    "Service": "core_v1",
-    "ServiceAccount": "core_v1",
-    "ServiceCIDR": "networking_v1",
-    "StatefulSet": "apps_v1",
-    "VALIDATINGADMISSIONPOLICIES": "admissionregistration_v1",
-    "VALIDATINGADMISSIONPOLICYBINDINGS": "admissionregistration_v1",
-    "VALIDATINGWEBHOOKCONFIGURATIONS": "admissionregistration_v1",
-    "ValidatingAdmissionPolicy": "admissionregistration_v1",
-    "ValidatingAdmissionPolicyBinding": "admissionregistration_v1",
-    "ValidatingWebhookConfiguration": "admissionregistration_v1",
-}
-
-
-# At run time only: to the type checker every public name is imported above, so a
-# misspelt one is still an error.
-if not TYPE_CHECKING:
-
-    def __getattr__(name: str) -> Any:
-        """Import a group-version module, or the one defining a kind, when first asked for."""
-        if name in _MODULES:
-            return importlib.import_module(f"{__name__}.{name}")
-        module = _WHERE.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-        globals()[name] = value
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted({*globals(), *__all__})

@@ -248,37 +248,3 @@ def test_a_user_class_may_contain_itself_but_is_no_crd() -> None:
 def test_a_builtin_kind_is_no_crd() -> None:
     with pytest.raises(SchemaError, match="ConfigMap is a built-in kind"):
         crd_manifest(ConfigMap)
-
-
-def _modules_after(code: str) -> set[str]:
-    """The kind modules of ``kubemoon_core.builtin`` loaded by ``code`` in a fresh process."""
-    probe = (
-        f"{code}\nimport sys\n"
-        "print(' '.join(m for m in sys.modules if m.startswith('kubemoon_core.builtin.')))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
-    ).stdout
-    return {m.rsplit(".", 1)[1] for m in out.split()}
-
-
-def test_the_kind_modules_load_when_first_used() -> None:
-    # The package alone loads none; a kind loads its module and what that imports.
-    assert _modules_after("import kubemoon_core.builtin") == set()
-    assert _modules_after("from kubemoon_core.builtin import Lease") == {
-        "coordination_v1",
-        "meta_v1",
-    }
-    assert "core_v1" not in _modules_after("import configmirror._cli")
-
-
-def test_every_public_name_resolves_lazily_to_its_module() -> None:
-    for name in builtin.__all__:
-        obj = getattr(builtin, name)
-        if name in builtin._MODULES:
-            assert obj is sys.modules[f"kubemoon_core.builtin.{name}"]
-        else:
-            assert getattr(getattr(builtin, builtin._WHERE[name]), name) is obj
-    assert set(builtin.__all__) <= set(dir(builtin))
-    with pytest.raises(AttributeError, match="NoSuchKind"):
-        builtin.NoSuchKind  # type: ignore[attr-defined]  # noqa: B018
